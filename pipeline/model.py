@@ -1,0 +1,451 @@
+"""A decoder-only transformer in NumPy, float32 end to end: GPT-2 style and Llama style.
+
+    GPT-2:  token + learned position embeddings; LayerNorm; attention with biases; GELU MLP
+    Llama:  token embeddings; RMSNorm; attention with RoPE-rotated q and k and grouped-query
+            key/value heads; SwiGLU feed-forward
+
+Both end in a final norm and the unembedding (`x @ unembed`), tied to the token embeddings or
+not. One sequence at a time: the rows of `x` are its tokens, `x` is [T, d].
+
+Activation cache
+----------------
+`logits, cache = model.run_with_cache(tokens)` records every intermediate. The math calls named
+identity hooks inline (`resid_mid = hook("hook_resid_mid", resid_pre + attn_out)`); a plain
+`model.forward(tokens)` passes hooks that return the value and store nothing. Names follow
+TransformerLens. T tokens, d model width, H query heads, KVH key/value heads, hd head width,
+d_ff feed-forward width, V vocabulary; block names are prefixed `blocks.{i}.`.
+
+    name                            shape        what
+    hook_embed                      [T, d]       token embeddings (rows of wte)
+    hook_pos_embed                  [T, d]       learned position embeddings (GPT-2 only)
+    blocks.{i}.hook_resid_pre       [T, d]       residual stream entering block i
+    blocks.{i}.ln1.hook_normalized  [T, d]       norm before attention (LayerNorm / RMSNorm)
+    blocks.{i}.attn.hook_q          [T, H, hd]   queries
+    blocks.{i}.attn.hook_k          [T, KVH, hd] keys
+    blocks.{i}.attn.hook_v          [T, KVH, hd] values
+    blocks.{i}.attn.hook_rot_q      [T, H, hd]   queries after RoPE (RoPE models with positions)
+    blocks.{i}.attn.hook_rot_k      [T, KVH, hd] keys after RoPE (idem)
+    blocks.{i}.attn.hook_attn_scores [H, T, T]   q.k / sqrt(hd), -inf above the diagonal
+    blocks.{i}.attn.hook_pattern    [H, T, T]    softmax of the scores: rows sum to 1
+    blocks.{i}.attn.hook_z          [T, H, hd]   pattern-weighted sum of values, per head
+    blocks.{i}.attn.hook_result     [T, H, d]    each head's output after the output projection
+                                                 (summed over heads: hook_attn_out minus bias)
+    blocks.{i}.hook_attn_out        [T, d]       attention output
+    blocks.{i}.hook_resid_mid       [T, d]       resid_pre + attn_out
+    blocks.{i}.ln2.hook_normalized  [T, d]       norm before the feed-forward
+    blocks.{i}.mlp.hook_pre         [T, d_ff]    GELU input (fc output) / SwiGLU gate pre-activation
+    blocks.{i}.mlp.hook_pre_linear  [T, d_ff]    SwiGLU up-projection (Llama only)
+    blocks.{i}.mlp.hook_post        [T, d_ff]    gelu(pre) / silu(gate) * up
+    blocks.{i}.hook_mlp_out         [T, d]       feed-forward output
+    blocks.{i}.hook_resid_post      [T, d]       resid_mid + mlp_out: entering block i + 1
+    ln_final.hook_normalized        [T, d]       final norm
+    logits                          [T, V]       scores for the next token at every position
+
+Float32: NumPy 2 upcasts `float32_array / np.sqrt(d)` to float64, so scales are Python floats
+(`x * d ** -0.5`), and cubes are `x * x * x` (float32 `x ** 3` is ~25x slower).
+"""
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+
+@dataclass(frozen=True)
+class ModelConfig:
+    model_type: str            # "gpt2" or "llama": the family of the checkpoint
+    vocab_size: int            # V: rows of the token embedding, columns of the logits
+    d_model: int               # d: width of the residual stream
+    n_layers: int              # N: transformer blocks
+    n_heads: int               # H: query heads per attention layer
+    n_kv_heads: int            # KVH: key/value heads (H: multi-head, 1: multi-query, else grouped)
+    head_dim: int              # hd: width of one head's query, key and value
+    d_ff: int                  # width of the feed-forward hidden layer
+    n_ctx: int                 # context window: the most positions the model was trained on
+    norm: str                  # "layer_norm" (GPT-2) or "rms_norm" (Llama)
+    norm_eps: float            # added to the variance (mean square) before the square root
+    mlp: str                   # "gelu" (GPT-2: fc, GELU, proj) or "swiglu" (Llama: gate, up, down)
+    positions: str             # "learned" (GPT-2: a table added to embeddings) or "rope" (Llama)
+    rope_theta: float = 10000.0     # RoPE base: pair j turns by position * theta ** (-2j / hd)
+    tied_embeddings: bool = True    # unembedding is the transposed token embedding
+    bos_token_id: int = None        # token a document starts with (None: not set)
+    eos_token_id: int = None        # token that ends a document: generation stops there
+
+
+# --- the math: small functions named after what they compute --------------------------------
+
+def layer_norm(x, g, b, eps):  # [T, d] -> [T, d]
+    mean = x.mean(-1, keepdims=True)
+    var = x.var(-1, keepdims=True)
+    return g * ((x - mean) / np.sqrt(var + eps)) + b
+
+
+def rms_norm(x, g, eps):  # [T, d] -> [T, d]
+    return g * (x / np.sqrt((x * x).mean(-1, keepdims=True) + eps))
+
+
+def gelu(x):  # GPT-2's tanh approximation
+    return 0.5 * x * (1.0 + np.tanh(math.sqrt(2.0 / math.pi) * (x + 0.044715 * (x * x * x))))
+
+
+def sigmoid(x):  # 1 / (1 + e^-x), written with tanh so large |x| cannot overflow
+    return 0.5 * (1.0 + np.tanh(0.5 * x))
+
+
+def silu(x):
+    return x * sigmoid(x)
+
+
+def softmax(x):  # over the last axis
+    e = np.exp(x - x.max(-1, keepdims=True))
+    return e / e.sum(-1, keepdims=True)
+
+
+def linear(x, w, b=None):  # [T, d_in] @ [d_in, d_out] -> [T, d_out]
+    return x @ w if b is None else x @ w + b
+
+
+def rope_frequencies(head_dim, theta):  # -> [hd/2]: radians per position for each pair
+    return 1.0 / (theta ** (np.arange(0, head_dim, 2, dtype=np.float32) / head_dim))
+
+
+def rope_cos_sin(positions, inv_freq):  # [T] -> ([T, hd], [T, hd])
+    angles = positions[:, None].astype(np.float32) * inv_freq[None, :]  # [T, hd/2]
+    angles = np.concatenate([angles, angles], axis=-1)                  # [T, hd]
+    return np.cos(angles), np.sin(angles)
+
+
+def rope(x, cos, sin):  # [T, heads, hd] -> [T, heads, hd]
+    # Hugging Face's layout: dimension j is paired with j + hd/2 (rotate_half), not with j + 1.
+    half = x.shape[-1] // 2
+    rotated = np.concatenate([-x[..., half:], x[..., :half]], axis=-1)
+    return x * cos[:, None, :] + rotated * sin[:, None, :]
+
+
+def causal_mask(n_queries, n_keys):  # -> [Tq, S]: the queries are the last Tq of the S positions
+    return np.triu(np.full((n_queries, n_keys), -np.inf, dtype=np.float32),
+                   k=n_keys - n_queries + 1)
+
+
+def attention(q, k, v, hook):  # q [T, H, hd], k v [S, KVH, hd] -> [T, H, hd]
+    n_heads, head_dim = q.shape[1], q.shape[2]
+    k = np.repeat(k, n_heads // k.shape[1], axis=1)  # [S, KVH, hd] -> [S, H, hd]: heads share kv
+    v = np.repeat(v, n_heads // v.shape[1], axis=1)  # [S, KVH, hd] -> [S, H, hd]
+    scores = q.transpose(1, 0, 2) @ k.transpose(1, 2, 0) * head_dim ** -0.5  # -> [H, T, S]
+    scores = hook("hook_attn_scores", scores + causal_mask(q.shape[0], k.shape[0]))
+    pattern = hook("hook_pattern", softmax(scores))                          # [H, T, S]
+    return (pattern @ v.transpose(1, 0, 2)).transpose(1, 0, 2)               # -> [T, H, hd]
+
+
+def per_head_result(z, w_o):  # [T, H, hd] -> [T, H, d]: what each head adds to the residual
+    n_heads, head_dim = z.shape[1], z.shape[2]
+    return np.einsum("thk,hkd->thd", z, w_o.reshape(n_heads, head_dim, -1))
+
+
+def attention_layer(x, w_q, w_k, w_v, w_o, b_q=None, b_k=None, b_v=None, b_o=None, *,
+                    n_heads, n_kv_heads, rope_cs, kv, hook):  # [T, d] -> [T, d]
+    T = x.shape[0]
+    q = hook("hook_q", linear(x, w_q, b_q).reshape(T, n_heads, -1))     # [T, d] -> [T, H, hd]
+    k = hook("hook_k", linear(x, w_k, b_k).reshape(T, n_kv_heads, -1))  # [T, d] -> [T, KVH, hd]
+    v = hook("hook_v", linear(x, w_v, b_v).reshape(T, n_kv_heads, -1))  # [T, d] -> [T, KVH, hd]
+    if rope_cs is not None:
+        q = hook("hook_rot_q", rope(q, *rope_cs))
+        k = hook("hook_rot_k", rope(k, *rope_cs))
+    z = hook("hook_z", kv.attend(q, k, v, hook))                        # [T, H, hd]
+    hook.lazy("hook_result", per_head_result, z, w_o)
+    return linear(z.reshape(T, -1), w_o, b_o)                           # [T, H*hd] -> [T, d]
+
+
+def gelu_mlp(x, w_fc, b_fc, w_proj, b_proj, *, hook):  # [T, d] -> [T, d]
+    pre = hook("hook_pre", x @ w_fc + b_fc)          # [T, d] -> [T, d_ff]
+    post = hook("hook_post", gelu(pre))
+    return post @ w_proj + b_proj                    # [T, d_ff] -> [T, d]
+
+
+def swiglu_ffn(x, w_gate, w_up, w_down, *, hook):  # [T, d] -> [T, d]
+    gate = hook("hook_pre", x @ w_gate)              # [T, d] -> [T, d_ff]
+    up = hook("hook_pre_linear", x @ w_up)           # [T, d] -> [T, d_ff]
+    post = hook("hook_post", silu(gate) * up)
+    return post @ w_down                             # [T, d_ff] -> [T, d]
+
+
+NORMS = {"layer_norm": layer_norm, "rms_norm": rms_norm}
+MLPS = {"gelu": gelu_mlp, "swiglu": swiglu_ffn}
+
+
+def transformer_block(x, ln_1, attn, ln_2, mlp, *, cfg, rope_cs, kv, hook):  # [T, d] -> [T, d]
+    norm, ffn = NORMS[cfg.norm], MLPS[cfg.mlp]
+    resid_pre = hook("hook_resid_pre", x)
+    normed = hook("ln1.hook_normalized", norm(resid_pre, **ln_1, eps=cfg.norm_eps))
+    attn_out = hook("hook_attn_out", attention_layer(
+        normed, **attn, n_heads=cfg.n_heads, n_kv_heads=cfg.n_kv_heads, rope_cs=rope_cs, kv=kv,
+        hook=hook.scope("attn.")))
+    resid_mid = hook("hook_resid_mid", resid_pre + attn_out)
+    normed = hook("ln2.hook_normalized", norm(resid_mid, **ln_2, eps=cfg.norm_eps))
+    mlp_out = hook("hook_mlp_out", ffn(normed, **mlp, hook=hook.scope("mlp.")))
+    return hook("hook_resid_post", resid_mid + mlp_out)
+
+
+def transformer(tokens, positions, wte, blocks, ln_f, unembed, wpe=None, *,
+                cfg, inv_freq, kv, hook):  # [T] -> [T, V]
+    """positions None: run without positional information (no position table, no RoPE)."""
+    x = hook("hook_embed", wte[tokens])                               # [T] -> [T, d]
+    rope_cs = None
+    if positions is not None and cfg.positions == "learned":
+        x = x + hook("hook_pos_embed", wpe[positions])                # [T, d]
+    if positions is not None and cfg.positions == "rope":
+        rope_cs = rope_cos_sin(positions, inv_freq)                   # 2 x [T, hd]
+    for i, (block, kv_layer) in enumerate(zip(blocks, kv)):
+        x = transformer_block(x, **block, cfg=cfg, rope_cs=rope_cs, kv=kv_layer,
+                              hook=hook.scope(f"blocks.{i}."))
+    x = hook("ln_final.hook_normalized", NORMS[cfg.norm](x, **ln_f, eps=cfg.norm_eps))
+    return hook("logits", x @ unembed)                                # [T, d] -> [T, V]
+
+
+# --- hooks: identity functions with a name; recording ones write into a dict -----------------
+
+class Hooks:
+    """The default: every hook returns its value and records nothing."""
+
+    def __call__(self, name, x):
+        return x
+
+    def scope(self, prefix):  # hooks for a sub-module, names prefixed
+        return self
+
+    def lazy(self, name, fn, *args):  # a value worth recording but not worth computing otherwise
+        pass
+
+
+NO_HOOKS = Hooks()
+
+
+class RecordingHooks(Hooks):
+    def __init__(self, cache, prefix=""):
+        self.cache, self.prefix = cache, prefix
+
+    def __call__(self, name, x):
+        self.cache[self.prefix + name] = x
+        return x
+
+    def scope(self, prefix):
+        return RecordingHooks(self.cache, self.prefix + prefix)
+
+    def lazy(self, name, fn, *args):
+        self.cache[self.prefix + name] = fn(*args)
+
+
+# --- what attention attends over: the tokens of this pass, or a KV cache too -----------------
+
+class NoCache:
+    """Attention over the T tokens of this pass only (a full forward)."""
+
+    def attend(self, q, k, v, hook):
+        return attention(q, k, v, hook)
+
+
+class KVCache:
+    """Keys and values of every token seen so far, for each layer: what decoding attends over.
+
+    Arrays k and v are [n_layers, capacity, KVH, hd], preallocated and doubled (up to the
+    context window) when full, so a decode step writes one row instead of copying the cache.
+    `nbytes` counts the tokens held: 2 (k and v) x n_layers x KVH x hd x 4 bytes x len(self);
+    `allocated_nbytes` counts the buffers.
+    """
+
+    def __init__(self, n_layers, n_kv_heads, head_dim, max_tokens, capacity=64):
+        capacity = min(capacity, max_tokens)
+        self.k = np.zeros((n_layers, capacity, n_kv_heads, head_dim), dtype=np.float32)
+        self.v = np.zeros_like(self.k)
+        self.max_tokens = max_tokens
+        self.n_tokens = 0
+
+    def __len__(self):
+        return self.n_tokens
+
+    @property
+    def nbytes(self):
+        return self.k[:, :self.n_tokens].nbytes + self.v[:, :self.n_tokens].nbytes
+
+    @property
+    def allocated_nbytes(self):
+        return self.k.nbytes + self.v.nbytes
+
+    def reserve(self, n_tokens):
+        """Make room for n_tokens in all (doubling the buffers, at most to the context window)."""
+        if n_tokens > self.max_tokens:
+            raise ValueError(f"{n_tokens} tokens exceed the context window of {self.max_tokens}")
+        capacity = self.k.shape[1]
+        if n_tokens <= capacity:
+            return
+        while capacity < n_tokens:
+            capacity = min(2 * capacity, self.max_tokens)
+        for name in ("k", "v"):
+            old = getattr(self, name)
+            new = np.zeros((old.shape[0], capacity) + old.shape[2:], dtype=np.float32)
+            new[:, :self.n_tokens] = old[:, :self.n_tokens]
+            setattr(self, name, new)
+
+    def truncate(self, n_tokens):
+        """Forget everything after the first n_tokens (e.g. rejected speculative tokens)."""
+        self.n_tokens = min(self.n_tokens, n_tokens)
+
+    def copy(self):
+        other = KVCache(self.k.shape[0], self.k.shape[2], self.k.shape[3], self.max_tokens,
+                        capacity=max(self.n_tokens, 1))
+        other.reserve(self.n_tokens)
+        other.k[:, :self.n_tokens] = self.k[:, :self.n_tokens]
+        other.v[:, :self.n_tokens] = self.v[:, :self.n_tokens]
+        other.n_tokens = self.n_tokens
+        return other
+
+    def layer(self, i):
+        return LayerKV(self, i)
+
+
+class LayerKV:
+    """One layer of a KVCache: appends this pass's keys and values, attends over all of them."""
+
+    def __init__(self, cache, layer):
+        self.cache, self.layer = cache, layer
+
+    def attend(self, q, k, v, hook):
+        c, start, end = self.cache, self.cache.n_tokens, self.cache.n_tokens + k.shape[0]
+        c.k[self.layer, start:end] = k
+        c.v[self.layer, start:end] = v
+        return attention(q, c.k[self.layer, :end], c.v[self.layer, :end], hook)  # S = end
+
+
+class BatchKV:
+    """One layer of several sequences' caches: row b of the batch attends over cache b only."""
+
+    def __init__(self, layers):
+        self.layers = layers
+
+    def attend(self, q, k, v, hook):  # q [B, H, hd], k v [B, KVH, hd] -> [B, H, hd]
+        return np.concatenate([layer.attend(q[b:b + 1], k[b:b + 1], v[b:b + 1], NO_HOOKS)
+                               for b, layer in enumerate(self.layers)])
+
+
+def greedy(logits, tokens=None):
+    """The default sampler: the highest-scoring token."""
+    return int(np.argmax(logits))
+
+
+# --- the model: config + weights + tokenizer -------------------------------------------------
+
+class Model:
+    """A loaded transformer. `params` is a nested dict whose keys mirror the functions above:
+    {"wte", "wpe" (GPT-2), "blocks": [{"ln_1", "attn", "ln_2", "mlp"}, ...], "ln_f", "unembed"},
+    every weight already shaped for `x @ w`."""
+
+    def __init__(self, config: ModelConfig, params: dict, tokenizer=None, path: str = None):
+        self.config, self.params, self.tokenizer, self.path = config, params, tokenizer, path
+        self.inv_freq = (rope_frequencies(config.head_dim, config.rope_theta)
+                         if config.positions == "rope" else None)
+
+    def __repr__(self):
+        return f"Model({self.path!r}, {self.config})"
+
+    def n_params(self):
+        """Parameters of the model as trained (a tied unembedding is not counted twice)."""
+        def count(node):
+            if isinstance(node, dict):
+                return sum(count(v) for v in node.values())
+            if isinstance(node, list):
+                return sum(count(v) for v in node)
+            return node.size
+        tied = self.config.tied_embeddings
+        return count({k: v for k, v in self.params.items() if not (tied and k == "unembed")})
+
+    def _check(self, tokens, start=0):
+        tokens = np.asarray(tokens, dtype=np.int64).reshape(-1)
+        if tokens.size == 0:
+            raise ValueError("no tokens")
+        if tokens.min() < 0 or tokens.max() >= self.config.vocab_size:
+            raise ValueError(f"token ids must be in [0, {self.config.vocab_size})")
+        if start + tokens.size > self.config.n_ctx:
+            raise ValueError(f"{start + tokens.size} tokens exceed the context window of "
+                             f"{self.config.n_ctx}")
+        return tokens
+
+    def _run(self, tokens, positions, kv, hook, n_layers=None):
+        blocks = self.params["blocks"][:n_layers]
+        return transformer(tokens, positions, **{**self.params, "blocks": blocks},
+                           cfg=self.config, inv_freq=self.inv_freq, kv=kv, hook=hook)
+
+    def forward(self, tokens, *, use_positions=True, n_layers=None):
+        """Logits [T, V] for a sequence of token ids.
+
+        use_positions=False removes positional information (no position table, no RoPE);
+        n_layers=k runs the first k blocks, then the final norm and unembedding (logit lens).
+        """
+        logits, _ = self._forward(tokens, use_positions, n_layers, NO_HOOKS)
+        return logits
+
+    def run_with_cache(self, tokens, *, use_positions=True, n_layers=None):
+        """(logits [T, V], cache): every intermediate by name (see the module docstring)."""
+        cache = {}
+        logits, _ = self._forward(tokens, use_positions, n_layers, RecordingHooks(cache))
+        return logits, cache
+
+    def _forward(self, tokens, use_positions, n_layers, hook):
+        tokens = self._check(tokens)
+        positions = np.arange(len(tokens)) if use_positions else None
+        kv = [NoCache()] * self.config.n_layers
+        return self._run(tokens, positions, kv, hook, n_layers), tokens
+
+    # --- generation with a KV cache ---
+
+    def new_kv_cache(self, capacity=64) -> KVCache:
+        c = self.config
+        return KVCache(c.n_layers, c.n_kv_heads, c.head_dim, c.n_ctx, capacity)
+
+    def prefill(self, tokens, kv: KVCache):
+        """Run the prompt (or any new tokens) through, storing their keys/values: [T, V]."""
+        tokens = self._check(tokens, start=len(kv))
+        kv.reserve(len(kv) + len(tokens))
+        positions = np.arange(len(kv), len(kv) + len(tokens))
+        logits = self._run(tokens, positions, [kv.layer(i) for i in range(self.config.n_layers)],
+                           NO_HOOKS)
+        kv.n_tokens += len(tokens)
+        return logits
+
+    def decode(self, token: int, kv: KVCache):
+        """One step: the next token's logits [V], attending over everything in the cache."""
+        return self.prefill([token], kv)[0]
+
+    def decode_batch(self, tokens, kvs):
+        """One step for B sequences at once, each with its own cache (lengths may differ): [B, V].
+
+        The projections and feed-forward run as one [B, d] matmul; attention runs per sequence.
+        """
+        tokens = np.asarray(tokens, dtype=np.int64).reshape(-1)
+        if len(tokens) != len(kvs):
+            raise ValueError(f"{len(tokens)} tokens for {len(kvs)} caches")
+        for t, kv in zip(tokens, kvs):
+            self._check([t], start=len(kv))
+            kv.reserve(len(kv) + 1)
+        positions = np.array([len(kv) for kv in kvs])
+        layers = [BatchKV([kv.layer(i) for kv in kvs]) for i in range(self.config.n_layers)]
+        logits = self._run(tokens, positions, layers, NO_HOOKS)
+        for kv in kvs:
+            kv.n_tokens += 1
+        return logits
+
+    def generate(self, tokens, max_new_tokens, sample=None, stop_at_eos=True):
+        """Yield new token ids one at a time (greedy unless `sample` is given).
+
+        `sample(logits [V], tokens_so_far: list[int]) -> int` picks each token. Stops after
+        max_new_tokens, after yielding the end-of-sequence token, or when the context is full.
+        """
+        sample = sample or greedy
+        history = [int(t) for t in tokens]
+        kv = self.new_kv_cache()
+        logits = self.prefill(history, kv)[-1]
+        for _ in range(max_new_tokens):
+            token = int(sample(logits, history))
+            history.append(token)
+            yield token
+            if (stop_at_eos and token == self.config.eos_token_id) or len(kv) >= self.config.n_ctx:
+                return
+            logits = self.decode(token, kv)
