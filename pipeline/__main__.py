@@ -1,0 +1,96 @@
+"""Command line: run the engine without the web app.
+
+    python -m pipeline generate [--model DIR] [--max-new-tokens N] "prompt"
+        streams the greedy continuation to the terminal, token by token
+    python -m pipeline logits [--model DIR] (--text "..." | --ids 1,2,3) [--top K]
+        prints {"ids": [...], "top": [{"id", "text", "logit", "prob"}, ...]} for the last position
+
+Without --model, the project's default model (models/austen).
+"""
+import argparse
+import codecs
+import json
+import sys
+
+import numpy as np
+
+from .loader import ModelLoadError, load_model
+from .model import softmax
+
+
+def generate(model, prompt: str, max_new_tokens: int, out=sys.stdout) -> None:
+    tok = model.tokenizer
+    ids = tok.encode(prompt, allowed_special="all")
+    # A token may end in the middle of a UTF-8 character: the incremental decoder holds those
+    # bytes back until the rest arrives.
+    utf8 = codecs.getincrementaldecoder("utf-8")(errors="replace")
+    out.write(prompt)
+    out.flush()
+    for token in model.generate(ids, max_new_tokens):
+        if token == model.config.eos_token_id:
+            break
+        out.write(utf8.decode(tok.decode_single_token_bytes(token)))
+        out.flush()
+    out.write(utf8.decode(b"", final=True) + "\n")
+    out.flush()
+
+
+def top_logits(model, ids: list, k: int) -> dict:
+    logits = model.forward(ids)[-1]                                      # [V]
+    probs = softmax(logits)
+    top = np.argsort(-logits, kind="stable")[:k]
+    tok = model.tokenizer
+
+    def text(i):  # ids past the tokenizer's vocabulary (padding rows) have no text
+        try:
+            return tok.decode_single_token_bytes(i).decode("utf-8", errors="replace")
+        except KeyError:
+            return None
+
+    return {"ids": [int(i) for i in ids],
+            "top": [{"id": int(i), "text": text(int(i)), "logit": float(logits[i]),
+                     "prob": float(probs[i])} for i in top]}
+
+
+def parse_ids(s: str) -> list:
+    try:
+        return [int(x) for x in s.replace(" ", "").split(",") if x]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected comma-separated integers, got {s!r}") from None
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m pipeline", description=__doc__.splitlines()[0])
+    sub = ap.add_subparsers(dest="command", required=True)
+    g = sub.add_parser("generate", help="stream a greedy continuation of a prompt")
+    g.add_argument("prompt")
+    g.add_argument("--max-new-tokens", type=int, default=50)
+    lg = sub.add_parser("logits", help="top-k next-token logits as JSON")
+    which = lg.add_mutually_exclusive_group(required=True)
+    which.add_argument("--text")
+    which.add_argument("--ids", type=parse_ids)
+    lg.add_argument("--top", type=int, default=10)
+    for p in (g, lg):
+        p.add_argument("--model", help="model directory (default: models/austen)")
+    args = ap.parse_args(argv)
+
+    try:
+        model = load_model(args.model)
+    except ModelLoadError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    try:
+        if args.command == "generate":
+            generate(model, args.prompt, args.max_new_tokens)
+        else:
+            ids = args.ids if args.ids is not None else \
+                model.tokenizer.encode(args.text, allowed_special="all")
+            print(json.dumps(top_logits(model, ids, args.top), ensure_ascii=False))
+    except ValueError as e:  # empty prompt, ids out of range, longer than the context
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
