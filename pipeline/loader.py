@@ -287,5 +287,5 @@ def read_tokenizer(directory: str):
     except ModelLoadError:
         raise
     except Exception as e:  # noqa: BLE001 - any failure here means "this tokenizer is unusable"
-        raise ModelLoadError(f"{directory}: cannot load the tokenizer "
-                             f"({type(e).__name__}: {e})") from None
+        detail = str(e) if directory in str(e) else f"{directory}: {type(e).__name__}: {e}"
+        raise ModelLoadError(f"cannot load the tokenizer: {detail}") from None
