@@ -100,9 +100,15 @@ def llama_config(hf: dict, path: str) -> ModelConfig:
     # top-level rope_theta and rope_scaling.
     rope = hf.get("rope_parameters") or hf.get("rope_scaling") or {}
     rope_type = rope.get("rope_type", rope.get("type", "default"))
-    if rope_type != "default":
-        raise ModelLoadError(f"{path}: rope_type {rope_type!r} is not supported (default only)")
+    if rope_type not in ("default", "llama3"):
+        raise ModelLoadError(f"{path}: rope_type {rope_type!r} is not supported "
+                             "(default, llama3)")
+    if rope.get("partial_rotary_factor", hf.get("partial_rotary_factor", 1.0)) != 1.0:
+        raise ModelLoadError(f"{path}: partial_rotary_factor is not supported")
     theta = rope.get("rope_theta", hf.get("rope_theta", 10000.0))
+    llama3 = () if rope_type == "default" else (
+        float(rope["factor"]), float(rope["low_freq_factor"]), float(rope["high_freq_factor"]),
+        float(rope["original_max_position_embeddings"]))
     d, n_heads = int(hf["hidden_size"]), int(hf["num_attention_heads"])
     n_kv_heads = int(hf.get("num_key_value_heads") or n_heads)
     if n_heads % n_kv_heads:
@@ -114,7 +120,7 @@ def llama_config(hf: dict, path: str) -> ModelConfig:
         head_dim=int(hf.get("head_dim") or d // n_heads), d_ff=int(hf["intermediate_size"]),
         n_ctx=int(hf.get("max_position_embeddings", 2048)),
         norm="rms_norm", norm_eps=float(hf.get("rms_norm_eps", 1e-6)), mlp="swiglu",
-        positions="rope", rope_theta=float(theta),
+        positions="rope", rope_theta=float(theta), rope_llama3=llama3,
         tied_embeddings=bool(hf.get("tie_word_embeddings", False)),
         bos_token_id=_token_id(hf.get("bos_token_id")),
         eos_token_id=_token_id(hf.get("eos_token_id")))

@@ -66,6 +66,8 @@ class ModelConfig:
     mlp: str                   # "gelu" (GPT-2: fc, GELU, proj) or "swiglu" (Llama: gate, up, down)
     positions: str             # "learned" (GPT-2: a table added to embeddings) or "rope" (Llama)
     rope_theta: float = 10000.0     # RoPE base: pair j turns by position * theta ** (-2j / hd)
+    rope_llama3: tuple = ()         # Llama 3.1+ RoPE scaling, if used: (factor, low_freq_factor,
+                                    #   high_freq_factor, original_max_position_embeddings)
     tied_embeddings: bool = True    # unembedding is the transposed token embedding
     bos_token_id: int = None        # token a document starts with (None: not set)
     eos_token_id: int = None        # token that ends a document: generation stops there
@@ -106,6 +108,18 @@ def linear(x, w, b=None):  # [T, d_in] @ [d_in, d_out] -> [T, d_out]
 
 def rope_frequencies(head_dim, theta):  # -> [hd/2]: radians per position for each pair
     return 1.0 / (theta ** (np.arange(0, head_dim, 2, dtype=np.float32) / head_dim))
+
+
+def llama3_scaled_frequencies(inv_freq, factor, low_freq_factor, high_freq_factor, old_ctx):
+    """Llama 3.1's longer context: pairs turning slower than the original context can show are
+    slowed by `factor`, fast ones are kept, those in between are interpolated."""
+    wavelen = 2 * math.pi / inv_freq                                    # positions per turn
+    low_freq_wavelen, high_freq_wavelen = old_ctx / low_freq_factor, old_ctx / high_freq_factor
+    scaled = np.where(wavelen > low_freq_wavelen, inv_freq / factor, inv_freq)
+    smooth = (old_ctx / wavelen - low_freq_factor) / (high_freq_factor - low_freq_factor)
+    smoothed = (1 - smooth) * scaled / factor + smooth * scaled
+    medium = (wavelen >= high_freq_wavelen) & (wavelen <= low_freq_wavelen)
+    return np.where(medium, smoothed, scaled).astype(np.float32)
 
 
 def rope_cos_sin(positions, inv_freq):  # [T] -> ([T, hd], [T, hd])
@@ -340,8 +354,11 @@ class Model:
 
     def __init__(self, config: ModelConfig, params: dict, tokenizer=None, path: str = None):
         self.config, self.params, self.tokenizer, self.path = config, params, tokenizer, path
-        self.inv_freq = (rope_frequencies(config.head_dim, config.rope_theta)
-                         if config.positions == "rope" else None)
+        self.inv_freq = None
+        if config.positions == "rope":
+            self.inv_freq = rope_frequencies(config.head_dim, config.rope_theta)
+            if config.rope_llama3:
+                self.inv_freq = llama3_scaled_frequencies(self.inv_freq, *config.rope_llama3)
 
     def __repr__(self):
         return f"Model({self.path!r}, {self.config})"

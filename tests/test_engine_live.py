@@ -62,3 +62,20 @@ def test_llama_matches_transformers_bf16_and_sharded(tmp_path, kv_heads):
     # because casting the model also rounds its RoPE inv_freq buffer (a 1e-3 logit change).
     model = transformers.LlamaForCausalLM.from_pretrained(tmp_path / "bf16", dtype=torch.float32)
     assert np.abs(load_model(str(tmp_path / "bf16")).forward(TOKENS) - hf_logits(model)).max() < 1e-4
+
+
+def test_llama3_rope_scaling_matches_transformers(tmp_path):
+    """Llama 3.1+ checkpoints stretch RoPE's long wavelengths (rope_type "llama3"). Chosen so
+    all three bands (kept, interpolated, divided) occur for head_dim 16 and theta 10000."""
+    cfg = transformers.LlamaConfig(
+        vocab_size=4096, hidden_size=64, intermediate_size=64, num_hidden_layers=1,
+        num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=64,
+        tie_word_embeddings=True,
+        rope_parameters={"rope_type": "llama3", "rope_theta": 10000.0, "factor": 8.0,
+                         "low_freq_factor": 1.0, "high_freq_factor": 4.0,
+                         "original_max_position_embeddings": 64})
+    model = random_init(transformers.LlamaForCausalLM(cfg), 3)
+    save(model, tmp_path)
+    ours = load_model(str(tmp_path))
+    np.testing.assert_allclose(ours.inv_freq, model.model.rotary_emb.inv_freq.numpy(), rtol=1e-6)
+    assert np.abs(ours.forward(TOKENS) - hf_logits(model)).max() < 1e-4
