@@ -396,20 +396,21 @@ class Model:
         use_positions=False removes positional information (no position table, no RoPE);
         n_layers=k runs the first k blocks, then the final norm and unembedding (logit lens).
         """
-        logits, _ = self._forward(tokens, use_positions, n_layers, NO_HOOKS)
-        return logits
+        return self._forward(tokens, use_positions, n_layers, NO_HOOKS)
 
     def run_with_cache(self, tokens, *, use_positions=True, n_layers=None):
         """(logits [T, V], cache): every intermediate by name (see the module docstring)."""
         cache = {}
-        logits, _ = self._forward(tokens, use_positions, n_layers, RecordingHooks(cache))
+        logits = self._forward(tokens, use_positions, n_layers, RecordingHooks(cache))
         return logits, cache
 
     def _forward(self, tokens, use_positions, n_layers, hook):
         tokens = self._check(tokens)
+        if n_layers is not None and not 0 <= n_layers <= self.config.n_layers:
+            raise ValueError(f"n_layers must be in [0, {self.config.n_layers}]")
         positions = np.arange(len(tokens)) if use_positions else None
         kv = [NoCache()] * self.config.n_layers
-        return self._run(tokens, positions, kv, hook, n_layers), tokens
+        return self._run(tokens, positions, kv, hook, n_layers)
 
     # --- generation with a KV cache ---
 
@@ -439,6 +440,8 @@ class Model:
         tokens = np.asarray(tokens, dtype=np.int64).reshape(-1)
         if len(tokens) != len(kvs):
             raise ValueError(f"{len(tokens)} tokens for {len(kvs)} caches")
+        if len({id(kv) for kv in kvs}) != len(kvs):
+            raise ValueError("each sequence needs its own cache")
         for t, kv in zip(tokens, kvs):
             self._check([t], start=len(kv))
             kv.reserve(len(kv) + 1)
