@@ -2,7 +2,7 @@
 
     <dir>/config.json                    architecture (model_type "gpt2" or "llama")
     <dir>/model.safetensors              weights, or model.safetensors.index.json + shards
-    <dir>/tokenizer files                see pipeline.tokenizer
+    <dir>/tokenizer files                see pipeline.tokenizer.load_tokenizer
 
 Weights in float32, float16 or bfloat16 all become float32. Safetensors files are parsed here
 (an 8-byte header length, a JSON header, then raw little-endian bytes), because the
@@ -15,6 +15,7 @@ import os
 import numpy as np
 
 from .model import Model, ModelConfig
+from .tokenizer import TokenizerLoadError, load_tokenizer
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 DEFAULT_MODEL_DIR = os.path.join(ROOT, "models", "austen")
@@ -286,12 +287,8 @@ def llama_params(w: Weights, c: ModelConfig) -> dict:
 # --- tokenizer ----------------------------------------------------------------------------------
 
 def read_tokenizer(directory: str):
-    from . import tokenizer
-    load = getattr(tokenizer, "load_tokenizer", None) or tokenizer.load_tiktoken_dir
     try:
-        return load(directory)
-    except ModelLoadError:
-        raise
-    except Exception as e:  # noqa: BLE001 - any failure here means "this tokenizer is unusable"
+        return load_tokenizer(directory)
+    except (TokenizerLoadError, OSError) as e:  # its messages name the file
         detail = str(e) if directory in str(e) else f"{directory}: {type(e).__name__}: {e}"
         raise ModelLoadError(f"cannot load the tokenizer: {detail}") from None

@@ -215,3 +215,9 @@ def test_gpt2_layout_with_and_without_the_transformer_prefix(tmp_path):
     save_file(flipped, str(dst / "model.safetensors"))
     msg = load_error(dst)
     assert name in msg and "model.safetensors" in msg
+
+
+def test_corrupt_tokenizer(model_copy):
+    (model_copy / "tokenizer.tiktoken").write_bytes(b"!!! not a rank\n")
+    msg = load_error(model_copy)
+    assert "tokenizer.tiktoken" in msg
