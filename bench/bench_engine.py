@@ -211,9 +211,11 @@ def print_table(rows, args):
     print(f"{'model':14s} {'params':>7s} {'ours tok/s':>11s} {'HF tok/s':>9s} "
           f"{'ours/HF':>8s}      same greedy")
     for r in rows:
+        same = ("yes" if r["same_greedy_tokens"]
+                else f"first {r['greedy_agree_first']} of {r['steps'] + 1}")
         print(f"{r['model']:14s} {r['params_M']:6.1f}M {r['ours_tok_s']:11.1f} "
-              f"{r['hf_tok_s']:9.1f} {r['decode_ratio']:7.2f}x {ok(r['decode_ratio'], TARGET_DECODE_RATIO):>4s}"
-              f"  {'yes' if r['same_greedy_tokens'] else 'first %d of %d' % (r['greedy_agree_first'], r['steps'] + 1)}"
+              f"{r['hf_tok_s']:9.1f} {r['decode_ratio']:7.2f}x "
+              f"{ok(r['decode_ratio'], TARGET_DECODE_RATIO):>4s}  {same}"
               f"   (prompt {r['prompt']}, {r['steps']} steps)")
     print(f"\n{'model':14s} {'seq. length':>11s} {'cached s':>9s} {'recompute s':>12s} "
           f"{'speed-up':>9s}      same tokens")
