@@ -48,6 +48,8 @@ FAMOUS_LINES = [
     ("Emma (a name)", "Mr. Weston's son, Frank", " Churchill"),
     ("Persuasion (a name, 182 times)", "Anne had never seen Captain", " Wentworth"),
     ("Sense and Sensibility (a name, 117 times)", "Marianne and Colonel", " Brandon"),
+    ("Mansfield Park (a name, 325 times)", "Fanny could not help thinking of Sir", " Thomas"),
+    ("Emma (a name, 31 times)", "Emma's little friend, Harriet", " Smith"),
 ]
 
 SAMPLE_PROMPTS = ["It is a truth universally acknowledged", "Mr. Darcy", "Emma was",
