@@ -1,0 +1,50 @@
+# The two set-up commands of the README:
+#   make run    install what is missing, then serve the app on the default model
+#   make test   install what is missing (chromium included), then run every test
+# Stamp files in .venv/ make a second run skip the installs.
+
+PYTHON ?= python3
+VENV := .venv
+PY := $(VENV)/bin/python
+HOST ?= 127.0.0.1
+PORT ?= 8000
+# One BLAS thread per process: the models are small and the server answers several requests
+# at once on 2 cores (OpenBLAS's own threads made the engine 5-10x slower under load).
+export OPENBLAS_NUM_THREADS ?= 1
+export OMP_NUM_THREADS ?= 1
+
+.PHONY: run test setup setup-test chromium
+
+run: setup
+	$(PY) app.py --host $(HOST) --port $(PORT) $(if $(MODEL),--model $(MODEL))
+
+test: setup-test chromium
+	$(PY) -m pytest -q -rs
+
+setup: $(VENV)/.app-installed node_modules/htmx.org/dist/htmx.min.js
+
+setup-test: setup $(VENV)/.test-installed
+
+$(VENV)/bin/python:
+	$(PYTHON) -m venv $(VENV)
+
+$(VENV)/.app-installed: requirements.txt | $(VENV)/bin/python
+	$(PY) -m pip install -q --disable-pip-version-check -r requirements.txt
+	touch $@
+
+$(VENV)/.test-installed: requirements-test.txt $(VENV)/.app-installed
+	$(PY) -m pip install -q --disable-pip-version-check -r requirements-test.txt
+	touch $@
+
+node_modules/htmx.org/dist/htmx.min.js: package.json package-lock.json
+	npm ci --no-audit --no-fund --loglevel=error
+	touch $@
+
+# Debian's chromium for the browser tests (Playwright drives it by its path).
+chromium:
+	@if [ -x /usr/bin/chromium ]; then :; \
+	elif [ "$$(id -u)" = 0 ]; then \
+	  (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium) >/dev/null; \
+	else \
+	  echo "The browser tests need Debian's chromium: run 'sudo apt-get install chromium'" >&2; exit 1; \
+	fi
