@@ -1,0 +1,33 @@
+"""The model the app serves, with what the sections read from it, computed once at start."""
+import os
+from dataclasses import dataclass
+
+from web import encodings
+from web.tokens import mergeable_ranks, pretokenizer_pattern
+
+
+@dataclass(frozen=True)
+class LoadedModel:
+    model: object            # pipeline model: .tokenizer, .config, .path
+    name: str                # directory name, shown on the page
+    ranks: dict              # token bytes -> rank, for replaying BPE merges
+    pat_str: str             # the pre-tokenizer regex
+    n_ctx: int               # context window: the longest prompt the model reads
+    other_encodings: tuple   # web.encodings.OtherEncoding, probed once
+    own_tokenizer: bool      # learned by the project's pipeline/bpe.py (tiktoken_config.json)
+
+    @property
+    def tokenizer(self):
+        return self.model.tokenizer
+
+    @classmethod
+    def wrap(cls, model, probe_encodings=True):
+        path = getattr(model, "path", None)
+        return cls(model=model,
+                   name=os.path.basename(os.path.normpath(path)) if path else "model",
+                   ranks=mergeable_ranks(model.tokenizer),
+                   pat_str=pretokenizer_pattern(path),
+                   n_ctx=model.config.n_ctx,
+                   other_encodings=encodings.probe() if probe_encodings else (),
+                   own_tokenizer=bool(path) and os.path.exists(
+                       os.path.join(path, "tiktoken_config.json")))

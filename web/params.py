@@ -1,0 +1,158 @@
+"""Every query parameter of the page, parsed and validated in one place.
+
+All state (the prompt, every slider and choice) lives in the query string, so a reload, the back
+button or a shared link shows exactly what was on screen. Each view calls `parse_state`; a bad
+value never raises: it is recorded in `state.errors` (shown next to its control, with a 4xx
+status) and the parameter falls back to its default.
+"""
+import re
+import urllib.parse
+from dataclasses import dataclass, field
+
+MAX_QUERY_BYTES = 64 * 1024          # more than any valid state needs, percent-encoded
+_INT = re.compile(r"[+-]?[0-9]{1,9}")
+# Control characters other than tab, newline and carriage return: NUL and other binary.
+_CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
+_SURROGATE = re.compile(r"[\ud800-\udfff]")
+
+
+class ParamError(ValueError):
+    """A query value that cannot be used; `status` is 400 (malformed) or 422 (out of range)."""
+
+    def __init__(self, message: str, status: int = 422):
+        super().__init__(message)
+        self.message = message
+        self.status = status
+
+
+@dataclass(frozen=True)
+class Param:
+    """One query parameter: its name in the URL, the label of its control, its rules."""
+    name: str
+    label: str
+    kind: str = "text"                 # "text" or "int"
+    default: object = None             # None: the section computes it from the other values
+    min: int = None                    # ints: inclusive range
+    max: int = None
+    max_chars: int = None              # text: most characters (code points)
+    required: bool = False             # text: must not be empty after stripping whitespace
+    resets_with_prompt: bool = False   # meaningless for another prompt: dropped when it changes
+
+    def parse(self, raw: str):
+        if self.kind == "int":
+            return self._parse_int(raw)
+        return self._parse_text(raw)
+
+    def _parse_int(self, raw: str) -> int:
+        if not _INT.fullmatch(raw.strip()):
+            raise ParamError(f"{self.label} must be a whole number, not {_shorten(raw)!r}.", 400)
+        value = int(raw)
+        if not self.min <= value <= self.max:
+            raise ParamError(f"{self.label} must be between {self.min} and {self.max}; "
+                             f"got {value}.")
+        return value
+
+    def _parse_text(self, raw: str) -> str:
+        if _SURROGATE.search(raw):
+            raise ParamError(f"{self.label} is not valid UTF-8 text (it holds a lone surrogate "
+                             "or undecodable bytes).", 400)
+        if _CONTROL.search(raw):
+            raise ParamError(f"{self.label} holds a control character such as NUL; only "
+                             "printable text, tabs and newlines are accepted.", 400)
+        text = raw.replace("\r\n", "\n")     # a browser sends a textarea's newlines as CRLF
+        if self.required and not text.strip():
+            raise ParamError(f"{self.label} is empty: type some text.")
+        if self.max_chars is not None and len(text) > self.max_chars:
+            raise ParamError(f"{self.label} is {len(text):,} characters long; the limit is "
+                             f"{self.max_chars:,}.")
+        return text
+
+
+def _shorten(raw: str, n: int = 20) -> str:
+    return raw if len(raw) <= n else raw[:n] + "…"
+
+
+PROMPT = Param("prompt", "The prompt", default=(
+    "It is a truth universally acknowledged, that a single man in possession of a good "
+    "fortune, must be in want of a"), max_chars=2000, required=True)
+
+
+@dataclass
+class State:
+    """The validated values of every parameter, the raw strings given, and what was wrong."""
+    params: dict                                  # name -> Param, in page order
+    values: dict = field(default_factory=dict)    # name -> valid value (or the default)
+    raw: dict = field(default_factory=dict)       # name -> string as given in the query
+    errors: dict = field(default_factory=dict)    # name -> message for the page
+    statuses: dict = field(default_factory=dict)  # name -> 400 / 422
+
+    def __getitem__(self, name):
+        return self.values[name]
+
+    def reject(self, name: str, message: str, status: int = 422):
+        """Record a problem found later (e.g. an index past the end of this prompt's words)."""
+        self.errors[name] = message
+        self.statuses[name] = status
+        self.values[name] = self.params[name].default
+
+    def resolve(self, name: str, value):
+        """Fill in a default the section computed (it is left out of the canonical URL)."""
+        if self.values[name] is None:
+            self.values[name] = value
+        return self.values[name]
+
+    def shown(self, name: str) -> str:
+        """What a control should display: the value, or the rejected input made printable."""
+        if name in self.errors and name in self.raw:
+            return _CONTROL.sub("\ufffd", _SURROGATE.sub("\ufffd", self.raw[name]))
+        value = self.values[name]
+        return "" if value is None else str(value)
+
+    @property
+    def status(self) -> int:
+        return max(self.statuses.values(), default=200)
+
+    def query_string(self) -> str:
+        """The canonical query: valid values that were given and differ from the default."""
+        pairs = [(name, str(self.values[name])) for name in self.params
+                 if name in self.raw and name not in self.errors
+                 and self.values[name] != self.params[name].default]
+        return urllib.parse.urlencode(pairs, quote_via=urllib.parse.quote)
+
+    def url(self, path: str = "/") -> str:
+        qs = self.query_string()
+        return f"{path}?{qs}" if qs else path
+
+
+def parse_query_string(query: bytes) -> list:
+    """(name, value) pairs; bytes that are not UTF-8 survive as lone surrogates, to be refused."""
+    # Raw (not percent-encoded) non-ASCII bytes are encoded first so that both forms decode alike.
+    query = re.sub(rb"[\x80-\xff]", lambda m: b"%%%02X" % m.group()[0], query)
+    return urllib.parse.parse_qsl(query.decode("ascii"), keep_blank_values=True,
+                                  encoding="utf-8", errors="surrogateescape")
+
+
+def parse_state(query: bytes, params: list) -> State:
+    """Validate every known parameter of `query`; unknown names are ignored."""
+    state = State({p.name: p for p in params})
+    state.values = {p.name: p.default for p in params}
+    if len(query) > MAX_QUERY_BYTES:
+        state.reject(params[0].name, f"The address is too long ({len(query):,} bytes; the "
+                     f"limit is {MAX_QUERY_BYTES:,}).", 400)
+        return state
+    seen = {}
+    for name, raw in parse_query_string(query):
+        if name in state.params:
+            seen.setdefault(name, []).append(raw)
+    for name, raws in seen.items():
+        param = state.params[name]
+        state.raw[name] = raws[0]
+        if len(raws) > 1:
+            state.reject(name, f"{param.label} is given {len(raws)} times in the address; "
+                         "give it once.", 400)
+            continue
+        try:
+            state.values[name] = param.parse(raws[0])
+        except ParamError as e:
+            state.reject(name, e.message, e.status)
+    return state

@@ -1,0 +1,47 @@
+"""The sections of the explainer, in the order data flows through the model.
+
+A section is a view + a partial template + its figure builders, registered here:
+
+    Section(id="embeddings", title="Embeddings",
+            template="sections/embeddings.html",     # renders <section id="embeddings">…
+            params=(Param("emb_k", "Neighbours", kind="int", default=5, min=1, max=20),),
+            build=embeddings.build)                  # build(app_model, state) -> dict
+
+`build` reads the validated `state` (the prompt and this section's own parameters), runs the
+pipeline, calls figure builders, and returns the template's context. It may call
+`state.reject(name, message)` for a value that only turns out to be wrong once the prompt is
+known (an index past the end of the prompt, say). The page, the section's own route
+`/section/<id>` and the header nav all come from SECTIONS; nothing else needs to change.
+"""
+from dataclasses import dataclass
+from typing import Callable
+
+from web.params import PROMPT
+from web.sections import tokenization
+
+
+@dataclass(frozen=True)
+class Section:
+    id: str                 # HTML id, route /section/<id>, nav anchor
+    title: str              # heading and nav label
+    template: str           # partial template, used by the page and as the htmx swap
+    params: tuple           # the Params this section owns (the prompt is shared by all)
+    build: Callable         # build(app_model, state) -> template context (a dict)
+
+
+SECTIONS = (
+    Section("tokenization", "Tokenization", "sections/tokenization.html",
+            tokenization.PARAMS, tokenization.build),
+)
+
+
+def all_params() -> list:
+    """The prompt, then every section's parameters, in page order; names must be unique."""
+    params = [PROMPT] + [p for s in SECTIONS for p in s.params]
+    names = [p.name for p in params]
+    assert len(names) == len(set(names)), f"duplicate parameter names in {names}"
+    return params
+
+
+def section(section_id: str):
+    return next((s for s in SECTIONS if s.id == section_id), None)

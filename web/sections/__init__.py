@@ -1,0 +1,1 @@
+"""One module per section of the explainer: its parameters and its `build(model, state)`."""

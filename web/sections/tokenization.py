@@ -1,0 +1,142 @@
+"""Tokenization: the prompt as tokens and ids, BPE merges replayed, BPE learned, other encodings.
+
+Everything shown comes from the running tokenizer (`tiktoken.Encoding`) or from the project's
+BPE code in `pipeline/bpe.py` run on the user's own text.
+"""
+import functools
+from collections import Counter
+from dataclasses import dataclass
+
+from pipeline.bpe import bpe_replay, learn_bpe, merge_pair, pretokenize, segment
+from web.figures import tokenization as figures
+from web.params import Param
+from web.tokens import pieces, plain
+
+MAX_MERGES = 60            # most merges the learn-BPE demo runs (slider's upper end)
+TOP_PAIRS = 8              # rows of the pair-count table
+SAMPLE_TEXT = ("a rat sat on a mat; the rats sat on the mats, "
+               "and the cat that sat on the hat sat on the rat.")
+
+PARAMS = (
+    Param("word", "Word to replay", kind="int", min=0, max=9999, resets_with_prompt=True),
+    Param("step", "Merge step", kind="int", default=0, min=0, max=9999,
+          resets_with_prompt=True),
+    Param("bpe_text", "Text to learn from", default=SAMPLE_TEXT, max_chars=2000,
+          required=True),
+    Param("merges", "Number of merges", kind="int", default=3, min=0, max=MAX_MERGES),
+)
+
+
+@dataclass(frozen=True)
+class Token:
+    id: int
+    pieces: list          # [(kind, text)] see web.tokens.pieces
+
+
+def build(lm, state) -> dict:
+    """Template context for the tokenization section."""
+    tok = lm.tokenizer
+    prompt = state["prompt"]
+    # User text is encoded as ordinary text: "<|endoftext|>" typed in a prompt is not the
+    # special token (APIs do the same with user text).
+    ids = tok.encode_ordinary(prompt)
+    specials = sorted(s for s in tok.special_tokens_set if s in prompt)
+    tokens = [Token(i, pieces(tok.decode_single_token_bytes(i))) for i in ids]
+    others = [dict(name=o.name, used_by=o.used_by, source=o.source, problem=o.problem,
+                   n_tokens=len(o.encoding.encode_ordinary(prompt)) if o.encoding else None)
+              for o in lm.other_encodings]
+    ctx = dict(
+        tokens=tokens, n_tokens=len(ids), n_chars=len(prompt),
+        n_bytes=len(prompt.encode("utf-8")), chars_per_token=len(prompt) / max(1, len(ids)),
+        specials=specials, vocab_size=tok.n_vocab, model_name=lm.name,
+        own_tokenizer=lm.own_tokenizer, model_merges=len(lm.ranks) - 256,
+        others=others,
+        encodings_figure=figures.encodings_figure(
+            [(lm.name + " (this model)", len(ids))]
+            + [(o["name"], o["n_tokens"]) for o in others if o["n_tokens"] is not None]),
+    )
+    ctx.update(replay(lm, state, prompt))
+    ctx.update(learn(state))
+    return ctx
+
+
+def default_word(words: list) -> int:
+    """The longest word (in bytes) of the prompt: the one with the most merges to watch."""
+    return max(range(len(words)), key=lambda i: (len(words[i].encode("utf-8")), -i))
+
+
+def replay(lm, state, prompt) -> dict:
+    words = pretokenize(prompt, lm.pat_str)
+    word = state.resolve("word", default_word(words))
+    if word >= len(words):
+        state.reject("word", f"Word {word} does not exist: this prompt has {len(words)} "
+                     f"words (0 to {len(words) - 1}).")
+        word = state.resolve("word", default_word(words))
+    steps = bpe_replay(lm.ranks, words[word].encode("utf-8"))
+    step = state["step"]
+    if step >= len(steps):
+        state.reject("step", f"Step {step} does not exist: this word takes {len(steps) - 1} "
+                     f"merges (steps 0 to {len(steps) - 1}).")
+        step = 0
+    shown = []
+    for parts, merged_at in steps:
+        shown.append(dict(
+            parts=[Token(lm.ranks[p], pieces(p)) for p in parts],
+            merged_at=merged_at,
+            pair=None if merged_at is None else (plain(parts[merged_at]),
+                                                 plain(parts[merged_at + 1])),
+            rank=None if merged_at is None else
+            lm.ranks[parts[merged_at] + parts[merged_at + 1]]))
+    final_ids = [t.id for t in shown[-1]["parts"]]
+    return dict(
+        words=[plain(w.encode("utf-8")) for w in words], word=word,
+        steps=shown, step=step, last_step=len(steps) - 1,
+        # the replay's last step must be what the tokenizer itself produced for this word
+        replay_ids=final_ids, tokenizer_ids=lm.tokenizer.encode_ordinary(words[word]),
+    )
+
+
+@functools.lru_cache(maxsize=64)
+def learned_merges(text: str) -> tuple:
+    return tuple(learn_bpe(text, MAX_MERGES, record_top=TOP_PAIRS))
+
+
+def token_counts_by_merges(text: str, merges) -> list:
+    """Tokens in `text` after 0, 1, ..., len(merges) merges.
+
+    The same result as `len(segment(text, merges[:k]))` for every k, computed in one pass:
+    each distinct word is merged once per merge and counted with its frequency.
+    """
+    words = Counter(pretokenize(text))
+    parts = {w: [bytes([b]) for b in w.encode("utf-8")] for w in words}
+    counts = [sum(len(parts[w]) * f for w, f in words.items())]
+    for m in merges:
+        for w in parts:
+            parts[w] = merge_pair(parts[w], m.left, m.right, m.merged)
+        counts.append(sum(len(parts[w]) * f for w, f in words.items()))
+    return counts
+
+
+def learn(state) -> dict:
+    text, n = state["bpe_text"], state["merges"]
+    merges = learned_merges(text)
+    done = merges[:n]
+    upcoming = merges[n] if n < len(merges) else None
+    counts = token_counts_by_merges(text, merges)
+    rows = [dict(rank=m.rank, left=plain(m.left), right=plain(m.right),
+                 merged=plain(m.merged), count=m.count) for m in done]
+    pair_rows = [dict(left=plain(a), right=plain(b), count=c)
+                 for a, b, c in (upcoming.top_pairs if upcoming else ())]
+    return dict(
+        bpe_merges=rows, n_merges=n, n_done=len(done), stopped_early=len(merges) < n,
+        n_learnable=len(merges), max_merges=MAX_MERGES,
+        vocab_after=256 + len(done),
+        segmented=[pieces(p) for p in segment(text, list(done))],
+        upcoming=None if upcoming is None else dict(
+            left=plain(upcoming.left), right=plain(upcoming.right),
+            merged=plain(upcoming.merged), count=upcoming.count),
+        pair_rows=pair_rows,
+        text_tokens=counts[len(done)], text_bytes=counts[0],
+        pairs_figure=figures.pair_counts_figure(pair_rows, len(done)) if pair_rows else None,
+        counts_figure=figures.token_count_figure(counts, len(done)),
+    )
