@@ -77,6 +77,6 @@ def section(section_id):
         abort(404)
     lm, state = current_state()
     body = render_section(lm, state, s)
-    if "prompt" in state.errors and is_partial_request():
-        body += render_template("prompt_error.html", state=state)
+    if "prompt" in state.errors:              # the message belongs next to the prompt box
+        body += Markup(render_template("prompt_error.html", state=state))
     return respond(body, state)

@@ -1,0 +1,82 @@
+"""Shared by tests/test_web_*.py: the app from the factory on the default model (loaded once),
+and small readers of the rendered HTML."""
+import html
+import os
+import re
+import urllib.parse
+
+import pytest
+
+from pipeline import DEFAULT_MODEL_DIR, load_model
+
+HX = {"HX-Request": "true"}
+MARKS = {"·": " ", "↵": "\n", "→": "\t", "␍": "\r"}
+
+
+def has_default_model() -> bool:
+    return os.path.exists(os.path.join(DEFAULT_MODEL_DIR, "model.safetensors"))
+
+
+@pytest.fixture(scope="session")
+def model():
+    if not has_default_model():
+        pytest.skip("models/austen/model.safetensors is missing")
+    return load_model(None)
+
+
+@pytest.fixture(scope="session")
+def app(model):
+    from app import create_app
+    return create_app({"MODEL": model, "TESTING": True})
+
+
+@pytest.fixture()
+def client(app):
+    return app.test_client()
+
+
+def url(path="/", **params) -> str:
+    return path + ("?" + urllib.parse.urlencode(params) if params else "")
+
+
+def text_of(response) -> str:
+    return response.get_data(as_text=True)
+
+
+def ordered_list(page: str, label: str) -> str:
+    """The inner HTML of the <ol aria-label=label>."""
+    m = re.search(r'<ol[^>]*aria-label="%s"[^>]*>(.*?)</ol>' % re.escape(label), page, re.S)
+    assert m, f"no list labelled {label!r}"
+    return m.group(1)
+
+
+def chip_ids(page: str, label: str) -> list:
+    return [int(i) for i in re.findall(r'<span class="tid">(\d+)</span>',
+                                       ordered_list(page, label))]
+
+
+def chip_texts(page: str, label: str) -> list:
+    """Each chip's text as the reader sees it: marks turned back into the characters."""
+    out = []
+    for inner in re.findall(r'<span class="tok">(.*?)</span><span class="tid">',
+                            ordered_list(page, label), re.S):
+        inner = re.sub(r'<span class="mark (?:space|newline|tab|cr)"[^>]*>(.)</span>',
+                       lambda m: MARKS[m.group(1)], inner)
+        out.append(html.unescape(re.sub(r"<[^>]+>", "", inner)))
+    return out
+
+
+def error_message(page: str, name: str) -> str:
+    m = re.search(r'<p class="error" id="error-%s"[^>]*>(.*?)</p>' % name, page, re.S)
+    return html.unescape(m.group(1)).strip() if m else ""
+
+
+def table_rows(page: str, label: str) -> list:
+    m = re.search(r'<table[^>]*aria-label="%s"[^>]*>(.*?)</table>' % re.escape(label), page, re.S)
+    assert m, f"no table labelled {label!r}"
+    body = m.group(1).split("<tbody>", 1)[1]
+    rows = []
+    for tr in re.findall(r"<tr[^>]*>(.*?)</tr>", body, re.S):
+        cells = re.findall(r"<td[^>]*>(.*?)</td>", tr, re.S)
+        rows.append([html.unescape(re.sub(r"<[^>]+>", "", c)).strip() for c in cells])
+    return rows
