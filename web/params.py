@@ -85,6 +85,7 @@ class State:
     raw: dict = field(default_factory=dict)       # name -> string as given in the query
     errors: dict = field(default_factory=dict)    # name -> message for the page
     statuses: dict = field(default_factory=dict)  # name -> 400 / 422
+    computed: dict = field(default_factory=dict)  # name -> default worked out by a section
 
     def __getitem__(self, name):
         return self.values[name]
@@ -97,6 +98,7 @@ class State:
 
     def resolve(self, name: str, value):
         """Fill in a default the section computed (it is left out of the canonical URL)."""
+        self.computed[name] = value
         if self.values[name] is None:
             self.values[name] = value
         return self.values[name]
@@ -116,7 +118,8 @@ class State:
         """The canonical query: valid values that were given and differ from the default."""
         pairs = [(name, str(self.values[name])) for name in self.params
                  if name in self.raw and name not in self.errors
-                 and self.values[name] != self.params[name].default]
+                 and self.values[name] != self.params[name].default
+                 and self.values[name] != self.computed.get(name, self.params[name].default)]
         return urllib.parse.urlencode(pairs, quote_via=urllib.parse.quote)
 
     def url(self, path: str = "/") -> str:

@@ -23,7 +23,7 @@ PARAMS = (
           resets_with_prompt=True),
     Param("bpe_text", "Text to learn from", default=SAMPLE_TEXT, max_chars=2000,
           required=True),
-    Param("merges", "Number of merges", kind="int", default=3, min=0, max=MAX_MERGES),
+    Param("merges", "Number of merges", kind="int", default=5, min=0, max=MAX_MERGES),
 )
 
 

@@ -12,7 +12,18 @@
     Plotly.react(el, fig.data || [], fig.layout || {}, PLOT_CONFIG);
   }
 
+  // A control outside the swapped region (the prompt box) learns from its message whether
+  // it is invalid: the server writes the message, this keeps aria-invalid in step with it.
+  function markInvalid() {
+    document.querySelectorAll("[aria-describedby^='error-']").forEach(function (control) {
+      var message = document.getElementById(control.getAttribute("aria-describedby"));
+      if (message && message.textContent.trim()) control.setAttribute("aria-invalid", "true");
+      else control.removeAttribute("aria-invalid");
+    });
+  }
+
   function init(root) {
+    markInvalid();
     var plots = root.matches && root.matches("[data-figure]") ? [root] : [];
     root.querySelectorAll("[data-figure]").forEach(function (el) { plots.push(el); });
     plots.forEach(draw);

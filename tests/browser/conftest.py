@@ -1,0 +1,61 @@
+"""Browser tests: the real app served by waitress on a free port of 127.0.0.1, driven in
+Debian's Chromium (/usr/bin/chromium) by Playwright; Playwright's own browser is not used."""
+import os
+import threading
+
+import pytest
+from waitress.server import create_server
+
+from pipeline import DEFAULT_MODEL_DIR, load_model
+
+CHROMIUM = os.environ.get("CHROMIUM", "/usr/bin/chromium")
+CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking",
+                 "--disable-component-update", "--disable-sync", "--no-first-run",
+                 "--disable-quic"]
+
+
+@pytest.fixture(scope="session")
+def browser_type_launch_args(browser_type_launch_args):
+    if not os.path.exists(CHROMIUM):
+        pytest.fail(f"Chromium not found at {CHROMIUM}: `make test` installs Debian's chromium")
+    return {**browser_type_launch_args, "executable_path": CHROMIUM, "args": CHROMIUM_ARGS}
+
+
+@pytest.fixture(scope="session")
+def live_server():
+    """The app, served for real by waitress in a background thread."""
+    if not os.path.exists(os.path.join(DEFAULT_MODEL_DIR, "model.safetensors")):
+        pytest.skip("models/austen/model.safetensors is missing")
+    from app import create_app
+    app = create_app({"MODEL": load_model(None)})
+    server = create_server(app, host="127.0.0.1", port=0, threads=4)
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    yield f"http://127.0.0.1:{server.effective_port}"
+    server.close()
+
+
+@pytest.fixture(scope="session")
+def base_url(live_server):
+    return live_server
+
+
+@pytest.fixture(scope="session")
+def model(live_server):
+    return load_model(None)
+
+
+@pytest.fixture()
+def dialogs(page):
+    """Every alert/confirm/prompt the page opens: a test expects none."""
+    seen = []
+    page.on("dialog", lambda d: (seen.append(d.message), d.dismiss()))
+    return seen
+
+
+@pytest.fixture()
+def page_errors(page):
+    errors = []
+    page.on("pageerror", lambda e: errors.append(str(e)))
+    page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
+    return errors
