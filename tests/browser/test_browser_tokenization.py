@@ -62,8 +62,11 @@ def test_learn_three_merges(page):
 def test_reload_shows_the_same_state(page, model):
     page.goto("/")
     page.get_by_label("Prompt", exact=True).fill("Pride and prejudice")
+    expect(token_ids(page)).to_have_text(
+        [str(i) for i in model.tokenizer.encode("Pride and prejudice")])
     expect(page).to_have_url(re.compile(r"prompt=Pride"))
     page.get_by_role("button", name="Next merge").click()
+    expect(page.locator("#replay-caption")).to_contain_text("Step 1 of")
     expect(page).to_have_url(re.compile(r"step=1"))
     page.get_by_role("slider", name="Number of merges").fill("6")
     expect(page).to_have_url(re.compile(r"merges=6"))
@@ -127,3 +130,16 @@ def test_works_offline_and_fits_a_phone(page, live_server):
     assert outside == []
     assert page.evaluate("document.documentElement.scrollWidth") <= 390
     expect(page.get_by_role("navigation")).to_contain_text("Tokenization")
+
+
+def test_fast_changes_end_in_the_last_state(page, model):
+    page.goto("/")
+    slider = page.get_by_role("slider", name="Number of merges")
+    for n in range(1, 12):                           # stale requests are dropped
+        slider.fill(str(n))
+    page.get_by_label("Prompt", exact=True).fill("Sense and sensibility")
+    expect(token_ids(page)).to_have_text(
+        [str(i) for i in model.tokenizer.encode("Sense and sensibility")])
+    rows = page.get_by_role("table", name="Merges learned").locator("tbody tr")
+    expect(rows).to_have_count(11)
+    expect(page).to_have_url(re.compile(r"prompt=Sense.*merges=11|merges=11.*prompt=Sense"))
