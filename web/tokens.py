@@ -10,7 +10,7 @@ character the user typed.
 import json
 import os
 
-from pipeline.bpe import GPT2_PAT, pretokenize
+from pipeline.bpe import GPT2_PAT
 
 MARKERS = {" ": ("space", "·"), "\n": ("newline", "↵"), "\t": ("tab", "→"), "\r": ("cr", "␍")}
 
@@ -60,7 +60,3 @@ def pretokenizer_pattern(model_path: str) -> str:
         with open(config) as f:
             return json.load(f).get("pat_str", GPT2_PAT)
     return GPT2_PAT
-
-
-def words_of(text: str, pat_str: str) -> list:
-    return pretokenize(text, pat_str)
