@@ -1,0 +1,50 @@
+"""The model's forward pass over the prompt, shared by every section that reads it.
+
+Embeddings, positions, the block, attention, feed-forward and logits all show intermediates of
+the same pass. `prompt_run(lm, prompt)` runs it once (with the activation cache) and keeps the
+last few results, so a page render with six such sections costs one forward pass, and a slider
+that only changes what is drawn costs none. Results are shared between requests: treat the
+arrays as read-only.
+"""
+import threading
+from collections import OrderedDict
+from dataclasses import dataclass
+
+import numpy as np
+
+KEEP = 16             # prompts remembered (a 256-token cache of the default model is ~5 MB)
+
+
+@dataclass(frozen=True)
+class PromptRun:
+    ids: tuple            # the prompt's token ids (encoded as ordinary text)
+    logits: np.ndarray    # [T, V]
+    cache: dict           # activation name -> array (see pipeline.model's docstring)
+
+
+_runs = OrderedDict()
+_lock = threading.Lock()
+
+
+def prompt_ids(lm, prompt: str) -> tuple:
+    """The token ids the model reads for the prompt: user text is never a special token."""
+    return tuple(lm.tokenizer.encode_ordinary(prompt))
+
+
+def prompt_run(lm, prompt: str) -> PromptRun:
+    """logits and the activation cache of the prompt, computed once per (model, prompt)."""
+    key = (id(lm.model), prompt)
+    with _lock:
+        if key in _runs:
+            _runs.move_to_end(key)
+            return _runs[key]
+    ids = prompt_ids(lm, prompt)
+    logits, cache = lm.model.run_with_cache(list(ids))
+    for a in (logits, *cache.values()):
+        a.flags.writeable = False
+    run = PromptRun(ids, logits, cache)
+    with _lock:
+        _runs[key] = run
+        while len(_runs) > KEEP:
+            _runs.popitem(last=False)
+    return run
