@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 
 MAX_QUERY_BYTES = 64 * 1024          # more than any valid state needs, percent-encoded
 _INT = re.compile(r"[+-]?[0-9]{1,9}")
+_FLOAT = re.compile(r"[+-]?(?:[0-9]{1,9}(?:\.[0-9]{0,9})?|\.[0-9]{1,9})")  # no exponent, nan, inf
 # Control characters other than tab, newline and carriage return: NUL and other binary.
 _CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
 _SURROGATE = re.compile(r"[\ud800-\udfff]")
@@ -30,9 +31,9 @@ class Param:
     """One query parameter: its name in the URL, the label of its control, its rules."""
     name: str
     label: str
-    kind: str = "text"                 # "text" or "int"
+    kind: str = "text"                 # "text", "int" or "float"
     default: object = None             # None: the section computes it from the other values
-    min: int = None                    # ints: inclusive range
+    min: int = None                    # ints and floats: inclusive range
     max: int = None
     max_chars: int = None              # text: most characters (code points)
     required: bool = False             # text: must not be empty after stripping whitespace
@@ -41,6 +42,8 @@ class Param:
     def parse(self, raw: str):
         if self.kind == "int":
             return self._parse_int(raw)
+        if self.kind == "float":
+            return self._parse_float(raw)
         return self._parse_text(raw)
 
     def _parse_int(self, raw: str) -> int:
@@ -50,6 +53,16 @@ class Param:
         if not self.min <= value <= self.max:
             raise ParamError(f"{self.label} must be between {self.min} and {self.max}; "
                              f"got {value}.")
+        return value
+
+    def _parse_float(self, raw: str) -> float:
+        if not _FLOAT.fullmatch(raw.strip()):
+            raise ParamError(f"{self.label} must be a decimal number such as 0.7, not "
+                             f"{_shorten(raw)!r}.", 400)
+        value = float(raw)
+        if not self.min <= value <= self.max:
+            raise ParamError(f"{self.label} must be between {self.min:g} and {self.max:g}; "
+                             f"got {value:g}.")
         return value
 
     def _parse_text(self, raw: str) -> str:
