@@ -2,10 +2,33 @@
 
 The logits section and the sampler both turn scores into probabilities here, so a temperature
 means the same thing everywhere on the page.
+
+The sampler, in a fixed order (the order of Hugging Face transformers' default logits
+processors, `GenerationMixin._get_logits_processor`):
+
+    scores -> repetition penalty -> temperature -> top-k -> top-p -> min-p -> draw
+
+Each control has a neutral value at which it does nothing (repetition penalty 1, temperature 1,
+top-k 0, top-p 1, min-p 0); temperature 0 means greedy: the highest score is always chosen.
+The penalty comes first because it edits raw scores (its rule depends on their sign); the
+temperature next because the three filters that follow read probabilities, and those depend on
+the temperature. vLLM's sampler applies the penalties and the temperature first too, but then
+min-p before top-k and top-p; the order of the filters changes which tokens survive only in
+corner cases, and it is stated on the page.
+
+A removed token's score becomes -inf, so it has probability 0 and the survivors' probabilities
+are renormalised (softmax over what is left).
 """
+import math
+from dataclasses import dataclass
+from typing import NamedTuple
+
 import numpy as np
 
 from pipeline.model import softmax
+
+TEMPERATURE_MAX = 2.0          # OpenAI's API and vLLM's front end accept temperature in [0, 2]
+REPETITION_PENALTY_MAX = 2.0   # vLLM / HF accept any value > 0; CTRL used 1.2; 2 is plenty
 
 
 def softmax_with_temperature(logits, temperature: float):  # [V] -> [V] probabilities
@@ -26,3 +49,242 @@ def entropy_bits(p) -> float:
     p = np.asarray(p, dtype=np.float64)
     nz = p[p > 0]
     return float(-(nz * np.log2(nz)).sum())
+
+
+# --- the settings ------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class SamplerSettings:
+    """Every control of the sampler; the defaults are the neutral values (plain sampling from
+    the model's own distribution)."""
+    repetition_penalty: float = 1.0   # (0, 2]: > 1 discourages tokens already in the context
+    temperature: float = 1.0          # [0, 2]: 0 = greedy, < 1 sharper, > 1 flatter
+    top_k: int = 0                    # >= 0: keep the k most probable tokens (0 = off)
+    top_p: float = 1.0                # (0, 1]: keep the smallest most-probable set of mass >= p
+    min_p: float = 0.0                # [0, 1]: keep tokens with p >= min_p * p_max (0 = off)
+
+    def __post_init__(self):
+        def number(name):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, (int, float)) \
+                    or not math.isfinite(value):
+                raise ValueError(f"{name} must be a finite number, not {value!r}")
+            return value
+        if not 0 < number("repetition_penalty") <= REPETITION_PENALTY_MAX:
+            raise ValueError(f"repetition_penalty must be in (0, {REPETITION_PENALTY_MAX}], "
+                             f"not {self.repetition_penalty}")
+        if not 0 <= number("temperature") <= TEMPERATURE_MAX:
+            raise ValueError(f"temperature must be in [0, {TEMPERATURE_MAX}], "
+                             f"not {self.temperature}")
+        if isinstance(self.top_k, bool) or not isinstance(self.top_k, (int, np.integer)) \
+                or self.top_k < 0:
+            raise ValueError(f"top_k must be an integer >= 0, not {self.top_k!r}")
+        if not 0 < number("top_p") <= 1:
+            raise ValueError(f"top_p must be in (0, 1], not {self.top_p}")
+        if not 0 <= number("min_p") <= 1:
+            raise ValueError(f"min_p must be in [0, 1], not {self.min_p}")
+
+    @property
+    def greedy(self) -> bool:
+        return self.temperature == 0
+
+
+# --- the stages: small functions named after the rule they apply --------------------------------
+
+def apply_repetition_penalty(logits, context_ids, penalty: float):  # [V] -> [V]
+    """CTRL's rule as Hugging Face applies it: for every token already in the context (counted
+    once however often it occurs), a positive score is divided by the penalty and a negative one
+    multiplied by it, so penalty > 1 always makes the token less likely."""
+    out = np.array(logits, dtype=np.float32)
+    if penalty == 1 or len(context_ids) == 0:
+        return out
+    seen = np.unique(np.asarray(context_ids, dtype=np.int64))
+    s = out[seen]
+    out[seen] = np.where(s > 0, s * np.float32(1.0 / penalty), s * np.float32(penalty))
+    return out
+
+
+def apply_temperature(logits, temperature: float):  # [V] -> [V]
+    """Scores divided by T. T = 0 (greedy) keeps only the highest score: the limit T -> 0."""
+    logits = np.asarray(logits, dtype=np.float32)
+    if temperature == 0:
+        out = np.full_like(logits, -np.inf)
+        best = int(np.argmax(logits))
+        out[best] = logits[best]
+        return out
+    return logits * np.float32(1.0 / temperature)
+
+
+def top_k_keep(probs, k: int):  # [V] -> [V] bool
+    """The k most probable tokens (ties broken by the lower id); k = 0 keeps all."""
+    alive = probs > 0
+    if k == 0 or k >= int(alive.sum()):
+        return alive
+    order = np.argsort(-probs, kind="stable")
+    keep = np.zeros(probs.shape, dtype=bool)
+    keep[order[:k]] = True
+    return keep & alive
+
+
+def top_p_keep(probs, p: float):  # [V] -> [V] bool
+    """Nucleus: the smallest set of most probable tokens whose mass reaches p. Going down the
+    sorted list, a token is kept if the mass before it is still below p, so the token that
+    crosses p is kept. p = 1 keeps all."""
+    alive = probs > 0
+    if p >= 1:
+        return alive
+    order = np.argsort(-probs, kind="stable")
+    mass_before = np.cumsum(probs[order], dtype=np.float64) - probs[order]
+    keep = np.zeros(probs.shape, dtype=bool)
+    keep[order[mass_before < p]] = True
+    return keep & alive
+
+
+def min_p_keep(probs, min_p: float):  # [V] -> [V] bool
+    """Tokens at least min_p times as probable as the most probable one; 0 keeps all."""
+    alive = probs > 0
+    if min_p == 0:
+        return alive
+    return alive & (probs >= np.float32(min_p) * probs.max())
+
+
+class Stage(NamedTuple):
+    name: str              # "model", "repetition penalty", "temperature", "top-k", ...
+    probs: np.ndarray      # [V] float32: the distribution after this stage (renormalised)
+    kept: np.ndarray       # [V] bool: tokens that survive this stage (and all before it)
+    active: bool           # False when the control is at its neutral value (the stage is off)
+
+
+def _masked(scores, keep):  # [V], [V] bool -> [V]: removed tokens get -inf
+    return np.where(keep, scores, np.float32(-np.inf)).astype(np.float32)
+
+
+def sampling_stages(logits, context_ids, settings: SamplerSettings) -> list:
+    """The distribution after each stage of the sampler, in order (see the module docstring).
+    The last stage's `probs` is the distribution the token is drawn from."""
+    scores = np.asarray(logits, dtype=np.float32)
+    s = settings
+    stages = [Stage("model", softmax(scores), np.ones(scores.shape, dtype=bool), True)]
+
+    scores = apply_repetition_penalty(scores, context_ids, s.repetition_penalty)
+    stages.append(Stage("repetition penalty", softmax(scores), stages[-1].kept,
+                        s.repetition_penalty != 1 and len(context_ids) > 0))
+
+    scores = apply_temperature(scores, s.temperature)
+    probs = softmax(scores)
+    stages.append(Stage("temperature", probs, probs > 0, s.temperature != 1))
+
+    for name, keep_fn, value, active in (
+            ("top-k", top_k_keep, s.top_k, s.top_k != 0),
+            ("top-p", top_p_keep, s.top_p, s.top_p != 1),
+            ("min-p", min_p_keep, s.min_p, s.min_p != 0)):
+        keep = keep_fn(stages[-1].probs, value)
+        scores = _masked(scores, keep)
+        stages.append(Stage(name, softmax(scores), keep, active))
+    return stages
+
+
+def final_distribution(logits, context_ids, settings: SamplerSettings):  # -> [V]
+    return sampling_stages(logits, context_ids, settings)[-1].probs
+
+
+# --- the draw ----------------------------------------------------------------------------------
+
+def draw(probs, rng: np.random.Generator, n: int = None):
+    """Inverse-CDF sampling: a uniform number u in [0, 1) falls in one token's slice of the
+    cumulative distribution; that token is drawn. A token of probability 0 has an empty slice
+    and is never drawn. n=None: one token id (int); else an array of n ids."""
+    cdf = np.cumsum(np.asarray(probs, dtype=np.float64))
+    u = rng.random(1 if n is None else n) * cdf[-1]
+    ids = np.minimum(np.searchsorted(cdf, u, side="right"), len(cdf) - 1)
+    return int(ids[0]) if n is None else ids
+
+
+def sample_next(logits, context_ids, settings: SamplerSettings, rng: np.random.Generator) -> int:
+    """One token id drawn from the sampler's final distribution."""
+    return draw(final_distribution(logits, context_ids, settings), rng)
+
+
+def sampler(settings: SamplerSettings, seed: int):
+    """A `sample(logits [V], tokens_so_far) -> int` for `Model.generate`: its own generator,
+    seeded, so the same seed gives the same tokens. The context for the repetition penalty is
+    every token so far, prompt included (as in Hugging Face)."""
+    rng = np.random.default_rng(seed)
+
+    def sample(logits, tokens_so_far=()):
+        return sample_next(logits, tokens_so_far, settings, rng)
+    return sample
+
+
+# --- how well N draws match the distribution -----------------------------------------------------
+
+def regularized_gamma_q(a: float, x: float) -> float:
+    """Q(a, x) = Gamma(a, x) / Gamma(a), the upper tail of the gamma distribution: a series for
+    x < a + 1, a continued fraction (modified Lentz) otherwise (Numerical Recipes, 6.2)."""
+    if x <= 0:
+        return 1.0
+    log_prefactor = a * math.log(x) - x - math.lgamma(a)
+    if x < a + 1:      # P(a, x) = e^-x x^a / Gamma(a + 1) * sum x^n / ((a+1)...(a+n))
+        term = total = 1.0 / a
+        for n in range(1, 10_000):
+            term *= x / (a + n)
+            total += term
+            if abs(term) < abs(total) * 1e-15:
+                break
+        return max(0.0, 1.0 - total * math.exp(log_prefactor))
+    tiny = 1e-300
+    b = x + 1 - a
+    c, d = 1 / tiny, 1 / b
+    h = d
+    for i in range(1, 10_000):
+        an = -i * (i - a)
+        b += 2
+        d = an * d + b
+        d = tiny if abs(d) < tiny else d
+        c = b + an / c
+        c = tiny if abs(c) < tiny else c
+        d = 1 / d
+        h *= d * c
+        if abs(d * c - 1) < 1e-15:
+            break
+    return math.exp(log_prefactor) * h
+
+
+def chi_square_sf(statistic: float, dof: int) -> float:
+    """P(X >= statistic) for X chi-square with dof degrees of freedom: Q(dof/2, statistic/2)."""
+    return regularized_gamma_q(dof / 2, statistic / 2)
+
+
+class GoodnessOfFit(NamedTuple):
+    statistic: float     # Pearson's chi-square: sum (observed - expected)^2 / expected
+    dof: int             # bins - 1
+    p_value: float       # chance of a statistic at least this large if the draws follow probs
+    bins: int            # tokens with expected count >= min_expected, plus one "all others" bin
+    tv_distance: float   # half the L1 distance between the draw frequencies and probs
+
+
+def goodness_of_fit(counts, probs, min_expected: float = 5.0) -> GoodnessOfFit:
+    """Pearson's chi-square test of drawn counts [V] against probabilities [V]. Tokens expected
+    fewer than min_expected times are pooled into one bin (the usual rule for the test to hold);
+    a pooled bin that is still too small joins the smallest token bin."""
+    counts = np.asarray(counts, dtype=np.float64)
+    probs = np.asarray(probs, dtype=np.float64)
+    probs = probs / probs.sum()
+    n = counts.sum()
+    expected = n * probs
+    big = expected >= min_expected
+    obs_bins, exp_bins = list(counts[big]), list(expected[big])
+    rest_obs, rest_exp = counts[~big].sum(), expected[~big].sum()
+    if rest_exp >= min_expected or (rest_exp > 0 and not exp_bins):
+        obs_bins.append(rest_obs)
+        exp_bins.append(rest_exp)
+    elif rest_exp > 0 or rest_obs > 0:
+        i = int(np.argmin(exp_bins))
+        obs_bins[i] += rest_obs
+        exp_bins[i] += rest_exp
+    obs_bins, exp_bins = np.array(obs_bins), np.array(exp_bins)
+    statistic = float(((obs_bins - exp_bins) ** 2 / exp_bins).sum())
+    dof = len(exp_bins) - 1
+    p_value = chi_square_sf(statistic, dof) if dof > 0 else 1.0
+    tv = float(0.5 * np.abs(counts / n - probs).sum()) if n else 0.0
+    return GoodnessOfFit(statistic, dof, p_value, len(exp_bins), tv)
