@@ -8,12 +8,12 @@
 Without --model, the project's default model (models/austen).
 """
 import argparse
-import codecs
 import json
 import sys
 
 import numpy as np
 
+from .generation import TextStream
 from .loader import ModelLoadError, load_model
 from .model import softmax
 
@@ -21,17 +21,17 @@ from .model import softmax
 def generate(model, prompt: str, max_new_tokens: int, out=sys.stdout) -> None:
     tok = model.tokenizer
     ids = tok.encode(prompt, allowed_special="all")
-    # A token may end in the middle of a UTF-8 character: the incremental decoder holds those
-    # bytes back until the rest arrives.
-    utf8 = codecs.getincrementaldecoder("utf-8")(errors="replace")
+    # A token may end in the middle of a UTF-8 character: TextStream holds those bytes back
+    # until the rest arrives.
+    text = TextStream(tok)
     out.write(prompt)
     out.flush()
     for token in model.generate(ids, max_new_tokens):
         if token == model.config.eos_token_id:
             break
-        out.write(utf8.decode(tok.decode_single_token_bytes(token)))
+        out.write(text.push(token))
         out.flush()
-    out.write(utf8.decode(b"", final=True) + "\n")
+    out.write(text.flush() + "\n")
     out.flush()
 
 

@@ -1,0 +1,95 @@
+"""The generation loop, one step at a time: what the model reads, what it predicts, what is kept.
+
+    prompt ids --prefill--> logits of the last position --sample--> token 1 --append-->
+    token 1 --decode (KV cache)--> logits --sample--> token 2 --append--> ... until the
+    end-of-text token, the token limit, or a full context window.
+
+`generation_steps` is `Model.generate` with everything a learner wants to see kept: each step's
+input, the model's top candidates and the chosen token's probability, and the wall-clock time of
+the model pass (the prefill for the first token, one decode step for every later one). It calls
+the same `Model.prefill` / `Model.decode` and stops under the same rules, so its tokens are
+`Model.generate`'s tokens.
+
+Stopping early: closing the generator (`steps.close()`, or a WSGI server closing the response
+when the client went away) ends the work at the step being yielded; `should_stop()` is asked
+before every model pass, for a stop that comes from another thread.
+
+`TextStream` turns token ids into text as they arrive without ever splitting a character: a
+token may end in the middle of a multi-byte UTF-8 character, and those bytes are held back until
+the token that completes them.
+"""
+import codecs
+import time
+from dataclasses import dataclass
+
+import numpy as np
+
+from pipeline.model import greedy, softmax
+
+
+@dataclass(frozen=True)
+class Step:
+    index: int              # 0 for the first new token (the one chosen after the prefill)
+    phase: str              # "prefill": the whole prompt in one pass; "decode": one new token
+    input_ids: tuple        # the tokens run through the model at this step
+    n_context: int          # tokens the model attends over at this step (cache + input)
+    token: int              # the chosen token, appended to the sequence
+    prob: float             # the model's probability of it (softmax of the logits, T = 1)
+    top: tuple              # the model's top candidates: ((id, prob), ...), most probable first
+    forward_seconds: float  # wall time of the model pass (prefill or one decode step)
+    step_seconds: float     # the pass plus choosing the token
+    finish: str = None      # on the last step: "eos", "limit" or "context"; else None
+
+
+def top_candidates(probs, k: int) -> tuple:  # [V] -> ((id, prob), ...) k most probable
+    k = min(k, probs.shape[-1])
+    ids = np.argpartition(-probs, k - 1)[:k]
+    ids = ids[np.lexsort((ids, -probs[ids]))]            # by probability, ties by id
+    return tuple((int(i), float(probs[i])) for i in ids)
+
+
+def generation_steps(model, prompt_ids, max_new_tokens: int, sample=None, n_top: int = 5,
+                     stop_at_eos: bool = True, should_stop=None):
+    """Yield a Step per new token (see Model.generate for `sample` and the stopping rules)."""
+    sample = sample or greedy
+    history = [int(t) for t in prompt_ids]
+    eos = model.config.eos_token_id
+    kv = model.new_kv_cache()
+    inputs, phase = tuple(history), "prefill"
+    for index in range(max_new_tokens):
+        if should_stop is not None and should_stop():
+            return
+        start = time.perf_counter()
+        logits = (model.prefill(list(inputs), kv)[-1] if phase == "prefill"     # [V]
+                  else model.decode(inputs[0], kv))
+        forward = time.perf_counter() - start
+        token = int(sample(logits, history))
+        step_seconds = time.perf_counter() - start
+        probs = softmax(logits)                                       # [V]
+        history.append(token)
+        finish = ("eos" if stop_at_eos and token == eos
+                  else "context" if len(kv) >= model.config.n_ctx
+                  else "limit" if index + 1 == max_new_tokens else None)
+        yield Step(index, phase, inputs, len(kv), token, float(probs[token]),
+                   top_candidates(probs, n_top), forward, step_seconds, finish)
+        if finish:
+            return
+        inputs, phase = (token,), "decode"
+
+
+class TextStream:
+    """Token ids in, text out, never half a character: incomplete UTF-8 bytes wait for the rest.
+
+    `push(id)` returns the text that is complete so far (possibly ""); `flush()` ends the
+    stream, turning bytes that never completed into U+FFFD.
+    """
+
+    def __init__(self, tokenizer):
+        self.tokenizer = tokenizer
+        self.utf8 = codecs.getincrementaldecoder("utf-8")(errors="replace")
+
+    def push(self, token: int) -> str:
+        return self.utf8.decode(self.tokenizer.decode_single_token_bytes(token))
+
+    def flush(self) -> str:
+        return self.utf8.decode(b"", final=True)
