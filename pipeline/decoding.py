@@ -1,0 +1,151 @@
+"""Greedy decoding and beam search on the running model, with the whole search tree recorded.
+
+Greedy decoding takes the most probable token at every step. Beam search keeps the `width` most
+probable partial continuations ("beams") instead of one: at each step every beam proposes its
+best next tokens, all proposals are ranked by their total log-probability (the sum of the
+log-probabilities of their tokens), and the best `width` survive; the rest are pruned.
+
+A beam that proposes the end-of-text token is finished and set aside. The search stops after
+`max_new_tokens` steps, or as soon as `width` beams have finished (Hugging Face's
+`early_stopping=True`). Finished beams are ranked by Hugging Face's length-penalised score
+
+    score = sum of log-probabilities / (number of new tokens) ** length_penalty
+
+(length_penalty 1 = the average log-probability per token, 0 = the plain sum; beams of equal
+length are ranked the same whatever the penalty). Each beam keeps its own KV cache; a step runs
+all beams through the model together with `Model.decode_batch`.
+"""
+from dataclasses import dataclass, field
+
+import numpy as np
+
+
+def log_softmax(logits):  # [..., V] -> [..., V]: log of the softmax, without underflow to -inf
+    logits = np.asarray(logits, dtype=np.float32)
+    shifted = logits - logits.max(-1, keepdims=True)
+    return shifted - np.log(np.exp(shifted).sum(-1, keepdims=True))
+
+
+def length_penalised(total_logprob: float, n_tokens: int, length_penalty: float) -> float:
+    """Hugging Face's beam score: total / n ** length_penalty."""
+    return total_logprob / (max(n_tokens, 1) ** length_penalty)
+
+
+@dataclass
+class Node:
+    """One proposal in the search tree: a beam plus one token."""
+    id: int
+    parent: int               # -1: a child of the prompt
+    step: int                 # 0 for the first new token
+    token: int
+    logprob: float            # log p(token | prompt and the tokens before it)
+    total: float              # sum of logprob along the path from the prompt
+    status: str = "pruned"    # "kept" (a beam for the next step), "finished" (end-of-text
+                              #   proposed in the top width), "pruned"
+
+
+@dataclass
+class Hypothesis:
+    tokens: tuple             # the new tokens (the end-of-text token included if it ended there)
+    total: float              # sum of their log-probabilities
+    score: float              # length-penalised score, the ranking of the final beams
+    node: int                 # the tree node of its last token
+    ended: bool               # True: stopped at end-of-text; False: stopped at the length limit
+
+
+@dataclass
+class BeamSearch:
+    width: int
+    nodes: list = field(default_factory=list)       # every proposal, in order of creation
+    final: list = field(default_factory=list)       # Hypothesis, best score first (<= width)
+    steps: int = 0                                  # steps run
+
+    def path(self, node_id: int) -> list:
+        """Node ids from the first new token down to node_id."""
+        out = []
+        while node_id != -1:
+            out.append(node_id)
+            node_id = self.nodes[node_id].parent
+        return out[::-1]
+
+
+@dataclass
+class _Beam:
+    tokens: tuple
+    total: float
+    node: int
+    kv: object
+    logprobs: np.ndarray      # [V] the next token's log-probabilities
+
+
+def beam_search(model, prompt_ids, width: int, max_new_tokens: int, length_penalty=1.0,
+                allowed=None, stop_at_eos=True) -> BeamSearch:
+    """Beam search from the prompt. `allowed` (token ids) restricts the tokens proposed, e.g.
+    to make a brute-force check possible; log-probabilities are still the model's own over
+    the whole vocabulary."""
+    if width < 1 or max_new_tokens < 1:
+        raise ValueError("width and max_new_tokens must be >= 1")
+    eos = model.config.eos_token_id if stop_at_eos else None
+    kv = model.new_kv_cache()
+    first = log_softmax(model.prefill(list(prompt_ids), kv)[-1])
+    allowed = None if allowed is None else np.asarray(sorted(set(allowed)), dtype=np.int64)
+    room = model.config.n_ctx - len(prompt_ids)
+    search = BeamSearch(width)
+    running = [_Beam((), 0.0, -1, kv, first)]
+    finished = []
+    for step in range(min(max_new_tokens, room)):
+        proposals = []                                   # (total, beam index, node id)
+        for b, beam in enumerate(running):
+            for token in _best_tokens(beam.logprobs, width + 1, allowed):
+                lp = float(beam.logprobs[token])
+                node = Node(len(search.nodes), beam.node, step, int(token), lp, beam.total + lp)
+                search.nodes.append(node)
+                proposals.append((node.total, b, node.id))
+        proposals.sort(key=lambda p: (-p[0], p[2]))
+        survivors = []
+        for rank, (total, b, node_id) in enumerate(proposals):
+            node = search.nodes[node_id]
+            parent = running[b]
+            if node.token == eos:
+                if rank < width:
+                    node.status = "finished"
+                    finished.append(Hypothesis(parent.tokens + (node.token,), total,
+                                               0.0, node_id, True))
+                continue
+            node.status = "kept"
+            survivors.append((parent, node))
+            if len(survivors) == width:
+                break
+        search.steps = step + 1
+        if len(finished) >= width:          # early stopping: the unfinished beams are dropped
+            running = []
+            break
+        if step + 1 == min(max_new_tokens, room) or not survivors:
+            running = [_Beam(p.tokens + (n.token,), n.total, n.id, None, None)
+                       for p, n in survivors]
+            break
+        kvs = [p.kv.copy() for p, _ in survivors]
+        logits = model.decode_batch([n.token for _, n in survivors], kvs)   # [B, V]
+        running = [_Beam(p.tokens + (n.token,), n.total, n.id, kvs[i], log_softmax(logits[i]))
+                   for i, (p, n) in enumerate(survivors)]
+    finished += [Hypothesis(beam.tokens, beam.total, 0.0, beam.node, False) for beam in running]
+    for h in finished:
+        h.score = length_penalised(h.total, len(h.tokens), length_penalty)
+    finished.sort(key=lambda h: (-h.score, h.node))
+    search.final = finished[:width]
+    return search
+
+
+def _best_tokens(logprobs, n, allowed):  # -> the n most probable token ids (of `allowed`)
+    ids = np.arange(len(logprobs)) if allowed is None else allowed
+    values = logprobs[ids]
+    top = np.argsort(-values, kind="stable")[:n]
+    return ids[top]
+
+
+def sequence_logprobs(model, prompt_ids, new_ids) -> list:
+    """log p of each new token given everything before it, from one forward pass."""
+    ids = list(prompt_ids) + list(new_ids)
+    lp = log_softmax(model.forward(ids))                  # [T, V]
+    start = len(prompt_ids)
+    return [float(lp[start - 1 + i, t]) for i, t in enumerate(new_ids)]

@@ -1,0 +1,92 @@
+"""Beam search (pipeline/decoding.py): width 1 is greedy; with width = K^(L-1) over K allowed
+tokens the best beam is the exact best of all K^L sequences (brute force); totals are the
+model's own log-probabilities; end-of-text finishes a beam."""
+import itertools
+import math
+
+import numpy as np
+import pytest
+
+from pipeline.decoding import beam_search, length_penalised, log_softmax, sequence_logprobs
+from pipeline.model import softmax
+from tests.engine_support import get_model
+
+
+def test_log_softmax_is_the_log_of_softmax_and_does_not_underflow():
+    x = np.array([0.0, -5.0, 3.0, -200.0], dtype=np.float32)
+    np.testing.assert_allclose(np.exp(log_softmax(x)), softmax(x), rtol=1e-6, atol=1e-30)
+    assert math.isclose(float(log_softmax(x)[3]), -203.0 - math.log(
+        sum(math.exp(v - 3.0) for v in (0.0, -5.0, 3.0, -200.0))), rel_tol=1e-6)
+
+
+@pytest.mark.parametrize("name, prompt", [("default", "It was a beautiful"),
+                                          ("default", "Mr. Darcy"),
+                                          ("llama_gqa", "hello there")])
+def test_width_one_is_greedy(name, prompt):
+    lm = get_model(name)
+    ids = lm.tokenizer.encode_ordinary(prompt)
+    greedy = list(lm.generate(ids, 8))
+    search = beam_search(lm, ids, width=1, max_new_tokens=8)
+    assert list(search.final[0].tokens) == greedy
+    kept = [n for n in search.nodes if n.status in ("kept", "finished")]
+    assert [n.token for n in kept] == greedy
+
+
+@pytest.mark.parametrize("name, k, length", [("llama_mha", 4, 3), ("llama_gqa", 3, 3),
+                                             ("default", 2, 4)])
+def test_best_beam_is_the_exact_best_sequence_by_brute_force(name, k, length):
+    lm = get_model(name)
+    prompt = lm.tokenizer.encode_ordinary("the end")[:3] or [1]
+    logits = lm.forward(prompt)[-1]
+    eos = lm.config.eos_token_id
+    # K allowed tokens: a few plausible ones and an unlikely one, never end-of-text
+    order = [t for t in np.argsort(-logits) if t != eos]
+    allowed = order[:k - 1] + [order[len(order) // 2]]
+    width = k ** (length - 1)
+    search = beam_search(lm, prompt, width, length, allowed=allowed)
+    totals = {seq: sum(sequence_logprobs(lm, prompt, seq))
+              for seq in itertools.product([int(t) for t in allowed], repeat=length)}
+    best = max(totals, key=totals.get)
+    assert search.final[0].tokens == best
+    assert math.isclose(search.final[0].total, totals[best], abs_tol=2e-4)
+    top = sorted(totals, key=totals.get, reverse=True)[:width]
+    assert {h.tokens for h in search.final} == set(top)
+
+
+def test_beam_totals_are_the_models_log_probabilities():
+    lm = get_model("default")
+    ids = lm.tokenizer.encode_ordinary("It is a truth universally acknowledged")
+    search = beam_search(lm, ids, width=4, max_new_tokens=6)
+    assert len(search.final) == 4
+    for h in search.final:
+        lps = sequence_logprobs(lm, ids, h.tokens)        # one uncached forward pass each
+        assert math.isclose(h.total, sum(lps), abs_tol=1e-3)
+        path = search.path(h.node)
+        assert [search.nodes[i].token for i in path] == list(h.tokens)
+        np.testing.assert_allclose([search.nodes[i].logprob for i in path], lps, atol=5e-4)
+    scores = [h.score for h in search.final]
+    assert scores == sorted(scores, reverse=True)
+    for step in range(search.steps):                       # width beams kept at every step
+        assert sum(n.status == "kept" for n in search.nodes if n.step == step) == 4
+
+
+def test_length_penalty_is_hugging_faces_division_by_length_to_the_alpha():
+    assert length_penalised(-6.0, 3, 1.0) == -2.0
+    assert length_penalised(-6.0, 3, 0.0) == -6.0
+    assert math.isclose(length_penalised(-8.0, 4, 0.5), -4.0)
+
+
+def test_end_of_text_finishes_a_beam():
+    lm = get_model("llama_mha")                    # eos 319
+    eos = lm.config.eos_token_id
+    prompt = [5, 6, 7]
+    logits = lm.forward(prompt)[-1]
+    other = int(np.argsort(-logits)[0]) if np.argsort(-logits)[0] != eos else \
+        int(np.argsort(-logits)[1])
+    # with only {other, eos} allowed, width 2 keeps both after step 0: eos ends one beam
+    search = beam_search(lm, prompt, width=2, max_new_tokens=4, allowed=[other, eos])
+    ended = [h for h in search.final if h.ended]
+    assert ended and all(h.tokens[-1] == eos for h in ended)
+    assert all(eos not in h.tokens[:-1] for h in search.final)
+    for h in search.final:
+        assert math.isclose(h.score, h.total / len(h.tokens), rel_tol=1e-9)
