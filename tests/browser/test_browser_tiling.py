@@ -1,0 +1,30 @@
+"""The attention-tiling section in Chromium: the tile sliders change the counted traffic to the
+formula's value, and the state survives a reload."""
+import re
+
+from playwright.sync_api import expect
+
+from pipeline.tiling import tiled_traffic
+
+PROMPT = "It is a truth universally acknowledged, that a single man"
+
+
+def test_tile_sliders_update_the_traffic_and_round_trip(page, model, page_errors):
+    T = len(model.tokenizer.encode(PROMPT))
+    page.goto("/?prompt=" + PROMPT)
+    section = page.locator("#tiling")
+    section.get_by_role("slider", name="Query rows per tile").fill("4")
+    expect(page).to_have_url(re.compile(r"til_bq=4"))
+    section.get_by_role("slider", name="Key rows per tile").fill("6")
+    expect(page).to_have_url(re.compile(r"til_bk=6"))
+    traffic = section.get_by_role("table", name="Traffic to slow memory")
+    expect(traffic).to_contain_text(f"{tiled_traffic(T, 32, 4, 6).total * 4:,}")
+    expect(section.locator("#tiling-check")).to_contain_text("the same result")
+    section.get_by_label("Query head").select_option("3")
+    expect(section.locator("#tiling-check")).to_contain_text("query head 3")
+    page.reload()
+    expect(section.get_by_role("slider", name="Query rows per tile")).to_have_value("4")
+    expect(section.get_by_label("Query head")).to_have_value("3")
+    expect(traffic).to_contain_text(f"{tiled_traffic(T, 32, 4, 6).total * 4:,}")
+    expect(section.locator(".plot .main-svg").first).to_be_attached()
+    assert page_errors == []

@@ -1,0 +1,58 @@
+"""The attention-tiling section shows what pipeline/tiling.py computes on the live model."""
+import html
+import re
+
+import pytest
+
+from pipeline.published import published
+from pipeline.tiling import plain_traffic, tiled_traffic
+from web.sections.tiling import largest_tile
+from web_support import HX, app, client, error_message, model, text_of, url  # noqa: F401
+
+PROMPT = "It is a truth universally acknowledged, that a single man"
+
+
+def plain_text(page):
+    return html.unescape(re.sub(r"\s+", " ", re.sub(r"<[^>]+>", " ", page)))
+
+
+def test_the_tiled_run_matches_the_engine_and_the_traffic_formulas(client, model):
+    T = len(model.tokenizer.encode(PROMPT))
+    page = text_of(client.get(url("/section/tiling", prompt=PROMPT, til_bq=4, til_bk=6,
+                                  til_layer=2, til_head=5), headers=HX))
+    text = plain_text(page)
+    diff = float(re.search(r"largest difference (\S+)", text).group(1))
+    assert diff < 1e-4 and "the same result" in text
+    assert "query head 5 (it reads key/value head 1)" in text
+    tiled = tiled_traffic(T, 32, 4, 6).total * 4
+    plain = plain_traffic(T, 32).total * 4
+    assert f"tiled, 4 × 6 tiles" in text
+    assert re.search(rf"4 × 6 tiles .*? {tiled:,} ", text)
+    assert re.search(rf"P stored \({T} × {T} each\) .*? {plain:,} ", text)
+
+
+def test_real_scale_numbers_are_the_formula_on_the_published_config(client):
+    page = text_of(client.get(url("/section/tiling", til_model="Llama 3.1 70B",
+                                  til_len=32768), headers=HX))
+    text = plain_text(page)
+    c = published("Llama 3.1 70B").config
+    tile = largest_tile(c.head_dim)
+    assert f"head width {c.head_dim}" in text
+    assert f"{plain_traffic(32768, c.head_dim).total * 2:,} bytes for one head" in text
+    assert f"{tiled_traffic(32768, c.head_dim, tile, tile).total * 2:,}" in text
+
+
+@pytest.mark.parametrize("query,name,message", [
+    (dict(til_layer=4), "til_layer", "Layer 4 does not exist: this model has 4 layers"),
+    (dict(til_head=8), "til_head", "Query head 8 does not exist: this model has 8 query heads"),
+    (dict(til_bq=0), "til_bq", "between 1 and 256"),
+    (dict(til_bk="x"), "til_bk", "must be a whole number"),
+    (dict(til_bq=1, til_bk=1, prompt="word " * 120), "til_bq", "choose larger tiles"),
+    (dict(til_row=500), "til_row", "Row 500 does not exist"),
+    (dict(til_model="GPT-5"), "til_model", "Unknown model"),
+    (dict(til_len=300000), "til_len", "between 256 and 131072"),
+])
+def test_bad_values_get_a_message_and_a_4xx(client, query, name, message):
+    response = client.get(url("/section/tiling", **query), headers=HX)
+    assert 400 <= response.status_code < 500
+    assert message in error_message(text_of(response), name)
