@@ -149,3 +149,44 @@ def sequence_logprobs(model, prompt_ids, new_ids) -> list:
     lp = log_softmax(model.forward(ids))                  # [T, V]
     start = len(prompt_ids)
     return [float(lp[start - 1 + i, t]) for i, t in enumerate(new_ids)]
+
+
+@dataclass
+class Continuation:
+    tokens: list              # the new token ids (end-of-text included if it stopped there)
+    logprobs: list            # the model's log p of each (its own distribution, before any
+                              #   sampling controls)
+
+    @property
+    def total(self) -> float:
+        return float(sum(self.logprobs))
+
+
+def continue_batch(model, prompt_ids, pickers, max_new_tokens, stop_at_eos=True) -> list:
+    """Several continuations of one prompt side by side, e.g. greedy and a few seeded samples:
+    the prompt is run once, each continuation gets a copy of its KV cache, and every step runs
+    all unfinished ones through `Model.decode_batch`. `pickers` are `sample(logits, tokens_so_far)
+    -> int` functions (pipeline.model.greedy, pipeline.sampling.sampler(...)), as for
+    `Model.generate`, which gives the same tokens one sequence at a time."""
+    kv = model.new_kv_cache()
+    logits = model.prefill(list(prompt_ids), kv)[-1]
+    room = model.config.n_ctx - len(prompt_ids)
+    eos = model.config.eos_token_id if stop_at_eos else None
+    out = [Continuation([], []) for _ in pickers]
+    history = [list(prompt_ids) for _ in pickers]
+    kvs = [kv.copy() for _ in pickers]
+    step_logits = [logits] * len(pickers)
+    live = list(range(len(pickers)))
+    for step in range(min(max_new_tokens, room)):
+        for i in live:
+            token = int(pickers[i](step_logits[i], history[i]))
+            out[i].tokens.append(token)
+            out[i].logprobs.append(float(log_softmax(step_logits[i])[token]))
+            history[i].append(token)
+        live = [i for i in live if out[i].tokens[-1] != eos]
+        if not live or step + 1 == min(max_new_tokens, room):
+            break
+        batch = model.decode_batch([out[i].tokens[-1] for i in live], [kvs[i] for i in live])
+        for row, i in enumerate(live):
+            step_logits[i] = batch[row]
+    return out

@@ -190,13 +190,19 @@ def final_distribution(logits, context_ids, settings: SamplerSettings):  # -> [V
 
 # --- the draw ----------------------------------------------------------------------------------
 
-def draw(probs, rng: np.random.Generator, n: int = None):
-    """Inverse-CDF sampling: a uniform number u in [0, 1) falls in one token's slice of the
-    cumulative distribution; that token is drawn. A token of probability 0 has an empty slice
-    and is never drawn. n=None: one token id (int); else an array of n ids."""
+def inverse_cdf(probs, u):  # [V], [n] uniforms in [0, 1) -> [n] token ids
+    """Inverse-CDF sampling: the tokens' probabilities laid end to end cover [0, 1); the
+    uniform number u falls in one token's slice, and that token is drawn. A token of
+    probability 0 has an empty slice and is never drawn."""
     cdf = np.cumsum(np.asarray(probs, dtype=np.float64))
-    u = rng.random(1 if n is None else n) * cdf[-1]
-    ids = np.minimum(np.searchsorted(cdf, u, side="right"), len(cdf) - 1)
+    u = np.asarray(u, dtype=np.float64) * cdf[-1]
+    return np.minimum(np.searchsorted(cdf, u, side="right"), len(cdf) - 1)
+
+
+def draw(probs, rng: np.random.Generator, n: int = None):
+    """n=None: one token id (int) drawn from probs; else an array of n ids. Each draw uses the
+    next uniform number of rng, so the first of n draws is the single draw of the same seed."""
+    ids = inverse_cdf(probs, rng.random(1 if n is None else n))
     return int(ids[0]) if n is None else ids
 
 

@@ -90,3 +90,29 @@ def test_end_of_text_finishes_a_beam():
     assert all(eos not in h.tokens[:-1] for h in search.final)
     for h in search.final:
         assert math.isclose(h.score, h.total / len(h.tokens), rel_tol=1e-9)
+
+
+def test_continue_batch_gives_what_generate_gives_one_at_a_time():
+    from pipeline.decoding import continue_batch
+    from pipeline.model import greedy
+    from pipeline.sampling import SamplerSettings, sampler
+    lm = get_model("default")
+    ids = lm.tokenizer.encode_ordinary("It was a beautiful")
+    s = SamplerSettings(temperature=1.1, top_p=0.95)
+    got = continue_batch(lm, ids, [greedy, sampler(s, 1), sampler(s, 2)], 7)
+    assert got[0].tokens == list(lm.generate(ids, 7))
+    for seed, cont in zip((1, 2), got[1:]):
+        assert cont.tokens == list(lm.generate(ids, 7, sample=sampler(s, seed)))
+        lps = sequence_logprobs(lm, ids, cont.tokens)
+        np.testing.assert_allclose(cont.logprobs, lps, atol=5e-4)
+
+
+def test_continue_batch_stops_a_sequence_at_end_of_text():
+    from pipeline.decoding import continue_batch
+    lm = get_model("llama_mha")
+    eos = lm.config.eos_token_id
+    always_eos = lambda logits, hist: eos                       # noqa: E731
+    second = lambda logits, hist: int(np.argsort(-logits)[1])   # noqa: E731
+    a, b = continue_batch(lm, [5, 6, 7], [always_eos, second], 5)
+    assert a.tokens == [eos] and len(b.tokens) == 5
+    assert b.tokens == list(lm.generate([5, 6, 7], 5, sample=second))

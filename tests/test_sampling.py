@@ -8,7 +8,7 @@ import pytest
 from pipeline.model import softmax
 from pipeline.sampling import (
     SamplerSettings, apply_repetition_penalty, apply_temperature, chi_square_sf, draw,
-    final_distribution, goodness_of_fit, min_p_keep, sample_next, sampler, sampling_stages,
+    final_distribution, goodness_of_fit, inverse_cdf, min_p_keep, sample_next, sampler, sampling_stages,
     top_k_keep, top_p_keep)
 from tests.engine_support import get_model
 
@@ -241,3 +241,16 @@ def test_chi_square_tail_matches_closed_forms(x):
     for m in (2, 5, 20):
         exact = math.exp(-y) * sum(y ** k / math.factorial(k) for k in range(m))
         assert math.isclose(chi_square_sf(x, 2 * m), exact, rel_tol=1e-9, abs_tol=1e-300)
+
+
+def test_the_first_of_n_draws_is_the_single_draw_of_the_same_seed():
+    probs = final_distribution(LOGITS, [], SamplerSettings(temperature=1.3))
+    for seed in range(20):
+        many = draw(probs, np.random.default_rng(seed), 50)
+        assert draw(probs, np.random.default_rng(seed)) == many[0]
+
+
+def test_inverse_cdf_gives_each_token_its_slice():
+    probs = np.array([0.25, 0.0, 0.5, 0.25])
+    u = np.array([0.0, 0.2499, 0.25, 0.7499, 0.75, 0.9999])
+    assert inverse_cdf(probs, u).tolist() == [0, 0, 2, 2, 3, 3]
