@@ -294,3 +294,11 @@ def goodness_of_fit(counts, probs, min_expected: float = 5.0) -> GoodnessOfFit:
     p_value = chi_square_sf(statistic, dof) if dof > 0 else 1.0
     tv = float(0.5 * np.abs(counts / n - probs).sum()) if n else 0.0
     return GoodnessOfFit(statistic, dof, p_value, len(exp_bins), tv)
+
+
+# --- logits section: how spread out a distribution is ----------------------------------------
+
+def tokens_holding_mass(p, mass: float) -> int:
+    """The fewest tokens whose probabilities add up to at least `mass` (the most likely first)."""
+    cumulative = np.cumsum(np.sort(np.asarray(p, dtype=np.float64))[::-1])   # [V], ascending
+    return int(min(np.searchsorted(cumulative, mass * (1 - 1e-12)) + 1, len(cumulative)))

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from typing import Callable
 
 from web.params import PROMPT
-from web.sections import tiling, tokenization
+from web.sections import block, tiling, tokenization
 
 
 @dataclass(frozen=True)
@@ -32,6 +32,8 @@ class Section:
 SECTIONS = (
     Section("tokenization", "Tokenization", "sections/tokenization.html",
             tokenization.PARAMS, tokenization.build),
+    # --- block (helper "block"): after positions, before attention ---
+    Section("block", "The transformer block", "sections/block.html", block.PARAMS, block.build),
     Section("tiling", "Attention tiling", "sections/tiling.html",
             tiling.PARAMS, tiling.build),
 )

@@ -1,0 +1,94 @@
+"""Figures of the transformer-block section."""
+import numpy as np
+import plotly.graph_objects as go
+
+from web.figures import base_layout, label, to_json
+
+ACCENT, MUTED, INK = "#b4451f", "#7a8ba6", "#14213d"
+
+
+def _token_ticks(tokens: list) -> list:
+    return [f"{i}: {label(t)}" for i, t in enumerate(tokens)]
+
+
+def tensor_heatmap(matrix, tokens: list, columns, title: str) -> str:
+    """One tensor from the cache: a row per token (columns: its dimensions, or named tokens).
+    -inf (masked attention scores) is left blank."""
+    z = np.where(np.isfinite(matrix), matrix, np.nan).astype(np.float32)
+    rows = list(range(z.shape[0]))
+    x = list(range(z.shape[1]))
+    finite = z[np.isfinite(z)]
+    bound = float(np.abs(finite).max()) if finite.size else 1.0
+    diverging = finite.size and finite.min() < 0
+    fig = go.Figure(go.Heatmap(
+        z=z, x=x, y=rows,
+        colorscale="RdBu_r" if diverging else "Blues",
+        zmin=-bound if diverging else 0, zmax=bound,
+        hovertemplate="token %{y}, column %{x}: %{z:.4g}<extra></extra>"))
+    xaxis = dict(title=dict(text="dimension"))
+    if columns is not None:
+        xaxis = dict(tickmode="array", tickvals=x, ticktext=[label(c) for c in columns],
+                     tickangle=-60, automargin=True)
+    fig.update_layout(**base_layout(
+        title=dict(text=label(title), font=dict(size=14)),
+        xaxis=xaxis,
+        yaxis=dict(tickmode="array", tickvals=rows, ticktext=_token_ticks(tokens),
+                   autorange="reversed", automargin=True),
+        height=max(300, 120 + 18 * len(rows))))
+    return to_json(fig)
+
+
+def norms_heatmap(norms, tokens: list, stages: list) -> str:
+    """Size (Euclidean norm) of the residual stream: a row per token, a column per stage."""
+    rows = list(range(norms.shape[0]))
+    fig = go.Figure(go.Heatmap(
+        z=norms.astype(np.float32), x=stages, y=rows, colorscale="Viridis",
+        colorbar=dict(title=dict(text="norm")),
+        hovertemplate="token %{y}, %{x}: norm %{z:.3f}<extra></extra>"))
+    fig.update_layout(**base_layout(
+        title=dict(text="Norm of the residual stream, per token and stage"),
+        xaxis=dict(tickangle=-40, automargin=True),
+        yaxis=dict(tickmode="array", tickvals=rows, ticktext=_token_ticks(tokens),
+                   autorange="reversed", automargin=True),
+        height=max(300, 140 + 18 * len(rows))))
+    return to_json(fig)
+
+
+def lens_figure(final_p: list, final_text: str, stages: list) -> str:
+    """Probability of the model's final guess, read out after each block (logit lens)."""
+    fig = go.Figure(go.Scatter(
+        x=stages, y=final_p, mode="lines+markers", line=dict(color=ACCENT),
+        marker=dict(size=9),
+        hovertemplate="%{x}: %{y:.2%}<extra></extra>"))
+    fig.update_layout(**base_layout(
+        title=dict(text=f"Probability of “{label(final_text)}” after each block"),
+        xaxis=dict(automargin=True),
+        yaxis=dict(title=dict(text="probability"), range=[0, 1], tickformat=".0%")))
+    return to_json(fig)
+
+
+SHARES = (("embedding", "embeddings (+ positions, + untied unembedding)", MUTED),
+          ("attention", "attention (q, k, v, o)", ACCENT),
+          ("ffn", "feed-forward", INK),
+          ("norms", "norms", "#e0b040"))
+
+
+def shares_figure(rows: list) -> str:
+    """Where the parameters go: each model's total split into components, as percentages."""
+    names = [label(r["name"]) for r in rows]
+    traces = []
+    for key, name, color in SHARES:
+        pct = [100 * r[key] / r["total"] for r in rows]
+        traces.append(go.Bar(
+            y=names, x=pct, name=name, orientation="h", marker_color=color,
+            customdata=[r[key] for r in rows],
+            hovertemplate="%{y}: %{x:.1f}% (%{customdata:,} parameters)<extra>" + name
+            + "</extra>"))
+    fig = go.Figure(traces)
+    fig.update_layout(**base_layout(
+        title=dict(text="Where the parameters go (formula on each config)"),
+        barmode="stack", legend=dict(orientation="h", y=-0.12),
+        xaxis=dict(title=dict(text="% of the model's parameters"), range=[0, 100]),
+        yaxis=dict(autorange="reversed", automargin=True),
+        height=160 + 30 * len(rows)))
+    return to_json(fig)

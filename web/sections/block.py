@@ -1,0 +1,242 @@
+"""The transformer block: its parts with the real shapes of this prompt's tensors, any tensor
+from the activation cache, the parameter count of every component (counted from the arrays and
+by the formula, and the same formula on published models), the residual stream's size across
+layers, and the logit lens.
+
+Tensors come from the one cached forward pass of the prompt (`web.forward.prompt_run`); the
+parameter tables depend only on the model and are computed once per model.
+"""
+from dataclasses import dataclass
+
+import numpy as np
+
+from pipeline.lens import logit_lens, residual_norms
+from pipeline.model import softmax
+from pipeline.published import PUBLISHED
+from pipeline.sizes import counted_from_arrays, parameter_counts
+from web.figures import block as figures
+from web.forward import prompt_run
+from web.params import Param
+from web.tokens import plain
+
+LENS_TOP = 5              # guesses per layer in the logit lens table
+LOGIT_COLUMNS = 24        # vocabulary columns shown when the logits tensor is picked
+
+PARAMS = (
+    Param("blk_layer", "Block", kind="int", default=0, min=0, max=999),
+    Param("blk_part", "Part of the block", default="q", max_chars=20),
+    Param("blk_head", "Head", kind="int", default=0, min=0, max=999),
+    Param("blk_pos", "Token position for the logit lens", kind="int", min=0, max=9999,
+          resets_with_prompt=True),
+)
+
+
+@dataclass(frozen=True)
+class Part:
+    key: str          # value of blk_part
+    hook: str         # activation name; "{i}" is the block
+    label: str        # button text
+    symbols: str      # the shape in letters
+    what: str         # one line for the learner
+
+
+def parts_of(cfg) -> list:
+    """The clickable parts, in the order the data flows through the model."""
+    norm = "RMSNorm" if cfg.norm == "rms_norm" else "LayerNorm"
+    swiglu = cfg.mlp == "swiglu"
+    parts = [Part("embed", "hook_embed", "token embeddings", "[T, d]",
+                  "a row of the embedding table per token")]
+    if cfg.positions == "learned":
+        parts.append(Part("pos_embed", "hook_pos_embed", "position embeddings", "[T, d]",
+                          "a row of the learned position table per position, added to the "
+                          "token embeddings"))
+    parts += [
+        Part("resid_pre", "blocks.{i}.hook_resid_pre", "residual stream in", "[T, d]",
+             "what enters the block: embeddings plus everything earlier blocks added"),
+        Part("ln1", "blocks.{i}.ln1.hook_normalized", f"{norm} 1", "[T, d]",
+             "each token's vector rescaled (and, for LayerNorm, centred) before attention"),
+        Part("q", "blocks.{i}.attn.hook_q", "q (queries)", "[T, H, hd]",
+             "what each token looks for, one vector per query head"),
+        Part("k", "blocks.{i}.attn.hook_k", "k (keys)", "[T, KVH, hd]",
+             "what each token offers to be found by"),
+        Part("v", "blocks.{i}.attn.hook_v", "v (values)", "[T, KVH, hd]",
+             "what each token passes on when attended to"),
+        Part("pattern", "blocks.{i}.attn.hook_pattern", "attention pattern", "[H, T, T]",
+             "softmax of the scaled, causally masked q·k scores: each row sums to 1"),
+        Part("z", "blocks.{i}.attn.hook_z", "weighted values", "[T, H, hd]",
+             "per head, the pattern-weighted sum of the values"),
+        Part("attn_out", "blocks.{i}.hook_attn_out", "attention output", "[T, d]",
+             "all heads concatenated and projected back to the residual width"),
+        Part("resid_mid", "blocks.{i}.hook_resid_mid", "residual + attention", "[T, d]",
+             "the residual add: stream in + attention output"),
+        Part("ln2", "blocks.{i}.ln2.hook_normalized", f"{norm} 2", "[T, d]",
+             "the stream normalized again before the feed-forward"),
+        Part("ffn_pre", "blocks.{i}.mlp.hook_pre", "gate (before SiLU)" if swiglu
+             else "fc (before GELU)", "[T, d_ff]",
+             "the first projection up to the feed-forward width"),
+    ]
+    if swiglu:
+        parts.append(Part("ffn_up", "blocks.{i}.mlp.hook_pre_linear", "up projection",
+                          "[T, d_ff]", "the second projection, multiplied by SiLU(gate)"))
+    parts += [
+        Part("ffn_hidden", "blocks.{i}.mlp.hook_post", "feed-forward hidden", "[T, d_ff]",
+             "SiLU(gate) × up" if swiglu else "GELU(fc)"),
+        Part("mlp_out", "blocks.{i}.hook_mlp_out", "feed-forward output", "[T, d]",
+             "projected back down to the residual width"),
+        Part("resid_post", "blocks.{i}.hook_resid_post", "residual + feed-forward", "[T, d]",
+             "the second residual add: what leaves the block"),
+        Part("final_norm", "ln_final.hook_normalized", f"final {norm}", "[T, d]",
+             "after the last block, one more norm"),
+        Part("logits", "logits", "logits", "[T, V]",
+             "the unembedding: a score for every vocabulary token, at every position"),
+    ]
+    return parts
+
+
+# --- prompt-independent: computed once per model --------------------------------------------
+
+_per_model = {}
+
+
+def model_tables(model) -> dict:
+    """Parameter counts of the running model and of the published configs (cached per model)."""
+    key = id(model)
+    if key not in _per_model:
+        counts = parameter_counts(model.config)
+        arrays = counted_from_arrays(model)
+        published = [published_row(p.name, p.repo, p.config, p.nominal, p.reported_params)
+                     for p in PUBLISHED]
+        here = published_row("this model", model.path or "", model.config, "", None)
+        small = next(p for p in PUBLISHED if p.name == "GPT-2 small")
+        gpt2 = parameter_counts(small.config)
+        _per_model[key] = dict(
+            counts=counts, arrays=arrays, published=published, here=here,
+            gpt2_story=dict(reported=small.reported_params, formula=gpt2.total,
+                            no_positions=gpt2.total - gpt2.positions,
+                            no_embeddings=gpt2.total - gpt2.positions - gpt2.embedding,
+                            paper=small.nominal),
+            shares_figure=figures.shares_figure([here] + published))
+    return _per_model[key]
+
+
+def published_row(name, repo, config, nominal, reported) -> dict:
+    c = parameter_counts(config)
+    return dict(name=name, repo=repo, nominal=nominal, reported=reported, total=c.total,
+                d=config.d_model, layers=config.n_layers, heads=config.n_heads,
+                kv_heads=config.n_kv_heads, d_ff=config.d_ff, vocab=config.vocab_size,
+                tied=config.tied_embeddings,
+                embedding=c.embedding + c.positions + c.unembedding,
+                attention=c.n_layers * c.attention, ffn=c.n_layers * c.ffn,
+                norms=c.n_layers * c.norms + c.final_norm)
+
+
+# --- the section ------------------------------------------------------------------------------
+
+def build(lm, state) -> dict:
+    """Template context for the block section."""
+    model, cfg = lm.model, lm.model.config
+    run = prompt_run(lm, state["prompt"])
+    tokens = [plain(lm.tokenizer.decode_single_token_bytes(i)) for i in run.ids]
+    T = len(run.ids)
+
+    layer = checked(state, "blk_layer", cfg.n_layers,
+                    f"this model has {cfg.n_layers} blocks (0 to {cfg.n_layers - 1})")
+    head = checked(state, "blk_head", cfg.n_heads,
+                   f"this model has {cfg.n_heads} heads (0 to {cfg.n_heads - 1})")
+    parts = parts_of(cfg)
+    by_key = {p.key: p for p in parts}
+    if state["blk_part"] not in by_key:
+        state.reject("blk_part", f"{state['blk_part']!r} is not a part of this model's block; "
+                     f"the parts are {', '.join(by_key)}.")
+    part = by_key[state["blk_part"]]
+    pos = state.resolve("blk_pos", T - 1)
+    if pos >= T:
+        state.reject("blk_pos", f"Position {pos} does not exist: this prompt has {T} tokens "
+                     f"(0 to {T - 1}).")
+        pos = state.resolve("blk_pos", T - 1)
+
+    shapes = {p.key: list(run.cache[p.hook.format(i=layer)].shape) for p in parts}
+    ctx = dict(
+        cfg=cfg, T=T, tokens=tokens, layer=layer, head=head, pos=pos, parts=parts,
+        part=part, by=by_key, shapes=shapes, group=cfg.n_heads // cfg.n_kv_heads,
+        attention_kind=attention_kind(cfg),
+        n_params=model.n_params(), **model_tables(model))
+    ctx.update(tensor_view(cfg, run, part, layer, head, tokens, lm))
+    ctx.update(stream_and_lens(model, run, tokens, pos, lm))
+    return ctx
+
+
+def checked(state, name, n, why) -> int:
+    if state[name] >= n:
+        state.reject(name, f"{state.params[name].label} {state[name]} does not exist: {why}.")
+    return state[name]
+
+
+def attention_kind(cfg) -> str:
+    if cfg.n_kv_heads == cfg.n_heads:
+        return "multi-head"
+    return "multi-query" if cfg.n_kv_heads == 1 else "grouped-query"
+
+
+def tensor_view(cfg, run, part, layer, head, tokens, lm) -> dict:
+    """The chosen tensor as a [rows = tokens, columns] matrix, with what was sliced to get it."""
+    name = part.hook.format(i=layer)
+    full = run.cache[name]
+    cols, sliced = None, ""
+    if part.key in ("q", "z"):
+        matrix, sliced = full[:, head], f"query head {head}"                  # [T, hd]
+    elif part.key in ("k", "v"):
+        kv_head = head // (cfg.n_heads // cfg.n_kv_heads)     # query heads share a kv head
+        matrix, sliced = full[:, kv_head], f"key/value head {kv_head} (used by query head {head})"
+    elif part.key == "pattern":
+        matrix, sliced = full[head], f"head {head}: rows are queries, columns the keys"  # [T, T]
+        cols = tokens
+    elif part.key == "logits":
+        top = np.argsort(-full[-1])[:LOGIT_COLUMNS]                            # [24]
+        matrix = full[:, top]
+        sliced = (f"the {LOGIT_COLUMNS} vocabulary columns that score highest at the last "
+                  f"position, of {full.shape[1]:,}")
+        cols = [plain(lm.tokenizer.decode_single_token_bytes(int(i))) for i in top]
+    else:
+        matrix = full
+    finite = matrix[np.isfinite(matrix)]
+    return dict(
+        tensor_name=name, tensor_shape=list(full.shape), shown_shape=list(matrix.shape),
+        sliced=sliced,
+        stats=dict(mean=float(finite.mean()), std=float(finite.std()),
+                   min=float(finite.min()), max=float(finite.max())),
+        tensor_figure=figures.tensor_heatmap(matrix, tokens, cols, f"{name}"
+                                             + (f" — {sliced}" if sliced else "")))
+
+
+def stream_and_lens(model, run, tokens, pos, lm) -> dict:
+    cfg = model.config
+    norms, names = residual_norms(run.cache, cfg.n_layers)                   # [2N + 1, T]
+    stages = stage_labels(cfg.n_layers)
+    lens = logit_lens(model, run.cache, positions=[pos])[:, 0]               # [N + 1, V]
+    probs = softmax(lens)                                                    # [N + 1, V]
+    final_top = int(np.argmax(probs[-1]))
+    rows = []
+    for k, p in enumerate(probs):
+        top = np.argsort(-p)[:LENS_TOP]
+        rows.append(dict(
+            stage="embeddings only (0 blocks)" if k == 0 else
+            f"after block {k - 1}" + (" = the model's output" if k == cfg.n_layers else ""),
+            guesses=[dict(id=int(i), text=plain(lm.tokenizer.decode_single_token_bytes(int(i))),
+                          p=float(p[i])) for i in top],
+            final_p=float(p[final_top])))
+    final_text = plain(lm.tokenizer.decode_single_token_bytes(final_top))
+    return dict(
+        lens_rows=rows, final_top=dict(id=final_top, text=final_text),
+        norms_figure=figures.norms_heatmap(norms.T, tokens, stages),
+        lens_figure=figures.lens_figure([r["final_p"] for r in rows], final_text,
+                                        [r["stage"] for r in rows]),
+        norm_growth=float(norms[-1].mean() / norms[0].mean()))
+
+
+def stage_labels(n_layers) -> list:
+    """Columns of the residual-norm heatmap, matching pipeline.lens.residual_norms."""
+    labels = []
+    for i in range(n_layers):
+        labels += [f"into block {i}", f"block {i} mid"]
+    return labels + [f"out of block {n_layers - 1}"]
