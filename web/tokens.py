@@ -60,3 +60,12 @@ def pretokenizer_pattern(model_path: str) -> str:
         with open(config) as f:
             return json.load(f).get("pat_str", GPT2_PAT)
     return GPT2_PAT
+
+
+def token_plain(tokenizer, token_id: int) -> str:
+    """`plain` text of one token id; an id the model has but the tokenizer lacks (some
+    checkpoints pad their vocabulary) is named as such rather than raising."""
+    try:
+        return plain(tokenizer.decode_single_token_bytes(int(token_id)))
+    except KeyError:
+        return f"<id {int(token_id)}: no text>"

@@ -17,7 +17,7 @@ from pipeline.sizes import counted_from_arrays, parameter_counts
 from web.figures import block as figures
 from web.forward import prompt_run
 from web.params import Param
-from web.tokens import plain
+from web.tokens import token_plain
 
 LENS_TOP = 5              # guesses per layer in the logit lens table
 LOGIT_COLUMNS = 24        # vocabulary columns shown when the logits tensor is picked
@@ -136,7 +136,7 @@ def build(lm, state) -> dict:
     """Template context for the block section."""
     model, cfg = lm.model, lm.model.config
     run = prompt_run(lm, state["prompt"])
-    tokens = [plain(lm.tokenizer.decode_single_token_bytes(i)) for i in run.ids]
+    tokens = [token_plain(lm.tokenizer, i) for i in run.ids]
     T = len(run.ids)
 
     layer = checked(state, "blk_layer", cfg.n_layers,
@@ -196,7 +196,7 @@ def tensor_view(cfg, run, part, layer, head, tokens, lm) -> dict:
         matrix = full[:, top]
         sliced = (f"the {LOGIT_COLUMNS} vocabulary columns that score highest at the last "
                   f"position, of {full.shape[1]:,}")
-        cols = [plain(lm.tokenizer.decode_single_token_bytes(int(i))) for i in top]
+        cols = [token_plain(lm.tokenizer, i) for i in top]
     else:
         matrix = full
     finite = matrix[np.isfinite(matrix)]
@@ -222,10 +222,10 @@ def stream_and_lens(model, run, tokens, pos, lm) -> dict:
         rows.append(dict(
             stage="embeddings only (0 blocks)" if k == 0 else
             f"after block {k - 1}" + (" = the model's output" if k == cfg.n_layers else ""),
-            guesses=[dict(id=int(i), text=plain(lm.tokenizer.decode_single_token_bytes(int(i))),
+            guesses=[dict(id=int(i), text=token_plain(lm.tokenizer, i),
                           p=float(p[i])) for i in top],
             final_p=float(p[final_top])))
-    final_text = plain(lm.tokenizer.decode_single_token_bytes(final_top))
+    final_text = token_plain(lm.tokenizer, final_top)
     return dict(
         lens_rows=rows, final_top=dict(id=final_top, text=final_text),
         norms_figure=figures.norms_heatmap(norms.T, tokens, stages),

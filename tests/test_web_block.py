@@ -1,0 +1,166 @@
+"""The transformer-block section shows the model's own shapes, tensors, parameter counts and
+logit lens: every number checked against the engine or the formula."""
+import html
+import re
+
+import numpy as np
+import pytest
+
+from engine_support import get_model
+from pipeline.model import softmax
+from pipeline.published import PUBLISHED
+from pipeline.sizes import counted_from_arrays, parameter_counts
+from web.forward import prompt_run
+from web.sections.block import parts_of
+from web_support import (HX, app, client, error_message, model,  # noqa: F401
+                         table_rows, text_of, url)
+
+PROMPT = "Elizabeth could not help smiling at Mr. Darcy, and"
+
+
+def block(client, **params):
+    r = client.get(url("/section/block", prompt=PROMPT, **params), headers=HX)
+    return r, text_of(r)
+
+
+def diagram_shapes(page) -> dict:
+    """blk_part -> the shape written on its button."""
+    return {k: [int(x) for x in s.split(", ")] for k, s in re.findall(
+        r'hx-vals=\'\{"blk_part": "(\w+)"\}\'>[^<]*<span class="shape">\[([\d, ]+)\]</span>',
+        page)}
+
+
+def test_diagram_shapes_are_the_cache_shapes(client, app):
+    lm = app.extensions["explainer_model"]
+    r, page = block(client, blk_layer="2")
+    run = prompt_run(lm, PROMPT)
+    shapes = diagram_shapes(page)
+    parts = parts_of(lm.model.config)
+    assert list(shapes) == [p.key for p in parts]
+    for p in parts:
+        assert shapes[p.key] == list(run.cache[p.hook.format(i=2)].shape), p.key
+    T = len(run.ids)
+    assert shapes["q"] == [T, 8, 32] and shapes["k"] == [T, 2, 32]
+    assert shapes["pattern"] == [8, T, T] and shapes["ffn_hidden"] == [T, 768]
+    assert "Grouped-query attention:" in page
+
+
+@pytest.mark.parametrize("part,head,slicer", [
+    ("pattern", 3, lambda a: a[3]),
+    ("q", 6, lambda a: a[:, 6]),
+    ("k", 5, lambda a: a[:, 1]),                       # query head 5 uses kv head 5 // 4 = 1
+    ("ffn_hidden", 0, lambda a: a),
+    ("resid_post", 0, lambda a: a),
+])
+def test_a_clicked_part_shows_that_tensor(client, app, part, head, slicer):
+    lm = app.extensions["explainer_model"]
+    r, page = block(client, blk_part=part, blk_layer="1", blk_head=str(head))
+    assert r.status_code == 200
+    hook = next(p.hook for p in parts_of(lm.model.config) if p.key == part).format(i=1)
+    full = prompt_run(lm, PROMPT).cache[hook]
+    shown = slicer(full)
+    finite = shown[np.isfinite(shown)]
+    assert f"<code>{hook}</code>" in page
+    assert f'<strong class="blk-shape">[{", ".join(map(str, full.shape))}]</strong>' in page
+    assert f'<strong id="blk-mean">{finite.mean():.4f}</strong>' in page
+    assert f'<strong id="blk-max">{finite.max():.4f}</strong>' in page
+    assert 'aria-pressed="true"' in page and page.count('aria-pressed="true"') == 1
+    if part == "k":
+        assert "key/value head 1 (used by query head 5)" in page
+
+
+def test_parameter_table_counts_the_arrays_and_the_formula(client, model):
+    _, page = block(client)
+    arrays, formula = counted_from_arrays(model), parameter_counts(model.config)
+    rows = {r[0]: r for r in table_rows_th(page, "Parameter counts of this model")}
+    assert rows["token embedding"][2:] == [f"{arrays.embedding:,}", f"{formula.embedding:,} ✓"]
+    assert rows["per block: attention k"][2] == f"{arrays.attn_k:,}"
+    assert rows["total (4 blocks)"][2] == f"{model.n_params():,}" == "4,065,536"
+
+
+def test_published_table_applies_the_formula_to_each_config(client):
+    _, page = block(client)
+    rows = {r[0]: r for r in table_rows_th(page, "Parameter counts of published models")}
+    for p in PUBLISHED:
+        total = parameter_counts(p.config).total
+        assert rows[p.name][7] == f"{total:,}"
+        assert rows[p.name][8] == f"{p.reported_params:,} ✓"
+        assert rows[p.name][9] == p.nominal
+
+
+def table_rows_th(page, label):
+    """Rows of a table whose first cell is a <th scope=row>."""
+    m = re.search(r'<table[^>]*aria-label="%s"[^>]*>(.*?)</table>' % re.escape(label), page, re.S)
+    body = m.group(1).split("<tbody>", 1)[1]
+    return [[html.unescape(re.sub(r"<[^>]+>", "", c)).strip()
+             for c in re.findall(r"<t[hd][^>]*>(.*?)</t[hd]>", tr, re.S)]
+            for tr in re.findall(r"<tr[^>]*>(.*?)</tr>", body, re.S)]
+
+
+@pytest.mark.parametrize("pos", [None, 3])
+def test_logit_lens_guesses_are_the_model_cut_after_k_blocks(client, model, pos):
+    ids = model.tokenizer.encode_ordinary(PROMPT)
+    params = {} if pos is None else {"blk_pos": str(pos)}
+    _, page = block(client, **params)
+    at = len(ids) - 1 if pos is None else pos
+    rows = table_rows_th(page, "Logit lens: top guesses after each block")
+    assert len(rows) == model.config.n_layers + 1
+    for k, row in enumerate(rows):
+        p = softmax(model.forward(ids, n_layers=k)[at])
+        top = np.argsort(-p)[:5]
+        shown_ids = [int(re.search(r"#(\d+)", cell).group(1)) for cell in row[1:]]
+        assert shown_ids == [int(i) for i in top], k
+        assert row[1].endswith(f"{100 * p[top[0]]:.1f}%")
+
+
+@pytest.mark.parametrize("params,name,message,status", [
+    ({"blk_layer": "4"}, "blk_layer", "Block 4 does not exist: this model has 4 blocks", 422),
+    ({"blk_layer": "-1"}, "blk_layer", "Block must be between 0 and 999", 422),
+    ({"blk_layer": "two"}, "blk_layer", "Block must be a whole number", 400),
+    ({"blk_head": "8"}, "blk_head", "Head 8 does not exist: this model has 8 heads", 422),
+    ({"blk_part": "wq"}, "blk_part", "'wq' is not a part of this model's block", 422),
+    ({"blk_part": "x" * 21}, "blk_part", "is 21 characters long; the limit is 20", 422),
+    ({"blk_pos": "99"}, "blk_pos", "Position 99 does not exist: this prompt has", 422),
+])
+def test_bad_values_get_a_message_and_a_4xx(client, params, name, message, status):
+    r, page = block(client, **params)
+    assert r.status_code == status
+    assert message in error_message(page, name)
+
+
+def test_state_round_trips_through_the_url(client):
+    r, _ = block(client, blk_layer="3", blk_part="pattern", blk_head="2", blk_pos="4")
+    pushed = r.headers["HX-Push-Url"]
+    for pair in ("blk_layer=3", "blk_part=pattern", "blk_head=2", "blk_pos=4"):
+        assert pair in pushed
+    page = text_of(client.get(pushed))
+    assert '<option value="3" selected>3</option>' in page
+    assert "<code>blocks.3.attn.hook_pattern</code>" in page
+    # the defaults (block 0, q, head 0, last token) are left out of the address
+    r, _ = block(client)
+    assert "blk_" not in r.headers["HX-Push-Url"]
+
+
+@pytest.mark.parametrize("fixture", ["gpt2", "llama_mqa", "llama_untied"])
+def test_other_model_families_render(fixture):
+    from app import create_app
+    m = get_model(fixture)
+    c = create_app({"MODEL": m, "TESTING": True, "PROBE_ENCODINGS": False}).test_client()
+    r = c.get(url("/section/block", prompt="the cat sat", blk_part="pos_embed"
+                  if m.config.positions == "learned" else "ffn_hidden"), headers=HX)
+    page = text_of(r)
+    assert r.status_code == 200, error_message(page, "blk_part")
+    shapes = diagram_shapes(page)
+    run = prompt_run(c.application.extensions["explainer_model"], "the cat sat")
+    for p in parts_of(m.config):
+        assert shapes[p.key] == list(run.cache[p.hook.format(i=0)].shape)
+    rows = {r[0]: r for r in table_rows_th(page, "Parameter counts of this model")}
+    total = [v for k, v in rows.items() if k.startswith("total")][0]
+    assert total[2] == f"{m.n_params():,}" and total[3] == f"{m.n_params():,} ✓"
+    if fixture == "gpt2":
+        assert "LayerNorm 1" in page and "GELU" in page and "position embeddings" in page
+    if fixture == "llama_mqa":
+        assert "Multi-query attention" in page
+    if fixture == "llama_untied":
+        assert rows["unembedding"][2] == f"{m.config.vocab_size * m.config.d_model:,}"
+    assert c.get(url("/section/logits", prompt="the cat sat"), headers=HX).status_code == 200
