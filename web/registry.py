@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from typing import Callable
 
 from web.params import PROMPT
-from web.sections import block, logits, tiling, tokenization
+from web.sections import attention, block, logits, tiling, tokenization
 
 
 @dataclass(frozen=True)
@@ -34,6 +34,9 @@ SECTIONS = (
             tokenization.PARAMS, tokenization.build),
     # --- block (helper "block"): after positions, before attention ---
     Section("block", "The transformer block", "sections/block.html", block.PARAMS, block.build),
+    # --- attention, feed-forward (helper "attnffn"): after block, before logits ---
+    Section("attention", "Attention", "sections/attention.html",
+            attention.PARAMS, attention.build),
     # --- logits (helper "block"): after feed-forward, before sampling ---
     Section("logits", "Logits and softmax", "sections/logits.html", logits.PARAMS, logits.build),
     Section("tiling", "Attention tiling", "sections/tiling.html",

@@ -1,0 +1,136 @@
+"""Figures of the attention section: every head at a glance, one head large (its pattern and its
+scores), and the measured behaviour of every head.
+
+Masked cells (a query cannot see later keys) are drawn grey, never as a 0 weight: in the large
+views they are gaps (NaN) over a grey plot area; in the grid, whose weights travel as whole
+percents in one byte each to keep the figure small, they are the value MASK, which the colour
+scale paints grey.
+
+These figures are written as plain Plotly JSON (plotly.io.json.to_json_plotly) rather than
+through graph_objects: validating 32 heatmap traces cost ~35 ms per render, the JSON is the
+same. Arrays travel as plotly.js typed arrays (base64), see `typed_array`.
+"""
+import base64
+
+import numpy as np
+from plotly.io.json import to_json_plotly
+
+from web.figures import base_layout, label
+
+MASKED = "#c9ccd3"            # grey of masked cells
+CHOSEN = "#b4451f"            # outline of the chosen head / token
+WEIGHTS = [[0.0, "#ffffff"], [0.15, "#c6dbef"], [0.5, "#4a8fc9"], [1.0, "#08306b"]]
+GRID_GAP = 2                  # empty cells between two panels of the grid
+MASK = -100                   # grid value of a masked cell (its base64 has no "/" to escape)
+DTYPES = {np.dtype(np.int8): "i1", np.dtype(np.float32): "f4"}
+
+
+def typed_array(a) -> dict:
+    """plotly.js's typed-array JSON: {"dtype", "bdata": base64 of the bytes, "shape"}."""
+    a = np.ascontiguousarray(a)
+    return {"dtype": DTYPES[a.dtype], "bdata": base64.b64encode(a.tobytes()).decode("ascii"),
+            "shape": ", ".join(str(n) for n in a.shape)}
+
+
+def figure_json(data: list, layout: dict) -> str:
+    return to_json_plotly({"data": data, "layout": layout})
+
+
+def _grid_colorscale():
+    """WEIGHTS on percents 0..100, and everything below 0 (the MASK) grey: a sharp step at 0."""
+    cut = -MASK / (100 - MASK)
+    return ([[0.0, MASKED], [cut * 0.999, MASKED]]
+            + [[cut + (1 - cut) * p, c] for p, c in WEIGHTS])
+
+
+def head_grid_figure(grid, chosen_layer, chosen_head) -> str:
+    """Small multiples: grid [L, H, n, n] of attention weights (NaN = masked), one panel per
+    head, layers down, heads across; the chosen head (None: its whole layer) outlined."""
+    L, H, n, _ = grid.shape
+    percent = np.where(np.isnan(grid), MASK, np.rint(np.nan_to_num(grid) * 100)).astype(np.int8)
+    step = n + GRID_GAP
+    data = [dict(type="heatmap", z=typed_array(percent[layer, h]), x0=h * step, dx=1,
+                 y0=layer * step, dy=1, coloraxis="coloraxis",
+                 hovertemplate=f"layer {layer}, head {h}<extra></extra>")
+            for layer in range(L) for h in range(H)]
+    first, last = (0, H - 1) if chosen_head is None else (chosen_head, chosen_head)
+    outline = dict(type="rect", x0=first * step - 0.9, x1=(last + 1) * step - GRID_GAP - 0.1,
+                   y0=chosen_layer * step - 0.9, y1=(chosen_layer + 1) * step - GRID_GAP - 0.1,
+                   line=dict(color=CHOSEN, width=3))
+    layout = base_layout(
+        height=60 + 110 * L, margin=dict(l=70, r=10, t=36, b=10), shapes=[outline],
+        coloraxis=dict(cmin=MASK, cmax=100, colorscale=_grid_colorscale(), showscale=False),
+        xaxis=dict(tickvals=[h * step + (n - 1) / 2 for h in range(H)],
+                   ticktext=[f"head {h}" for h in range(H)], side="top", showgrid=False,
+                   zeroline=False, range=[-1, H * step - GRID_GAP]),
+        yaxis=dict(tickvals=[layer * step + (n - 1) / 2 for layer in range(L)],
+                   ticktext=[f"layer {layer}" for layer in range(L)], autorange="reversed",
+                   showgrid=False, zeroline=False))
+    return figure_json(data, layout)
+
+
+def _token_axis(labels, every):
+    idx = list(range(0, len(labels), every))
+    return dict(tickmode="array", tickvals=idx, ticktext=[f"{label(labels[i])} ·{i}" for i in idx],
+                showgrid=False, zeroline=False, automargin=True)
+
+
+def token_matrix_figure(matrix, labels, title, row, *, kind) -> str:
+    """One head's [T, T] matrix, query tokens down, key tokens across; NaN = masked (grey).
+
+    kind "pattern": weights in [0, 1]; kind "scores": scaled scores, blue-white-red around 0.
+    The row of the clicked query token is outlined."""
+    T = len(labels)
+    every = 1 if T <= 40 else int(np.ceil(T / 40))
+    if kind == "pattern":
+        colours = dict(colorscale=WEIGHTS, zmin=0.0, zmax=1.0)
+        hover = "query %{y} → key %{x}<br>weight %{z:.4f}<extra></extra>"
+    else:
+        colours = dict(colorscale="RdBu", reversescale=True, zmid=0.0)
+        hover = "query %{y} → key %{x}<br>score %{z:.3f}<extra></extra>"
+    trace = dict(type="heatmap", z=typed_array(np.asarray(matrix, dtype=np.float32)),
+                 hoverongaps=False, hovertemplate=hover,
+                 colorbar=dict(title=dict(text="weight" if kind == "pattern" else "score"),
+                               thickness=12), **colours)
+    outline = dict(type="rect", x0=-0.5, x1=row + 0.5, y0=row - 0.5, y1=row + 0.5,
+                   line=dict(color=CHOSEN, width=3))
+    layout = base_layout(
+        title=dict(text=title), height=min(620, 160 + 14 * T) + 60, plot_bgcolor=MASKED,
+        shapes=[outline],
+        xaxis=dict(title=dict(text="key: the token looked at"), tickangle=-60,
+                   **_token_axis(labels, every)),
+        yaxis=dict(title=dict(text="query: the token looking"), autorange="reversed",
+                   **_token_axis(labels, every)))
+    return figure_json([trace], layout)
+
+
+MEASURE_TITLES = {"previous": "previous token", "first": "first token",
+                  "same": "same token", "induction": "induction"}
+
+
+def head_measures_figure(measures: dict) -> str:
+    """One small heatmap per measure: [L, H] averages, the number written in each cell."""
+    names = [k for k in ("previous", "first", "same", "induction") if measures.get(k) is not None]
+    L, H = measures["previous"].shape
+    gap, width = 0.03, (1 - 0.03 * (len(names) - 1)) / len(names)
+    data, layout = [], base_layout(
+        height=130 + 34 * L, margin=dict(l=10, r=10, t=40, b=10), annotations=[],
+        coloraxis=dict(cmin=0, cmax=1, colorscale=WEIGHTS, showscale=False))
+    for i, name in enumerate(names):
+        ax = "" if i == 0 else str(i + 1)
+        data.append(dict(
+            type="heatmap", z=np.round(np.asarray(measures[name], dtype=np.float64), 3).tolist(),
+            xaxis="x" + ax, yaxis="y" + ax, coloraxis="coloraxis",
+            texttemplate="%{z:.2f}", textfont=dict(size=11),
+            hovertemplate=f"{MEASURE_TITLES[name]}: layer %{{y}}, head %{{x}}: "
+                          "%{z:.3f}<extra></extra>"))
+        x0 = i * (width + gap)
+        layout["xaxis" + ax] = dict(domain=[x0, x0 + width], dtick=1, anchor="y" + ax,
+                                    title=dict(text="head"))
+        layout["yaxis" + ax] = dict(autorange="reversed", dtick=1, anchor="x" + ax,
+                                    showticklabels=i == 0,
+                                    title=dict(text="layer" if i == 0 else ""))
+        layout["annotations"].append(dict(
+            text=MEASURE_TITLES[name], x=x0 + width / 2, y=1.0, xref="paper", yref="paper",
+            xanchor="center", yanchor="bottom", showarrow=False))
+    return figure_json(data, layout)

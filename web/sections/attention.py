@@ -1,0 +1,147 @@
+"""Attention: every layer and head of the prompt's forward pass, one head large (scores before
+softmax and weights after), what a clicked token attends to, and measured head behaviour.
+
+Every number is read from the activation cache of the one forward pass of the prompt
+(web.forward.prompt_run): blocks.{i}.attn.hook_attn_scores (q.k / sqrt(head_dim), -inf where
+masked) and blocks.{i}.attn.hook_pattern (their softmax). The measures are
+pipeline.attention_analysis's.
+"""
+import re
+import urllib.parse
+
+import numpy as np
+
+from pipeline.attention_analysis import (attention_row, block_mean, head_measures, kv_groups,
+                                         masked_as_nan, softmax_of_scores, stack_layers,
+                                         strongest_heads)
+from web.figures import attention as figures
+from web.forward import prompt_run
+from web.params import Param
+from web.tokens import pieces, plain
+
+GRID_MAX = 48          # the grid's panels show at most this many rows and columns (else blocks)
+N_STRONGEST = 3        # heads named for each kind of behaviour
+MEAN = "mean"
+
+PARAMS = (
+    Param("att_layer", "Attention layer", kind="int", min=0, max=999),      # default: the last
+    Param("att_head", "Attention head", default="0", max_chars=12),          # a number or "mean"
+    Param("att_token", "Attending token", kind="int", min=0, max=9999, resets_with_prompt=True),
+)
+
+
+def build(lm, state) -> dict:
+    """Template context for the attention section."""
+    cfg = lm.model.config
+    run = prompt_run(lm, state["prompt"])
+    T = len(run.ids)
+    layer, head, t = chosen_layer(state, cfg), chosen_head(state, cfg), chosen_token(state, T)
+    tok = lm.tokenizer
+    tokens = [dict(id=i, pieces=pieces(tok.decode_single_token_bytes(i)),
+                   label=plain(tok.decode_single_token_bytes(i))) for i in run.ids]
+    labels = [x["label"] for x in tokens]
+
+    patterns = stack_layers(run.cache, "attn.hook_pattern", cfg.n_layers)       # [L, H, T, T]
+    visible = masked_as_nan(patterns)
+    bin_size = max(1, -(-T // GRID_MAX))
+    measures = head_measures(patterns, run.ids)
+    weights = attention_row(patterns[layer], head, t)                           # [t + 1]
+    chosen = "mean of all heads" if head is None else f"head {head}"
+    ctx = dict(
+        n_tokens=T, layer=layer, head=head, head_value=MEAN if head is None else str(head),
+        token=t, tokens=tokens, chosen=chosen,
+        n_layers=cfg.n_layers, n_heads=cfg.n_heads, n_kv_heads=cfg.n_kv_heads,
+        head_dim=cfg.head_dim, scale=cfg.head_dim ** -0.5, model_name=lm.name,
+        groups=kv_groups(cfg.n_heads, cfg.n_kv_heads),
+        row=[dict(index=s, weight=float(w), percent=100 * float(w)) for s, w in enumerate(weights)],
+        top=sorted(range(t + 1), key=lambda s: (-weights[s], s))[:5],
+        bin_size=bin_size,
+        grid_figure=figures.head_grid_figure(block_mean(visible, bin_size), layer, head),
+        pattern_figure=figures.token_matrix_figure(
+            visible[layer].mean(0) if head is None else visible[layer, head], labels,
+            f"Layer {layer}, {chosen}: weights after softmax", t, kind="pattern"),
+    )
+    if head is not None:
+        ctx.update(score_check(run.cache, layer, head, t, labels))
+    ctx.update(measured(lm, measures, T, state, cfg))
+    return ctx
+
+
+def chosen_layer(state, cfg) -> int:
+    layer = state.resolve("att_layer", cfg.n_layers - 1)
+    if layer >= cfg.n_layers:
+        state.reject("att_layer", f"Layer {layer} does not exist: this model has "
+                     f"{cfg.n_layers} layers (0 to {cfg.n_layers - 1}).")
+        layer = state.resolve("att_layer", cfg.n_layers - 1)
+    return layer
+
+
+def chosen_head(state, cfg):
+    """A head number, or None for the mean of the layer's heads."""
+    raw = state["att_head"].strip()
+    if raw == MEAN:
+        return None
+    if re.fullmatch(r"[0-9]{1,4}", raw) and int(raw) < cfg.n_heads:
+        return int(raw)
+    state.reject("att_head", f"Attention head must be a head number from 0 to "
+                 f"{cfg.n_heads - 1}, or \"mean\"; got {raw[:12]!r}.",
+                 422 if raw.isdigit() else 400)
+    return int(state["att_head"])
+
+
+def chosen_token(state, T) -> int:
+    t = state.resolve("att_token", T - 1)
+    if t >= T:
+        state.reject("att_token", f"Token {t} does not exist: this prompt has {T} tokens "
+                     f"(0 to {T - 1}).")
+        t = state.resolve("att_token", T - 1)
+    return t
+
+
+def score_check(cache, layer, head, t, labels) -> dict:
+    """The chosen head's scores next to its pattern, and the clicked row recomputed:
+    softmax(scores row) against the pattern row the engine stored."""
+    scores = cache[f"blocks.{layer}.attn.hook_attn_scores"]                      # [H, T, T]
+    pattern = cache[f"blocks.{layer}.attn.hook_pattern"]
+    recomputed = softmax_of_scores(scores, head, t)                              # [T]
+    row = scores[head, t, :t + 1]
+    exps = np.exp(row - row.max())
+    return dict(
+        scores_figure=figures.token_matrix_figure(
+            np.where(np.isinf(scores[head]), np.nan, scores[head]), labels,
+            f"Layer {layer}, head {head}: scores before softmax", t, kind="scores"),
+        check_rows=[dict(index=s, score=float(row[s]), exp=float(exps[s]),
+                         softmax=float(recomputed[s]), pattern=float(pattern[head, t, s]))
+                    for s in range(t + 1)],
+        exp_sum=float(exps.sum()),
+        check_max_diff=float(np.abs(recomputed - pattern[head, t]).max()),
+        n_masked=len(labels) - t - 1,
+    )
+
+
+def measured(lm, measures, T, state, cfg) -> dict:
+    if T < 2:
+        return dict(measures=None)
+    kinds = [k for k in ("previous", "first", "same", "induction") if measures[k] is not None]
+    table = [dict(layer=i, head=h, **{k: float(measures[k][i, h]) for k in kinds})
+             for i in range(cfg.n_layers) for h in range(cfg.n_heads)]
+    return dict(
+        measures=True, kinds=kinds,
+        strongest={k: strongest_heads(measures[k], N_STRONGEST) for k in kinds},
+        measure_rows=table,
+        measures_figure=figures.head_measures_figure(measures),
+        repeated_url=repeated_prompt_url(lm, state),
+    )
+
+
+def repeated_prompt_url(lm, state):
+    """The page with the prompt written twice (a second copy lets induction heads show), or
+    None when twice the prompt would not fit the prompt box or the context window."""
+    prompt = state["prompt"]
+    twice = prompt.rstrip() + " " + prompt.strip()
+    if (len(twice) > state.params["prompt"].max_chars
+            or len(lm.tokenizer.encode_ordinary(twice)) > lm.n_ctx):
+        return None
+    pairs = [("prompt", twice)] + [(n, str(state.values[n])) for n in ("att_layer", "att_head")
+                                   if n in state.raw and n not in state.errors]
+    return "/?" + urllib.parse.urlencode(pairs, quote_via=urllib.parse.quote)
