@@ -1,0 +1,216 @@
+"""The attention section shows the weights and scores of the prompt's real forward pass."""
+import base64
+import html
+import json
+import re
+import time
+
+import numpy as np
+import pytest
+
+from engine_support import get_model
+from pipeline.attention_analysis import (attention_row, head_measures, stack_layers,
+                                         strongest_heads)
+from pipeline.model import softmax
+from web.figures.attention import MASK
+from web.forward import prompt_run
+from web.loaded import LoadedModel
+from web.sections import attention
+from web_support import (HX, app, client, error_message, model, table_rows,  # noqa: F401
+                         text_of, url)
+
+PROMPT = "Mr. Darcy bowed to Elizabeth, and Elizabeth smiled at Mr. Darcy."
+
+
+def run_of(model, prompt=PROMPT):
+    return prompt_run(LoadedModel.wrap(model, probe_encodings=False), prompt)
+
+
+def shown_percents(page):
+    """[(token text, "12.3%" or "masked")] of the clicked token's row of chips."""
+    m = re.search(r'<ol[^>]*aria-label="Attention from the clicked token"[^>]*>(.*?)</ol>',
+                  page, re.S)
+    assert m
+    return re.findall(r'<span class="pct">([^<]*)</span>', m.group(1))
+
+
+def figures_of(page, section="attention"):
+    body = page.split(f'<section id="{section}"', 1)[1].split("</section>", 1)[0]
+    return [json.loads(html.unescape(f)) for f in re.findall(r'data-figure="([^"]*)"', body)]
+
+
+@pytest.mark.parametrize("layer,head", [(0, "3"), (3, "7"), (1, "mean")])
+def test_clicked_tokens_weights_are_the_models(client, model, layer, head):
+    run = run_of(model)
+    t = 9
+    page = text_of(client.get(url("/", prompt=PROMPT, att_layer=layer, att_head=head,
+                                  att_token=t)))
+    pattern = run.cache[f"blocks.{layer}.attn.hook_pattern"]
+    want = attention_row(pattern, None if head == "mean" else int(head), t)
+    if head == "mean":
+        np.testing.assert_allclose(want, pattern[:, t, :t + 1].mean(0), rtol=1e-6)
+    shown = shown_percents(page)
+    assert shown == ["%.1f%%" % (100 * w) for w in want] + ["masked"] * (len(run.ids) - t - 1)
+
+
+def test_the_default_is_the_last_token_of_the_last_layer_head_0(client, model):
+    run = run_of(model)
+    page = text_of(client.get(url("/", prompt=PROMPT)))
+    L, T = model.config.n_layers, len(run.ids)
+    want = run.cache[f"blocks.{L - 1}.attn.hook_pattern"][0, T - 1]
+    assert shown_percents(page) == ["%.1f%%" % (100 * w) for w in want]
+    assert '<option value="3" selected>layer 3</option>' in page
+
+
+def test_softmax_table_recomputes_the_pattern_row(client, model):
+    run = run_of(model)
+    layer, head, t = 2, 5, 7
+    page = text_of(client.get(url("/", prompt=PROMPT, att_layer=layer, att_head=head,
+                                  att_token=t)))
+    scores = run.cache[f"blocks.{layer}.attn.hook_attn_scores"][head, t]
+    pattern = run.cache[f"blocks.{layer}.attn.hook_pattern"][head, t]
+    rows = table_rows(page, "Softmax of the clicked token's scores")
+    assert len(rows) == t + 1
+    mine = softmax(scores[:t + 1])
+    for s, row in enumerate(rows):
+        assert row[0].startswith(f"{s} ")
+        assert row[1:] == ["%.4f" % scores[s], "%.4f" % np.exp(scores[s] - scores[:t + 1].max()),
+                           "%.4f" % mine[s], "%.4f" % pattern[s]]
+    assert "equals the row of the pattern the model used" in page
+    assert f"the {len(run.ids) - t - 1} masked" in page
+
+
+def test_grid_holds_every_heads_pattern_with_the_mask_marked(client, model):
+    run = run_of(model)
+    page = text_of(client.get(url("/", prompt=PROMPT)))
+    grid = figures_of(page)[0]
+    L, H, T = model.config.n_layers, model.config.n_heads, len(run.ids)
+    assert len(grid["data"]) == L * H
+    patterns = stack_layers(run.cache, "attn.hook_pattern", L)
+    for i, trace in enumerate(grid["data"]):
+        z = trace["z"]
+        assert z["dtype"] == "i1" and z["shape"] == f"{T}, {T}"
+        got = np.frombuffer(base64.b64decode(z["bdata"]), np.int8).reshape(T, T)
+        want = patterns[i // H, i % H]
+        below = np.tri(T, T, dtype=bool)
+        assert (got[~below] == MASK).all()                      # masked: marked, not 0
+        np.testing.assert_array_equal(got[below], np.rint(want[below] * 100))
+    assert len(json.dumps(grid)) < 60_000
+
+
+def test_long_prompts_are_shown_in_blocks(client, model):
+    prompt = " ".join(["Elizabeth walked to Netherfield in the rain."] * 12)
+    run = run_of(model, prompt)
+    T = len(run.ids)
+    assert T > attention.GRID_MAX
+    page = text_of(client.get(url("/", prompt=prompt)))
+    size = -(-T // attention.GRID_MAX)
+    n = -(-T // size)
+    assert f"a block of\n    {size} × {size} tokens" in page
+    assert figures_of(page)[0]["data"][0]["z"]["shape"] == f"{n}, {n}"
+
+
+def test_strongest_heads_are_named_with_their_numbers(client, model):
+    run = run_of(model)
+    page = text_of(client.get(url("/", prompt=PROMPT)))
+    patterns = stack_layers(run.cache, "attn.hook_pattern", model.config.n_layers)
+    measures = head_measures(patterns, run.ids)
+    assert measures["induction"] is not None                # "Mr. Darcy" and "Elizabeth" repeat
+    items = re.findall(r"<li><strong>([\w-]+) heads:</strong>(.*?)</li>", page, re.S)
+    assert [k for k, _ in items] == ["Previous-token", "First-token", "Same-token", "Induction"]
+    for (_, text), kind in zip(items, ["previous", "first", "same", "induction"]):
+        named = ", ".join(f"layer {i} head {h} ({v:.2f})"
+                          for i, h, v in strongest_heads(measures[kind], 3))
+        assert " ".join(text.split()) == named
+    rows = table_rows(page, "Measured behaviour of every head")
+    assert len(rows) == model.config.n_layers * model.config.n_heads
+    assert rows[13][:5] == ["1", "5"] + ["%.3f" % measures[k][1, 5]
+                                         for k in ("previous", "first", "same")]
+
+
+def test_without_repeats_induction_is_not_measured_and_a_repeat_is_offered(client):
+    prompt = "Emma was handsome, clever and rich"
+    page = text_of(client.get(url("/", prompt=prompt, att_head="2")))
+    assert "Induction cannot be measured here" in page
+    m = re.search(r'<a href="([^"]*)" id="att-repeat">', page)
+    r = client.get(html.unescape(m.group(1)))
+    assert r.status_code == 200
+    repeated = text_of(r)
+    assert "Induction heads:" in repeated and '<option value="2" selected>head 2' in repeated
+
+
+def test_grouped_heads_are_stated(client):
+    page = text_of(client.get("/"))
+    assert "Heads 0–3 share key/value head 0; Heads 4–7 share key/value head 1." in \
+        " ".join(page.split())
+
+
+def test_one_token_prompt(client):
+    r = client.get(url("/", prompt="Emma"))
+    page = text_of(r)
+    assert r.status_code == 200
+    assert shown_percents(page) == ["100.0%"]
+    assert "A prompt of one token has nothing to measure" in page
+
+
+BAD = [({"att_token": "26"}, "att_token", 422, "Token 26 does not exist: this prompt has 26"),
+       ({"att_token": "x"}, "att_token", 400, "whole number"),
+       ({"att_token": "-1"}, "att_token", 422, "between"),
+       ({"att_head": "8"}, "att_head", 422, "from 0 to 7, or \"mean\"; got '8'"),
+       ({"att_head": "first"}, "att_head", 400, "got 'first'"),
+       ({"att_head": ""}, "att_head", 400, "got ''"),
+       ({"att_layer": "4"}, "att_layer", 422, "Layer 4 does not exist: this model has 4"),
+       ({"att_layer": "1.5"}, "att_layer", 400, "whole number")]
+
+
+@pytest.mark.parametrize("query,name,status,message", BAD)
+@pytest.mark.parametrize("path", ["/", "/section/attention"])
+def test_bad_values_get_a_4xx_and_a_message(client, query, name, status, message, path):
+    r = client.get(url(path, **query), headers=HX)
+    assert r.status_code == status
+    assert message in error_message(text_of(r), name)
+    assert "HX-Push-Url" not in r.headers
+    assert shown_percents(text_of(r))                        # the default view is still drawn
+
+
+def test_token_html_stays_text(client):
+    evil = "<img src=x onerror=alert(1)> said </script><script>alert(2)</script>"
+    page = text_of(client.get(url("/section/attention", prompt=evil)))
+    assert "<img" not in page and "<script>" not in page
+    for fig in figures_of(page):
+        assert "<img" not in json.dumps(fig)
+
+
+@pytest.mark.parametrize("fixture", ["gpt2", "llama_mqa"])
+def test_section_works_on_other_checkpoints(fixture):
+    from app import create_app
+    m = get_model(fixture)
+    client = create_app({"MODEL": m, "TESTING": True, "PROBE_ENCODINGS": False}).test_client()
+    r = client.get(url("/section/attention", prompt="hello world, hello there",
+                       att_head=str(m.config.n_heads - 1), att_token="2"))
+    assert r.status_code == 200
+    page = text_of(r)
+    ids = m.tokenizer.encode_ordinary("hello world, hello there")
+    _, cache = m.run_with_cache(ids)
+    want = cache[f"blocks.{m.config.n_layers - 1}.attn.hook_pattern"][m.config.n_heads - 1, 2]
+    assert shown_percents(page)[:3] == ["%.1f%%" % (100 * w) for w in want[:3]]
+    sharing = ("Every head has its own keys and values" if fixture == "gpt2"
+               else "share one key/value head")
+    assert sharing in page
+
+
+def test_section_data_time_is_small_for_32_tokens(app, model):
+    """The data and figures of one render, forward pass already cached (median of 5)."""
+    prompt = ("It is a truth universally acknowledged, that a single man in possession of a "
+              "good fortune, must be in want of a wife. However little known")
+    lm = app.extensions["explainer_model"]
+    assert len(run_of(model, prompt).ids) == 32
+    from web.params import parse_state
+    from web.registry import all_params
+    times = []
+    for _ in range(5):
+        state = parse_state(b"prompt=" + prompt.encode(), all_params())
+        t0 = time.perf_counter()
+        attention.build(lm, state)
+        times.append(time.perf_counter() - t0)
+    assert sorted(times)[2] < 0.05
