@@ -100,3 +100,24 @@ def softmax_of_scores(scores, head, t):  # [H, T, T] -> [T]
     """softmax of query t's row of scaled, masked scores: the masked keys (-inf) get exactly 0.
     It should equal the same row of the pattern (the engine computed it the same way)."""
     return softmax(scores[head, t])
+
+
+def masked_as_nan(patterns):  # [..., T, T] -> [..., T, T] float32
+    """The pattern with the cells a query cannot see (keys after it) set to NaN, not 0."""
+    T = patterns.shape[-1]
+    return np.where(np.tri(T, T, dtype=bool), patterns, np.float32(np.nan)).astype(np.float32)
+
+
+def block_mean(matrix, size: int):  # [..., T, T] -> [..., ceil(T/size), ceil(T/size)]
+    """Mean of each size x size block, ignoring NaN cells (NaN if the whole block is NaN):
+    a long prompt's patterns shrunk for small pictures."""
+    T = matrix.shape[-1]
+    n = -(-T // size)
+    pad = [(0, 0)] * (matrix.ndim - 2) + [(0, n * size - T)] * 2
+    x = np.pad(matrix, pad, constant_values=np.nan)
+    x = x.reshape(matrix.shape[:-2] + (n, size, n, size))
+    valid = ~np.isnan(x)
+    sums = np.where(valid, x, 0).sum((-3, -1))
+    counts = valid.sum((-3, -1))
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return np.where(counts > 0, sums / np.maximum(counts, 1), np.nan).astype(np.float32)

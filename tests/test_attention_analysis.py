@@ -7,7 +7,8 @@ from engine_support import all_models, get_model
 from pipeline.attention_analysis import (attention_row, first_token_score, head_measures,
                                          induction_score, induction_targets, kv_groups,
                                          previous_token_score, same_token_score,
-                                         softmax_of_scores, stack_layers, strongest_heads)
+                                         softmax_of_scores, stack_layers, strongest_heads,
+                                         masked_as_nan, block_mean)
 from pipeline.model import softmax
 
 PROMPT = [11, 40, 7, 200, 33, 40, 150, 2, 99, 64, 11, 5, 120, 40, 3, 70]
@@ -156,3 +157,22 @@ def test_default_model_groups_are_four_query_heads_per_kv_head():
     assert kv_groups(8, 2) == [(0, [0, 1, 2, 3]), (1, [4, 5, 6, 7])]
     assert kv_groups(4, 1) == [(0, [0, 1, 2, 3])]
     assert kv_groups(4, 4) == [(0, [0]), (1, [1]), (2, [2]), (3, [3])]
+
+
+def test_masked_cells_become_nan_and_blocks_average_the_visible_ones():
+    rng = np.random.default_rng(2)
+    p = random_patterns(rng, 1, 2, 7)
+    m = masked_as_nan(p)
+    assert np.isnan(m[..., np.triu_indices(7, 1)[0], np.triu_indices(7, 1)[1]]).all()
+    np.testing.assert_array_equal(np.nan_to_num(m), p)
+    b = block_mean(m, 3)                                   # 7 tokens -> blocks of 3, 3, 1
+    assert b.shape == (1, 2, 3, 3)
+    for i in range(3):
+        for j in range(3):
+            cells = [m[0, 1, r, c] for r in range(3 * i, min(3 * i + 3, 7))
+                     for c in range(3 * j, min(3 * j + 3, 7)) if not np.isnan(m[0, 1, r, c])]
+            if cells:
+                assert b[0, 1, i, j] == pytest.approx(np.mean(cells), rel=1e-6)
+            else:
+                assert np.isnan(b[0, 1, i, j])
+    np.testing.assert_array_equal(block_mean(m, 1), m)
