@@ -1,0 +1,77 @@
+"""The geometry of a token embedding matrix: a 2D map, nearest neighbours, analogies.
+
+`W` is the token embedding table [V, d] (row i is the vector the model reads for token i).
+Similarity is cosine similarity: the dot product of the rows made unit length, so a token's
+frequency (which tends to set the length of its vector) does not decide who its neighbours are.
+"""
+import numpy as np
+
+
+def unit_rows(W):  # [V, d] -> [V, d]: each row divided by its length
+    norms = np.linalg.norm(W, axis=-1, keepdims=True)
+    return W / np.maximum(norms, np.float32(1e-12))
+
+
+def pca_2d(W):
+    """The two directions along which the rows of W vary most, and every row projected on them.
+
+    Returns (coords [V, 2], components [2, d], explained [2]): the components are the top two
+    unit eigenvectors of the covariance of the centred rows (orthogonal to each other), and
+    `explained` is the share of the total variance each one carries.
+    """
+    W = np.asarray(W, dtype=np.float32)
+    centred = W - W.mean(axis=0)                                     # [V, d]
+    # float64 for the d x d eigenproblem only: it is small, and eigh is then exact enough
+    cov = centred.T.astype(np.float64) @ centred / (len(W) - 1)      # [d, d]
+    eigenvalues, eigenvectors = np.linalg.eigh(cov)                  # ascending order
+    top = np.argsort(eigenvalues)[::-1][:2]
+    components = eigenvectors[:, top].T                              # [2, d]
+    # an eigenvector's sign is arbitrary: make each one's largest entry positive, so the map
+    # does not flip between runs or machines
+    signs = np.sign(components[np.arange(2), np.abs(components).argmax(axis=1)])
+    components = (components * signs[:, None]).astype(np.float32)
+    explained = eigenvalues[top] / eigenvalues.sum()                 # [2]
+    return centred @ components.T, components, explained.astype(np.float32)  # [V, 2]
+
+
+def cosine_neighbours(W_unit, query, k, exclude=()):
+    """The k rows of W_unit most similar to `query` (a vector [d]) by cosine, best first.
+
+    W_unit has unit rows (see unit_rows). Returns (ids [k], similarities [k]); ids in
+    `exclude` are never returned.
+    """
+    query = np.asarray(query, dtype=np.float32)
+    sims = W_unit @ (query / max(float(np.linalg.norm(query)), 1e-12))  # [V]
+    if len(exclude):
+        sims = sims.copy()
+        sims[list(exclude)] = -np.inf
+    k = min(k, len(sims) - len(set(exclude)))
+    best = np.argpartition(-sims, k - 1)[:k]
+    best = best[np.lexsort((best, -sims[best]))]                     # by similarity, then id
+    return best, sims[best]
+
+
+def neighbours_of_tokens(W_unit, ids, k):
+    """For each token id: its k nearest other tokens. [(ids [k], similarities [k]), ...]"""
+    return [cosine_neighbours(W_unit, W_unit[i], k, exclude=(i,)) for i in ids]
+
+
+def analogy_vector(W_unit, a, b, c):  # -> [d]: a - b + c, on unit-length embeddings
+    """The 3CosAdd rule of word2vec's analogies ("king - man + woman"), as gensim computes it:
+    the three vectors are made unit length first, so no one word dominates by its length."""
+    return W_unit[a] - W_unit[b] + W_unit[c]
+
+
+def analogy(W_unit, a, b, c, k):
+    """Tokens nearest to a - b + c by cosine, a, b and c themselves excluded (else a or c
+    would usually win). Returns (ids [k], similarities [k])."""
+    return cosine_neighbours(W_unit, analogy_vector(W_unit, a, b, c), k, exclude=(a, b, c))
+
+
+def rank_of(W_unit, query, token, exclude=()):
+    """1-based rank of `token` among all tokens by cosine to `query` (`exclude` not ranked),
+    and its similarity."""
+    sims = W_unit @ (query / max(float(np.linalg.norm(query)), 1e-12))
+    mask = np.ones(len(sims), dtype=bool)
+    mask[list(exclude)] = False
+    return int((sims[mask] > sims[token]).sum()) + 1, float(sims[token])
