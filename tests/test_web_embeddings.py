@@ -1,0 +1,161 @@
+"""The embeddings section shows the model's own table: the token vectors, the PCA map, the
+neighbours and the analogies equal the pipeline's values; bad words are 422 at their field."""
+import base64
+import html
+import json
+import re
+import time
+import urllib.parse
+
+import numpy as np
+import pytest
+
+from pipeline.embedding_space import analogy, cosine_neighbours, pca_2d, unit_rows
+from web.sections import embeddings as section
+from web_support import HX, app, client, error_message, model, table_rows, text_of, url  # noqa: F401,E501
+
+PROMPT = "Elizabeth smiled at Mr. Darcy, and Mr. Darcy smiled back."
+
+
+def figures(page: str) -> list:
+    return [json.loads(html.unescape(f)) for f in re.findall(r'data-figure="([^"]*)"', page)]
+
+
+def array(value) -> np.ndarray:
+    """A Plotly JSON array: a list, or a typed array {"dtype", "bdata" (base64), "shape"}."""
+    if isinstance(value, dict):
+        a = np.frombuffer(base64.b64decode(value["bdata"]), dtype=value["dtype"])
+        shape = value.get("shape")
+        return a.reshape([int(n) for n in str(shape).split(",")]) if shape else a
+    return np.asarray(value)
+
+
+def prompt_of(tokenizer, n_tokens: int) -> str:
+    """A prompt of about n_tokens tokens (Austen's first sentence, repeated)."""
+    text = ("It is a truth universally acknowledged, that a single man in possession of a "
+            "good fortune, must be in want of a wife. ") * 4
+    return tokenizer.decode(tokenizer.encode(text)[:n_tokens])
+
+
+def embeddings_part(page: str) -> str:
+    return page.split('<section id="embeddings"', 1)[1].split("</section>", 1)[0]
+
+
+def test_neighbour_table_is_the_pipelines(client, model):
+    page = embeddings_part(text_of(client.get(url("/", prompt=PROMPT, emb_k=3))))
+    ids = model.tokenizer.encode(PROMPT)
+    distinct = list(dict.fromkeys(ids))
+    rows = table_rows(page, "Nearest neighbours")
+    assert [int(r[1]) for r in rows] == distinct
+    unit = unit_rows(model.params["wte"])
+    for row, i in zip(rows, distinct):
+        nids, sims = cosine_neighbours(unit, unit[i], 3, exclude=(i,))
+        shown = re.findall(r"(\d+) (-?\d\.\d{3})", row[2])
+        assert [(int(a), b) for a, b in shown] == [(int(n), f"{s:.3f}") for n, s in
+                                                    zip(nids, sims)]
+
+
+def test_heatmap_rows_are_hook_embed_and_map_highlights_the_prompt(client, model):
+    page = embeddings_part(text_of(client.get(url("/", prompt=PROMPT))))
+    heat, vocab = figures(page)[:2]
+    ids = model.tokenizer.encode(PROMPT)
+    np.testing.assert_allclose(array(heat["data"][0]["z"]), model.params["wte"][ids],
+                               atol=1e-4)
+    assert len(heat["layout"]["yaxis"]["ticktext"]) == len(ids)   # repeated tokens keep rows
+    coords, _, explained = pca_2d(model.params["wte"])
+    assert len(array(vocab["data"][0]["x"])) == model.config.vocab_size
+    highlight = vocab["data"][1]
+    assert [c[0] for c in highlight["customdata"]] == list(dict.fromkeys(ids))
+    np.testing.assert_allclose(array(highlight["x"]), coords[list(dict.fromkeys(ids)), 0], atol=1e-3)
+    assert f"{explained[0] * 100:.1f}%</strong> of the variance" in page
+
+
+def test_analogy_table_is_the_pipelines(client, model):
+    tok = model.tokenizer
+    page = text_of(client.get(url("/", emb_a="his", emb_b="he", emb_c="she", emb_expect="her")))
+    rows = table_rows(page, "Analogy results")
+    a, b, c = (tok.encode(" " + w)[0] for w in ("his", "he", "she"))
+    ids, sims = analogy(unit_rows(model.params["wte"]), a, b, c, section.ANALOGY_TOP)
+    assert [(int(r[2]), r[3]) for r in rows] == [(int(i), f"{s:.3f}") for i, s in zip(ids, sims)]
+    assert "This one works" in page and "a, b and c themselves are\n    left out" in page
+    assert f"(id {a})" in page and f"(id {b})" in page and f"(id {c})" in page
+
+
+def test_a_poor_analogy_is_called_poor(client, model):
+    page = text_of(client.get(url("/", emb_a="father", emb_b="man", emb_c="woman",
+                                  emb_expect="mother")))
+    verdict = re.search(r'<p class="verdict"[^>]*>(.*?)</p>', page, re.S).group(1)
+    assert "A poor result" in verdict and re.search(r"only number \d+ of 4,093", verdict)
+
+
+def test_a_word_without_leading_space_form_is_used_and_said(client, model):
+    page = text_of(client.get(url("/", emb_a="king", emb_b="man", emb_c="woman",
+                                  emb_expect="")))
+    assert f"king</q> (id {model.tokenizer.encode('king')[0]})" in page
+    assert "Type the word you expect" in page
+
+
+BAD = [
+    ({"emb_a": "queen"}, "emb_a", "is not a single token"),
+    ({"emb_b": "unaccountably cheerful"}, "emb_b", "is not a single token"),
+    ({"emb_c": ""}, "emb_c", "is empty"),
+    ({"emb_c": "brother"}, "emb_c", "three different words"),
+    ({"emb_expect": "queen"}, "emb_expect", "is not a single token"),
+    ({"emb_expect": "he"}, "emb_expect", "one of the three inputs"),
+    ({"emb_a": "x" * 41}, "emb_a", "the limit is 40"),
+    ({"emb_k": "0"}, "emb_k", "between 1 and 20"),
+    ({"emb_k": "21"}, "emb_k", "between 1 and 20"),
+    ({"emb_k": "five"}, "emb_k", "whole number"),
+]
+
+
+@pytest.mark.parametrize("query,name,message", BAD, ids=[f"{n}-{i}" for i, (_, n, _) in
+                                                         enumerate(BAD)])
+@pytest.mark.parametrize("path", ["/", "/section/embeddings"])
+def test_bad_value_is_4xx_with_its_message(client, query, name, message, path):
+    r = client.get(url(path, **query), headers=HX)
+    assert r.status_code in (400, 422)
+    assert message in error_message(text_of(r), name)
+    assert "HX-Push-Url" not in r.headers
+
+
+def test_words_round_trip_through_the_url(client):
+    q = {"emb_a": "brother", "emb_b": "he", "emb_c": "she", "emb_expect": "", "emb_k": "7"}
+    r = client.get(url("/section/embeddings", **{**q, "emb_a": "sister", "emb_c": "he",
+                                                  "emb_b": "she"}), headers=HX)
+    assert r.status_code == 200
+    pushed = urllib.parse.parse_qs(urllib.parse.urlparse(r.headers["HX-Push-Url"]).query,
+                                   keep_blank_values=True)
+    assert pushed == {"emb_a": ["sister"], "emb_b": ["she"], "emb_c": ["he"],
+                      "emb_expect": [""], "emb_k": ["7"]}
+
+
+def test_html_in_a_word_is_inert(client):
+    r = client.get(url("/section/embeddings", emb_a="<b>x</b>"), headers=HX)
+    assert r.status_code == 422
+    body = text_of(r)
+    assert "<b>x</b>" not in body and "&lt;b&gt;x&lt;/b&gt;" in body
+
+
+def test_server_time_for_a_32_token_prompt(app, model, monkeypatch):
+    """The section's own work (figure JSON excluded) stays in the tens of milliseconds."""
+    from web.figures import embeddings as figs
+    from web.params import parse_state
+    from web.registry import all_params
+    prompt = prompt_of(model.tokenizer, 32)
+    assert len(model.tokenizer.encode(prompt)) == 32
+    lm = app.extensions["explainer_model"]
+    monkeypatch.setattr(figs, "token_vectors_heatmap", lambda *a: "")
+    monkeypatch.setattr(figs, "vocabulary_map", lambda *a: "")
+    state = parse_state(urllib.parse.urlencode({"prompt": prompt}).encode(), all_params())
+    section.build(lm, state)                           # once-per-model work and the prompt run
+    best = min(_timed(lambda: section.build(lm, parse_state(
+        urllib.parse.urlencode({"prompt": prompt}).encode(), all_params()))) for _ in range(5))
+    print(f"embeddings build: {best * 1e3:.1f} ms")
+    assert best < 0.030
+
+
+def _timed(fn):
+    t = time.perf_counter()
+    fn()
+    return time.perf_counter() - t

@@ -1,0 +1,154 @@
+"""Embeddings: the prompt's token vectors, the vocabulary mapped to 2D, neighbours, analogies.
+
+Every number is read from the running model's token embedding table (`params["wte"]`, the
+rows the engine looks up in `hook_embed`); the map and the similarities are computed from it by
+pipeline/embedding_space.py. Prompt-independent work (the PCA, the unit-length table) is done
+once per model.
+"""
+import functools
+from dataclasses import dataclass
+
+import numpy as np
+
+from pipeline.embedding_space import analogy, cosine_neighbours, pca_2d, rank_of, unit_rows
+from web.figures import embeddings as figures
+from web.forward import prompt_run
+from web.params import Param
+from web.tokens import pieces, plain
+
+MAX_HEATMAP_TOKENS = 64       # rows of the token-vector heatmap (more would not be readable)
+MAX_NEIGHBOUR_ROWS = 32       # distinct prompt tokens listed with their neighbours
+ANALOGY_TOP = 8               # results listed for an analogy
+
+# Examples whose results were looked at on models/austen (the page computes them live):
+# "his - he + she" gives " her" first (0.67); "brother - he + she" gives " sister" first, only
+# just ahead of " mother"; "father - man + woman" does not give " mother" first (" uncle" is).
+EXAMPLES = (
+    dict(a="his", b="he", c="she", expect="her"),
+    dict(a="brother", b="he", c="she", expect="sister"),
+    dict(a="was", b="is", c="has", expect="had"),
+    dict(a="father", b="man", c="woman", expect="mother"),
+    dict(a="king", b="man", c="woman", expect=""),
+)
+
+PARAMS = (
+    Param("emb_k", "Neighbours per token", kind="int", default=5, min=1, max=20),
+    Param("emb_a", "Word a", default="brother", max_chars=40, required=True),
+    Param("emb_b", "minus word b", default="he", max_chars=40, required=True),
+    Param("emb_c", "plus word c", default="she", max_chars=40, required=True),
+    Param("emb_expect", "Word you expect (optional)", default="sister", max_chars=40),
+)
+
+
+@dataclass(frozen=True)
+class Space:
+    """What the section needs from a model's embedding table, computed once per model."""
+    unit: np.ndarray          # [V, d] rows of unit length
+    coords: np.ndarray        # [V, 2] PCA projection
+    explained: np.ndarray     # [2] share of the variance along each component
+    labels: tuple             # [V] token text with visible whitespace marks
+    figure_base: dict         # the vocabulary scatter, without the prompt's highlights
+
+
+@functools.lru_cache(maxsize=4)
+def embedding_space(model) -> Space:
+    W = model.params["wte"]                                   # [V, d]
+    coords, _, explained = pca_2d(W)
+    tok = model.tokenizer
+    labels = tuple(plain(tok.decode_single_token_bytes(i)) for i in range(len(W)))
+    return Space(unit_rows(W), coords, explained, labels,
+                 figures.vocabulary_base(coords, labels, explained))
+
+
+def build(lm, state) -> dict:
+    """Template context for the embeddings section."""
+    model = lm.model
+    run = prompt_run(lm, state["prompt"])
+    ids = list(run.ids)
+    space = embedding_space(model)
+    vectors = run.cache["hook_embed"]                         # [T, d]: rows of wte
+    k = state["emb_k"]
+    distinct = list(dict.fromkeys(ids))[:MAX_NEIGHBOUR_ROWS]
+    neighbour_rows = []
+    for i in distinct:
+        nids, sims = cosine_neighbours(space.unit, space.unit[i], k, exclude=(i,))
+        neighbour_rows.append(dict(
+            id=i, pieces=pieces(model.tokenizer.decode_single_token_bytes(i)),
+            neighbours=[dict(id=int(n), text=space.labels[n], sim=float(s))
+                        for n, s in zip(nids, sims)]))
+    shown = min(len(ids), MAX_HEATMAP_TOKENS)
+    ctx = dict(
+        d_model=model.config.d_model, vocab_size=model.config.vocab_size, n_tokens=len(ids),
+        n_shown=shown, model_name=lm.name, tied=model.config.tied_embeddings,
+        explained=[float(e) for e in space.explained], k=k,
+        neighbour_rows=neighbour_rows, n_distinct=len(dict.fromkeys(ids)),
+        max_neighbour_rows=MAX_NEIGHBOUR_ROWS,
+        vector_norms=[float(np.linalg.norm(v)) for v in vectors[:shown]],
+        heatmap_figure=figures.token_vectors_heatmap(
+            vectors[:shown], [space.labels[i] for i in ids[:shown]]),
+        map_figure=figures.vocabulary_map(space.figure_base, space.coords, ids,
+                                          [space.labels[i] for i in ids]),
+    )
+    ctx.update(analogy_context(lm, state, space))
+    return ctx
+
+
+def single_token(tokenizer, word: str):
+    """(id, text used) for a word: ' word' (as it appears mid-sentence) or 'word' (at the start
+    of a line), whichever is one token, the leading-space form first; (None, message) if neither."""
+    word = word.strip()
+    tried = []
+    for form in (" " + word, word):
+        ids = tokenizer.encode_ordinary(form)
+        if len(ids) == 1:
+            return ids[0], form
+        tried.append(f"“{plain(form.encode())}” is {len(ids)} tokens ("
+                     + " + ".join(f"“{plain(tokenizer.decode_single_token_bytes(i))}”"
+                                  for i in ids) + ")")
+    return None, (f"“{word}” is not a single token of this vocabulary: " + "; ".join(tried)
+                  + ". Try a common word.")
+
+
+def analogy_context(lm, state, space) -> dict:
+    tok = lm.tokenizer
+    used, unfit = {}, []
+    for name in ("emb_a", "emb_b", "emb_c", "emb_expect"):
+        if name in state.errors or (name == "emb_expect" and not state[name].strip()):
+            continue
+        token, form = single_token(tok, state[name])
+        if token is None and name not in state.raw:
+            # a default word that another model's vocabulary lacks: no error, just no result
+            unfit.append(state[name])
+        elif token is None:
+            state.reject(name, form)
+        else:
+            used[name] = dict(id=token, text=plain(form.encode()))
+    ctx = dict(examples=EXAMPLES, used=used, analogy_rows=None, unfit=unfit)
+    if not all(n in used for n in ("emb_a", "emb_b", "emb_c")):
+        return ctx
+    a, b, c = (used[n]["id"] for n in ("emb_a", "emb_b", "emb_c"))
+    if len({a, b, c}) < 3:
+        state.reject("emb_c", "Use three different words: with a repeated word the "
+                     "arithmetic cancels out.")
+        return ctx
+    ids, sims = analogy(space.unit, a, b, c, ANALOGY_TOP)
+    query = space.unit[a] - space.unit[b] + space.unit[c]
+    # The plainest explanation of a result: it is simply the word most like a (or c).
+    near_a, near_a_sim = cosine_neighbours(space.unit, space.unit[a], 1, exclude=(a, b, c))
+    near_c, near_c_sim = cosine_neighbours(space.unit, space.unit[c], 1, exclude=(a, b, c))
+    expect = None
+    if "emb_expect" in used:
+        e = used["emb_expect"]["id"]
+        if e in (a, b, c):
+            state.reject("emb_expect", "The expected word is one of the three inputs, which "
+                         "are left out of the results.")
+        else:
+            rank, sim = rank_of(space.unit, query, e, exclude=(a, b, c))
+            expect = dict(**used["emb_expect"], rank=rank, sim=sim)
+    ctx.update(
+        analogy_rows=[dict(id=int(i), text=space.labels[i], sim=float(s))
+                      for i, s in zip(ids, sims)],
+        near_a=dict(id=int(near_a[0]), text=space.labels[near_a[0]], sim=float(near_a_sim[0])),
+        near_c=dict(id=int(near_c[0]), text=space.labels[near_c[0]], sim=float(near_c_sim[0])),
+        expect=expect, n_candidates=len(space.unit) - 3)
+    return ctx
