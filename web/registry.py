@@ -17,7 +17,8 @@ from dataclasses import dataclass
 from typing import Callable
 
 from web.params import PROMPT
-from web.sections import attention, block, logits, tiling, tokenization
+from web.sections import (attention, block, embeddings, logits, positions, tiling,
+                          tokenization)
 
 
 @dataclass(frozen=True)
@@ -32,6 +33,10 @@ class Section:
 SECTIONS = (
     Section("tokenization", "Tokenization", "sections/tokenization.html",
             tokenization.PARAMS, tokenization.build),
+    Section("embeddings", "Embeddings", "sections/embeddings.html",
+            embeddings.PARAMS, embeddings.build),
+    Section("positions", "Positions", "sections/positions.html",
+            positions.PARAMS, positions.build),
     # --- block (helper "block"): after positions, before attention ---
     Section("block", "The transformer block", "sections/block.html", block.PARAMS, block.build),
     # --- attention, feed-forward (helper "attnffn"): after block, before logits ---

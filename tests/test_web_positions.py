@@ -1,0 +1,158 @@
+"""The positions section: RoPE numbers equal the engine's, the sinusoid figure is the formula
+for the chosen base, word order is computed by the engine; a GPT-2 model shows its learned
+table; bad values are 4xx at their control."""
+import re
+import time
+import urllib.parse
+
+import numpy as np
+import pytest
+
+from pipeline import load_model
+from pipeline.positions import rope_relative_scores, sinusoidal_encoding, word_order_differences
+from web.sections import positions as section
+from web_support import HX, app, client, error_message, model, table_rows, text_of, url  # noqa: F401,E501
+from test_web_embeddings import array, figures, prompt_of
+
+PROMPT = "Elizabeth smiled at Mr. Darcy, and Mr. Darcy smiled back."
+
+
+def part(page: str) -> str:
+    return page.split('<section id="positions"', 1)[1].split("</section>", 1)[0]
+
+
+def test_rope_numbers_are_the_engines(client, model):
+    q = dict(prompt=PROMPT, pos_layer=2, pos_head=5, pos_q=9, pos_k=3)
+    r = client.get(url("/", **q))
+    assert r.status_code == 200
+    page = part(text_of(r))
+    ids = model.tokenizer.encode(PROMPT)
+    _, cache = model.run_with_cache(ids)
+    assert (f'<strong id="rope-model-score">'
+            f'{cache["blocks.2.attn.hook_attn_scores"][5, 9, 3]:.6f}</strong>') in page
+    qv, kv = cache["blocks.2.attn.hook_q"][9, 5], cache["blocks.2.attn.hook_k"][3, 5 // 4]
+    for label in ("Same distance", "Other distances"):
+        for row in table_rows(page, label):
+            m, n, score = int(row[0]), int(row[1]), row[-1]
+            assert score == f"{rope_relative_scores(qv, kv, model.inv_freq, [(m, n)])[0]:.6f}"
+    same = table_rows(page, "Same distance")
+    assert {int(r[0]) - int(r[1]) for r in same} == {6} and len(same) >= 4
+    assert np.ptp([float(r[2]) for r in same]) < 1e-5    # equal up to float32 rounding
+    pairs = table_rows(page, "Rotation of each pair")
+    assert len(pairs) == model.config.head_dim // 2
+    rot = cache["blocks.2.attn.hook_rot_q"][9, 5]
+    assert pairs[3][4] == f"({rot[3]:.3f}, {rot[3 + 16]:.3f})"
+    assert all(row[5] == row[6] for row in pairs)  # a rotation keeps each pair's length
+
+
+def test_sinusoid_figure_is_the_formula_for_the_chosen_base(client, model):
+    page = part(text_of(client.get(url("/", pos_base=500))))
+    fig = next(f for f in figures(page) if "Sinusoidal" in f["layout"]["title"]["text"])
+    z = array(fig["data"][0]["z"])
+    np.testing.assert_allclose(z, sinusoidal_encoding(64, model.config.d_model, 500), atol=1e-3)
+    assert "Sinusoidal encodings, base 500" == fig["layout"]["title"]["text"]
+    assert "does not use these" in page
+
+
+def test_word_order_table_is_the_engines(client, model):
+    a, b = "the man loved the woman.", "the woman loved the man."
+    page = part(text_of(client.get(url("/", pos_a=a, pos_b=b))))
+    ta, tb = model.tokenizer.encode(a), model.tokenizer.encode(b)
+    _, with_pos, la, _ = word_order_differences(model, ta, tb, True)
+    _, without, _, _ = word_order_differences(model, ta, tb, False)
+    rows = table_rows(page, "Word order differences")
+    assert [r[0] for r in rows] == [w[0] for w in with_pos]
+    for row, w1, w0 in zip(rows, with_pos, without):
+        assert row[1] == ("0" if w1[1] == 0 else f"{w1[1]:.2e}")
+        assert row[2] == ("0" if w0[1] == 0 else f"{w0[1]:.2e}")
+    assert float(rows[1][2]) < 1e-5 < float(rows[1][1])     # block 0: blind only without
+    nxt = table_rows(page, "Next token after the first order")
+    p = np.exp(la - la.max())
+    p /= p.sum()
+    assert int(nxt[0][1]) == int(np.argmax(la)) and nxt[0][2] == f"{p.max():.3f}"
+
+
+BAD = [
+    ({"pos_base": "50"}, "pos_base", "between 100 and 100000"),
+    ({"pos_base": "10050"}, "pos_base", "steps of 100"),
+    ({"pos_base": "1e4"}, "pos_base", "whole number"),
+    ({"pos_layer": "4"}, "pos_layer", "the model has 4"),
+    ({"pos_head": "8"}, "pos_head", "each layer has 8"),
+    ({"pos_q": "999"}, "pos_q", "does not exist"),
+    ({"pos_q": "2", "pos_k": "5"}, "pos_k", "comes after the query token"),
+    ({"pos_b": "the cat bites the man."}, "pos_b", "same tokens"),
+    ({"pos_b": "the dog bites the man."}, "pos_b", "same order"),
+    ({"pos_a": "the dog bites the man", "pos_b": "the man bites the dog"}, "pos_b",
+     "nothing to compare"),
+    ({"pos_a": ""}, "pos_a", "is empty"),
+    ({"pos_a": "a " * 60, "pos_b": "a " * 60}, "pos_a", "keep it to 48"),
+]
+
+
+@pytest.mark.parametrize("query,name,message", BAD, ids=[f"{n}-{i}" for i, (_, n, _) in
+                                                         enumerate(BAD)])
+@pytest.mark.parametrize("path", ["/", "/section/positions"])
+def test_bad_value_is_4xx_with_its_message(client, query, name, message, path):
+    r = client.get(url(path, **query), headers=HX)
+    assert r.status_code in (400, 422)
+    assert message in error_message(text_of(r), name)
+
+
+def test_choices_round_trip_through_the_url(client):
+    q = {"prompt": PROMPT, "pos_base": "2500", "pos_layer": "1", "pos_head": "3",
+         "pos_q": "6", "pos_k": "2", "pos_a": "the man loved the woman.",
+         "pos_b": "the woman loved the man."}
+    r = client.get(url("/section/positions", **q), headers=HX)
+    assert r.status_code == 200
+    pushed = urllib.parse.parse_qs(urllib.parse.urlparse(r.headers["HX-Push-Url"]).query)
+    assert pushed == {k: [v] for k, v in q.items()}
+    page = text_of(client.get(r.headers["HX-Push-Url"]))
+    assert 'value="6" selected>6:' in page and 'value="2500"' in page
+
+
+def test_prompt_change_drops_the_token_choices(client):
+    assert re.search(r'hx-params="not [^"]*pos_q,pos_k', text_of(client.get("/")))
+
+
+@pytest.fixture(scope="module")
+def gpt2_client():
+    from app import create_app
+    return create_app({"MODEL": load_model("tests/fixtures/models/gpt2"), "TESTING": True,
+                       "PROBE_ENCODINGS": False}).test_client()
+
+
+def test_a_gpt2_model_shows_its_learned_table(gpt2_client):
+    r = gpt2_client.get("/section/positions", headers=HX)
+    assert r.status_code == 200
+    page = text_of(r)
+    m = load_model("tests/fixtures/models/gpt2")
+    table = next(f for f in figures(page) if "Learned position table" in
+                 f["layout"]["title"]["text"])
+    np.testing.assert_allclose(array(table["data"][0]["z"]), m.params["wpe"], atol=1e-4)
+    assert "learned positions" in page and "RoPE on this prompt" not in page
+    assert re.search(r"Word order differences", page)
+    assert gpt2_client.get("/section/embeddings", headers=HX).status_code == 200
+
+
+def test_server_time_for_a_32_token_prompt(app, model, monkeypatch):
+    """The section's own work (figure JSON excluded) stays in the tens of milliseconds."""
+    from web.figures import positions as figs
+    from web.params import parse_state
+    from web.registry import all_params
+    for name in ("rope_angles_heatmap", "score_by_distance", "sinusoid_heatmap",
+                 "word_order_figure", "rope_wavelengths"):
+        monkeypatch.setattr(figs, name, lambda *a: "")
+    prompt = prompt_of(model.tokenizer, 32)
+    lm = app.extensions["explainer_model"]
+
+    def build():
+        section.build(lm, parse_state(urllib.parse.urlencode(
+            {"prompt": prompt, "pos_layer": "3", "pos_head": "6"}).encode(), all_params()))
+    build()                                            # once-per-model work and the prompt run
+    times = []
+    for _ in range(5):
+        t = time.perf_counter()
+        build()
+        times.append(time.perf_counter() - t)
+    print(f"positions build: {min(times) * 1e3:.1f} ms")
+    assert min(times) < 0.030

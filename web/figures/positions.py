@@ -1,0 +1,129 @@
+"""Figures of the positions section."""
+import numpy as np
+import plotly.graph_objects as go
+
+from web.figures import base_layout, label, to_json
+
+ACCENT, MUTED, INK = "#b4451f", "#7a8ba6", "#14213d"
+
+
+def rope_wavelengths(inv_freq, n_ctx: int) -> str:
+    """Positions per full turn of each RoPE pair (2 pi / frequency), log scale."""
+    wavelengths = 2 * np.pi / np.asarray(inv_freq, dtype=np.float64)
+    fig = go.Figure([
+        go.Bar(x=list(range(len(wavelengths))), y=wavelengths, marker_color=MUTED,
+               name="positions per turn",
+               hovertemplate="pair %{x}: one turn every %{y:,.1f} positions<extra></extra>"),
+        go.Scatter(x=[-0.5, len(wavelengths) - 0.5], y=[n_ctx, n_ctx], mode="lines",
+                   line=dict(color=ACCENT, dash="dash"), name=f"context window ({n_ctx})",
+                   hoverinfo="skip"),
+    ])
+    fig.update_layout(**base_layout(
+        title=dict(text="How fast each dimension pair turns"),
+        xaxis=dict(title=dict(text="dimension pair j")),
+        yaxis=dict(title=dict(text="positions per full turn"), type="log"),
+        legend=dict(orientation="h", y=-0.25)))
+    return to_json(fig)
+
+
+def position_table(table) -> str:
+    """A learned position table: one row per position, one column per dimension."""
+    t = np.asarray(table, dtype=np.float32)
+    limit = float(np.abs(t).max()) or 1.0
+    fig = go.Figure(go.Heatmap(
+        z=np.round(t, 4), zmid=0, zmin=-limit, zmax=limit, colorscale="RdBu", reversescale=True,
+        hovertemplate="position %{y}, dimension %{x}: %{z:.4f}<extra></extra>",
+        colorbar=dict(thickness=12)))
+    fig.update_layout(**base_layout(
+        title=dict(text=f"Learned position table ({t.shape[0]} x {t.shape[1]})"),
+        xaxis=dict(title=dict(text="dimension")),
+        yaxis=dict(title=dict(text="position"), autorange="reversed"), height=420))
+    return to_json(fig)
+
+
+def position_similarity(similarity) -> str:
+    """Cosine similarity between the learned vectors of every two positions."""
+    fig = go.Figure(go.Heatmap(
+        z=np.round(similarity, 4), zmin=-1, zmax=1, colorscale="RdBu", reversescale=True,
+        hovertemplate="positions %{y} and %{x}: cosine %{z:.3f}<extra></extra>",
+        colorbar=dict(thickness=12)))
+    fig.update_layout(**base_layout(
+        title=dict(text="Cosine similarity between positions"),
+        xaxis=dict(title=dict(text="position")),
+        yaxis=dict(title=dict(text="position"), autorange="reversed", scaleanchor="x"),
+        height=420))
+    return to_json(fig)
+
+
+def sinusoid_heatmap(pe, base: int) -> str:
+    """Sinusoidal encodings: one row per position, columns sin/cos alternating."""
+    fig = go.Figure(go.Heatmap(
+        z=np.round(pe, 3), zmin=-1, zmax=1, colorscale="RdBu", reversescale=True,
+        hovertemplate="position %{y}, dimension %{x}: %{z:.3f}<extra></extra>",
+        colorbar=dict(thickness=12)))
+    fig.update_layout(**base_layout(
+        title=dict(text=f"Sinusoidal encodings, base {base:,}"),
+        xaxis=dict(title=dict(text="dimension (even: sin, odd: cos)")),
+        yaxis=dict(title=dict(text="position"), autorange="reversed"), height=420))
+    return to_json(fig)
+
+
+def rope_angles_heatmap(angles, labels: list, q_at: int) -> str:
+    """The angle RoPE turns each pair by at each position of the prompt, in degrees."""
+    deg = np.degrees(np.asarray(angles, dtype=np.float64))
+    fig = go.Figure(go.Heatmap(
+        z=np.round(deg, 1), zmin=-180, zmax=180, colorscale="Twilight",
+        customdata=[[label(t)] * deg.shape[1] for t in labels],
+        hovertemplate=("position %{y} (%{customdata}), pair %{x}: turned %{z:.1f}°"
+                       "<extra></extra>"),
+        colorbar=dict(thickness=12, title=dict(text="°"))))
+    fig.add_shape(type="rect", x0=-0.5, x1=deg.shape[1] - 0.5, y0=q_at - 0.5, y1=q_at + 0.5,
+                  line=dict(color=INK, width=2))
+    fig.update_layout(**base_layout(
+        title=dict(text="Angle of each pair at each position (wrapped to ±180°)"),
+        xaxis=dict(title=dict(text="dimension pair j")),
+        yaxis=dict(tickmode="array", tickvals=list(range(len(labels))),
+                   ticktext=[f"{i}: {label(t)}" for i, t in enumerate(labels)],
+                   autorange="reversed", automargin=True),
+        height=120 + 20 * len(labels)))
+    return to_json(fig)
+
+
+def score_by_distance(curve, offset: int) -> str:
+    """The q.k score with q placed `distance` positions after k, for every distance."""
+    fig = go.Figure([
+        go.Scatter(x=list(range(len(curve))), y=np.round(curve, 5), mode="lines",
+                   line=dict(color=MUTED), name="score",
+                   hovertemplate="distance %{x}: score %{y:.4f}<extra></extra>"),
+        go.Scatter(x=[offset], y=[round(float(curve[offset]), 5)], mode="markers",
+                   marker=dict(size=12, color=ACCENT), name="in the prompt",
+                   hovertemplate="distance %{x} (the prompt's): %{y:.4f}<extra></extra>"),
+    ])
+    fig.update_layout(**base_layout(
+        title=dict(text="The same q and k, placed at every distance"),
+        xaxis=dict(title=dict(text="distance m − n (query position − key position)")),
+        yaxis=dict(title=dict(text="score q·k / √head_dim")), showlegend=False))
+    return to_json(fig)
+
+
+def word_order_figure(rows: list) -> str:
+    """Max difference of the residual at the compared positions, per layer, log scale."""
+    names = [r["layer"] for r in rows]
+    tiny = 1e-9          # a log axis cannot show 0: exact zeros are drawn at this floor
+
+    def ys(key):
+        return [max(r[key], tiny) for r in rows]
+
+    fig = go.Figure([
+        go.Scatter(x=names, y=ys("with_pos"), mode="lines+markers", name="with positions",
+                   line=dict(color=ACCENT), customdata=[r["with_pos"] for r in rows],
+                   hovertemplate="%{x}: %{customdata:.3g}<extra>with positions</extra>"),
+        go.Scatter(x=names, y=ys("without"), mode="lines+markers", name="without positions",
+                   line=dict(color=INK, dash="dot"), customdata=[r["without"] for r in rows],
+                   hovertemplate="%{x}: %{customdata:.3g}<extra>without positions</extra>"),
+    ])
+    fig.update_layout(**base_layout(
+        title=dict(text="How different the two orders are, layer by layer"),
+        yaxis=dict(title=dict(text="max |difference|"), type="log", exponentformat="power"),
+        legend=dict(orientation="h", y=-0.25)))
+    return to_json(fig)

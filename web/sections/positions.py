@@ -1,0 +1,223 @@
+"""Positions: the model's own scheme, sinusoidal encodings, RoPE on real q and k, word order.
+
+RoPE's frequencies are the engine's `model.inv_freq` (from `rope_frequencies` and the config's
+rope_theta); rotations use the engine's `rope` / `rope_cos_sin`; q and k come from the prompt's
+activation cache; the word-order numbers come from the engine run with and without positions.
+"""
+import functools
+
+import numpy as np
+
+from pipeline.model import softmax
+from pipeline.positions import (reordered_positions, rope_angles, rope_relative_scores,
+                                same_multiset, sinusoidal_encoding, word_order_differences)
+from pipeline.embedding_space import unit_rows
+from web.figures import positions as figures
+from web.forward import prompt_run
+from web.params import Param
+from web.tokens import plain
+
+SINUSOID_POSITIONS = 64          # rows of the sinusoidal heatmap
+BASE_STEP = 100                  # the base slider's step
+BASE_PRESETS = (100, 1000, 10000, 100000)
+MAX_TABLE_POSITIONS = 128        # rows of a learned position table drawn
+MAX_ORDER_TOKENS = 48            # tokens of each word-order sentence
+TOP_NEXT = 5                     # next-token predictions listed per order
+SHIFTS = (0, 1, 7, 50, 150)      # q and k moved together by these many positions
+
+PARAMS = (
+    Param("pos_base", "Base", kind="int", default=10000, min=100, max=100000),
+    Param("pos_layer", "Layer", kind="int", default=0, min=0, max=999),
+    Param("pos_head", "Head", kind="int", default=0, min=0, max=999),
+    Param("pos_q", "Query token", kind="int", min=0, max=9999, resets_with_prompt=True),
+    Param("pos_k", "Key token", kind="int", default=0, min=0, max=9999,
+          resets_with_prompt=True),
+    Param("pos_a", "First order", default="the dog bites the man.", max_chars=300,
+          required=True),
+    Param("pos_b", "Second order", default="the man bites the dog.", max_chars=300,
+          required=True),
+)
+
+
+def build(lm, state) -> dict:
+    """Template context for the positions section."""
+    cfg = lm.model.config
+    ctx = dict(model_name=lm.name, scheme=cfg.positions, d_model=cfg.d_model, n_ctx=cfg.n_ctx,
+               n_layers=cfg.n_layers, n_heads=cfg.n_heads, n_kv_heads=cfg.n_kv_heads,
+               head_dim=cfg.head_dim, base_presets=BASE_PRESETS, base_step=BASE_STEP)
+    ctx.update(own_scheme(lm.model))
+    ctx.update(sinusoids(state, cfg.d_model))
+    if cfg.positions == "rope":
+        ctx.update(rope_on_prompt(lm, state))
+    ctx.update(word_order(lm, state))
+    return ctx
+
+
+# --- the model's own scheme (prompt-independent: once per model) ----------------------------
+
+@functools.lru_cache(maxsize=4)
+def own_scheme(model) -> dict:
+    cfg = model.config
+    if cfg.positions == "rope":
+        wavelengths = 2 * np.pi / model.inv_freq                       # positions per turn
+        return dict(
+            rope_theta=cfg.rope_theta, llama3=cfg.rope_llama3, n_pairs=len(model.inv_freq),
+            fastest=float(wavelengths[0]), slowest=float(wavelengths[-1]),
+            wavelength_figure=figures.rope_wavelengths(model.inv_freq, cfg.n_ctx))
+    table = model.params["wpe"][:MAX_TABLE_POSITIONS]                  # [P, d]
+    unit = unit_rows(table)
+    similarity = unit @ unit.T                                         # [P, P]
+    return dict(
+        n_table=len(table), table_rows=len(model.params["wpe"]),
+        neighbour_sim=float(np.mean(np.diag(similarity, 1))),
+        far_sim=float(np.mean(np.diag(similarity, min(32, len(table) - 1)))),
+        far_gap=min(32, len(table) - 1),
+        table_figure=figures.position_table(table),
+        table_similarity_figure=figures.position_similarity(similarity))
+
+
+# --- sinusoidal encodings -------------------------------------------------------------------
+
+@functools.lru_cache(maxsize=32)
+def _sinusoid_figure(base: int, d_model: int) -> str:
+    return figures.sinusoid_heatmap(sinusoidal_encoding(SINUSOID_POSITIONS, d_model, base), base)
+
+
+def sinusoids(state, d_model) -> dict:
+    base = state["pos_base"]
+    if base % BASE_STEP:
+        state.reject("pos_base", f"{state.params['pos_base'].label} moves in steps of "
+                     f"{BASE_STEP}; got {base}.")
+        base = state["pos_base"]
+    slowest = 2 * np.pi * base ** ((d_model - 2) / d_model)
+    return dict(base=base, sinusoid_positions=SINUSOID_POSITIONS, slowest_sinusoid=slowest,
+                sinusoid_figure=_sinusoid_figure(base, d_model))
+
+
+# --- RoPE on the prompt's real q and k ------------------------------------------------------
+
+def _check_index(state, name, limit, what):
+    if state[name] >= limit:
+        state.reject(name, f"{state.params[name].label} {state[name]} does not exist: "
+                     f"{what} {limit} (0 to {limit - 1}).")
+    return state[name]
+
+
+def rope_on_prompt(lm, state) -> dict:
+    model, cfg = lm.model, lm.model.config
+    run = prompt_run(lm, state["prompt"])
+    T = len(run.ids)
+    layer = _check_index(state, "pos_layer", cfg.n_layers, "the model has")
+    head = _check_index(state, "pos_head", cfg.n_heads, "each layer has")
+    q_at = state.resolve("pos_q", T - 1)
+    if q_at >= T:
+        state.reject("pos_q", f"Token {q_at} does not exist: the prompt has {T} tokens "
+                     f"(0 to {T - 1}).")
+        q_at = state.resolve("pos_q", T - 1)
+    k_at = state["pos_k"]
+    if k_at > q_at:
+        state.reject("pos_k", f"Key token {k_at} comes after the query token {q_at}: a token "
+                     "only attends to itself and the tokens before it.")
+        k_at = state["pos_k"]
+    kv_head = head // (cfg.n_heads // cfg.n_kv_heads)        # grouped-query: heads share k
+    prefix = f"blocks.{layer}.attn."
+    q = run.cache[prefix + "hook_q"][q_at, head]              # [hd], before rotation
+    k = run.cache[prefix + "hook_k"][k_at, kv_head]
+    q_rot = run.cache[prefix + "hook_rot_q"][q_at, head]      # [hd], after
+    half = cfg.head_dim // 2
+    angles = rope_angles(np.arange(T), model.inv_freq)        # [T, hd/2]
+    pair_rows = [dict(j=j, freq=float(model.inv_freq[j]), angle=float(angles[q_at, j]),
+                      before=(float(q[j]), float(q[j + half])),
+                      after=(float(q_rot[j]), float(q_rot[j + half])),
+                      length=float(np.hypot(q[j], q[j + half])),
+                      length_after=float(np.hypot(q_rot[j], q_rot[j + half])))
+                 for j in range(half)]
+    # The same q and k placed at other positions: same distance, then other distances.
+    offset = q_at - k_at
+    same = [(k_at + offset + s, k_at + s) for s in SHIFTS if k_at + offset + s < cfg.n_ctx]
+    same = [(offset, 0)] * (k_at > 0) + same
+    other = [(k_at + d, k_at) for d in (offset + 1, offset + 5, max(offset - 1, 0))
+             if d != offset and k_at + d < cfg.n_ctx]
+    scores = rope_relative_scores(q, k, model.inv_freq, same + other)
+    offsets = np.arange(cfg.n_ctx)
+    curve = rope_relative_scores(q, k, model.inv_freq, [(int(d), 0) for d in offsets])
+    labels = [plain(lm.tokenizer.decode_single_token_bytes(i)) for i in run.ids]
+    same_scores = scores[:len(same)]
+    return dict(
+        layer=layer, head=head, kv_head=kv_head, q_at=q_at, k_at=k_at, offset=offset,
+        token_labels=labels, q_token=labels[q_at], k_token=labels[k_at],
+        model_score=float(run.cache[prefix + "hook_attn_scores"][head, q_at, k_at]),
+        same_rows=[dict(m=m, n=n, score=float(s)) for (m, n), s in zip(same, same_scores)],
+        same_spread=float(same_scores.max() - same_scores.min()),
+        other_rows=[dict(m=m, n=n, score=float(s))
+                    for (m, n), s in zip(other, scores[len(same):])],
+        pair_rows=pair_rows,
+        angle_figure=figures.rope_angles_heatmap(angles, labels, q_at),
+        relative_figure=figures.score_by_distance(curve, offset),
+    )
+
+
+# --- word order -----------------------------------------------------------------------------
+
+def _order_ids(lm, state, name):
+    ids = list(lm.tokenizer.encode_ordinary(state[name]))
+    if len(ids) > MAX_ORDER_TOKENS:
+        state.reject(name, f"{state.params[name].label} is {len(ids)} tokens long; keep it to "
+                     f"{MAX_ORDER_TOKENS}.")
+        ids = list(lm.tokenizer.encode_ordinary(state[name]))
+    return ids
+
+
+def _describe(tokenizer, ids) -> str:
+    return ", ".join(f"“{plain(tokenizer.decode_single_token_bytes(i))}”" for i in ids)
+
+
+def word_order(lm, state) -> dict:
+    tok = lm.tokenizer
+    if "pos_a" in state.errors or "pos_b" in state.errors:
+        return dict(order=None)
+    a, b = _order_ids(lm, state, "pos_a"), _order_ids(lm, state, "pos_b")
+    if "pos_a" in state.errors or "pos_b" in state.errors:
+        return dict(order=None)
+    if not same_multiset(a, b):
+        only_a = [t for t in set(a) if a.count(t) > b.count(t)]
+        only_b = [t for t in set(b) if b.count(t) > a.count(t)]
+        state.reject("pos_b", "The two orders must be made of the same tokens. "
+                     + (f"Only the first has {_describe(tok, sorted(only_a))}. " if only_a else "")
+                     + (f"Only the second has {_describe(tok, sorted(only_b))}." if only_b
+                        else ""))
+        return dict(order=None)
+    if a == b:
+        state.reject("pos_b", "The two are in the same order: change the order of some words.")
+        return dict(order=None)
+    if not reordered_positions(a, b):
+        state.reject("pos_b", "No token has the same place in both after the same words in "
+                     "another order, so there is nothing to compare. End both the same way, "
+                     "for example with “.”.")
+        return dict(order=None)
+    return dict(order=_word_order_result(lm.model, tuple(a), tuple(b)))
+
+
+@functools.lru_cache(maxsize=32)
+def _word_order_result(model, a, b) -> dict:
+    """Four forward passes (two orders, with and without positions): prompt-independent."""
+    tok = model.tokenizer
+    with_pos = word_order_differences(model, a, b, use_positions=True)
+    without = word_order_differences(model, a, b, use_positions=False)
+    positions = with_pos[0]
+
+    def top(logits):
+        p = softmax(logits)
+        best = np.argsort(-p, kind="stable")[:TOP_NEXT]
+        return [dict(id=int(i), text=plain(tok.decode_single_token_bytes(int(i))),
+                     p=float(p[i])) for i in best]
+
+    rows = [dict(layer=name, with_pos=d1, without=d0, scale=s1)
+            for (name, d1, s1), (_, d0, _) in zip(with_pos[1], without[1])]
+    return dict(
+        a=[plain(tok.decode_single_token_bytes(i)) for i in a],
+        b=[plain(tok.decode_single_token_bytes(i)) for i in b],
+        positions=positions, rows=rows,
+        next_a=top(with_pos[2]), next_b=top(with_pos[3]),
+        next_a_nopos=top(without[2]), next_b_nopos=top(without[3]),
+        figure=figures.word_order_figure(rows))
