@@ -17,8 +17,8 @@ from dataclasses import dataclass
 from typing import Callable
 
 from web.params import PROMPT
-from web.sections import (attention, block, embeddings, logits, positions, tiling,
-                          tokenization)
+from web.sections import (attention, block, decoding, embeddings, logits, positions, sampling,
+                          tiling, tokenization)
 
 
 @dataclass(frozen=True)
@@ -44,6 +44,10 @@ SECTIONS = (
             attention.PARAMS, attention.build),
     # --- logits (helper "block"): after feed-forward, before sampling ---
     Section("logits", "Logits and softmax", "sections/logits.html", logits.PARAMS, logits.build),
+    # --- sampling, greedy vs beam search (helper "sampling"): after logits ---
+    Section("sampling", "Sampling", "sections/sampling.html", sampling.PARAMS, sampling.build),
+    Section("decoding", "Greedy vs beam search", "sections/decoding.html",
+            decoding.PARAMS, decoding.build),
     Section("tiling", "Attention tiling", "sections/tiling.html",
             tiling.PARAMS, tiling.build),
 )

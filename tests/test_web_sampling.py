@@ -1,0 +1,157 @@
+"""The sampling section shows what pipeline/sampling.py computes on the prompt's real logits:
+each stage's distribution, the seeded draw, N draws and their chi-square test; every bad value
+is a 4xx naming its control."""
+import html
+import re
+
+import numpy as np
+import pytest
+
+from pipeline.sampling import (SamplerSettings, draw, goodness_of_fit, sample_next,
+                               sampling_stages)
+from web.forward import prompt_ids
+from web.sections.sampling import EXAMPLE, pct, shown_tokens
+from web.tokens import plain
+from web_support import app, client, error_message, model, text_of, url  # noqa: F401
+
+PROMPT = "Elizabeth was very much surprised; she had not expected to see Mr. Darcy"
+STAGES = ["model", "repetition penalty", "temperature", "top-k", "top-p", "min-p"]
+
+
+def rows_with_headers(page: str, label: str) -> list:
+    m = re.search(r'<table[^>]*aria-label="%s"[^>]*>(.*?)</table>' % re.escape(label), page, re.S)
+    assert m, f"no table labelled {label!r}"
+    body = m.group(1).split("<tbody>", 1)[1]
+    return [[html.unescape(re.sub(r"<[^>]+>", "", c)).strip()
+             for c in re.findall(r"<t[hd][^>]*>(.*?)</t[hd]>", tr, re.S)]
+            for tr in re.findall(r"<tr[^>]*>(.*?)</tr>", body, re.S)]
+
+
+def expected(model, prompt, settings):
+    ids = list(prompt_ids_of(model, prompt))
+    logits = model.forward(ids)[-1]
+    return ids, logits, sampling_stages(logits, ids, settings)
+
+
+def prompt_ids_of(model, prompt):
+    return model.tokenizer.encode_ordinary(prompt)
+
+
+SETTINGS = [
+    dict(),
+    dict(s_temp="0.7", s_topk="5"),
+    dict(s_rep="1.5", s_topp="0.8"),
+    dict(s_temp="1.8", s_minp="0.1"),
+    dict(s_temp="0", s_rep="1.2"),
+    dict(s_rep="1.3", s_temp="1.2", s_topk="40", s_topp="0.9", s_minp="0.05"),
+]
+
+
+def settings_of(q):
+    return SamplerSettings(repetition_penalty=float(q.get("s_rep", 1)),
+                           temperature=float(q.get("s_temp", 1)), top_k=int(q.get("s_topk", 0)),
+                           top_p=float(q.get("s_topp", 1)), min_p=float(q.get("s_minp", 0)))
+
+
+@pytest.mark.parametrize("query", SETTINGS)
+def test_stage_table_is_the_pipelines_distribution(client, model, query):
+    r = client.get(url("/section/sampling", prompt=PROMPT, **query))
+    assert r.status_code == 200
+    page = text_of(r)
+    ids, logits, stages = expected(model, PROMPT, settings_of(query))
+    shown = shown_tokens(stages)
+    rows = rows_with_headers(page, "Distribution after each stage")
+    names = [plain(model.tokenizer.decode_single_token_bytes(t)) for t in shown]
+    assert [row[0] for row in rows[:len(shown)]] == names
+    for row, t in zip(rows, shown):
+        assert row[1:] == [pct(st.probs[t]) if st.kept[t] else "removed" for st in stages]
+    assert rows[len(shown) + 1] == ["tokens left"] + [f"{int(st.kept.sum()):,}" for st in stages]
+    final = stages[-1].probs
+    assert f"{int((final > 0).sum()):,} of 4,096 tokens can be drawn" in page
+    heads = re.findall(r'<th scope="col">([a-z -]+)', page.split('aria-label="Distribution after each stage"')[1])
+    assert [h.strip() for h in heads[1:7]] == STAGES
+
+
+def test_the_seeded_draw_is_sample_next_with_that_seed(client, model):
+    q = dict(s_temp="1.5", s_topk="20", s_seed="41")
+    page = text_of(client.get(url("/section/sampling", prompt=PROMPT, **q)))
+    ids = prompt_ids_of(model, PROMPT)
+    logits = model.forward(ids)[-1]
+    token = sample_next(logits, ids, settings_of(q), np.random.default_rng(41))
+    u = np.random.default_rng(41).random()
+    m = re.search(r'id="one-draw">Seed 41: u = ([0-9.]+),.*?\(token (\d+), probability', page, re.S)
+    assert m and int(m.group(2)) == token and m.group(1) == f"{u:.4f}"
+    # the same seed gives the same token on another request
+    again = text_of(client.get(url("/section/sampling", prompt=PROMPT, **q)))
+    assert re.search(r"\(token (\d+), probability", again).group(1) == str(token)
+
+
+def test_many_draws_are_counted_and_tested(client, model):
+    q = dict(s_temp="1.2", s_topp="0.95", s_seed="7", s_draws="5000")
+    page = text_of(client.get(url("/section/sampling", prompt=PROMPT, **q)))
+    ids = prompt_ids_of(model, PROMPT)
+    stages = sampling_stages(model.forward(ids)[-1], ids, settings_of(q))
+    final = stages[-1].probs
+    counts = np.bincount(draw(final, np.random.default_rng(7), 5000), minlength=len(final))
+    shown = shown_tokens(stages)
+    rows = rows_with_headers(page, "Draws against prediction")
+    body = {r[0]: r[1:] for r in rows}
+    for t in shown:
+        if final[t] > 0 or counts[t] > 0:
+            name = plain(model.tokenizer.decode_single_token_bytes(t))
+            assert body[name] == [f"{counts[t]:,}", f"{final[t] * 5000:.1f}", pct(final[t])]
+    fit = goodness_of_fit(counts, final)
+    assert f"χ² = {fit.statistic:.2f} with {fit.dof} degree" in page
+    assert fit.dof >= 3
+
+
+def test_the_example_prompt_is_offered_and_run(client, model):
+    page = text_of(client.get(url("/section/sampling", s_temp="0.5")))
+    link = re.search(r'<a href="([^"]+)">Use it as the prompt</a>', page).group(1)
+    assert html.unescape(link) == "/?prompt=It%20was%20a%20beautiful&s_temp=0.5#sampling"
+    ids = prompt_ids_of(model, EXAMPLE)
+    probs = sampling_stages(model.forward(ids)[-1], ids, SamplerSettings())[0].probs
+    top = int(np.argmax(probs))
+    name = html.escape(plain(model.tokenizer.decode_single_token_bytes(top)))
+    assert f"<q class=\"pair\">{name}</q> {pct(probs[top])}" in page
+
+
+@pytest.mark.parametrize("name, value, status, words", [
+    ("s_temp", "2.5", 422, "Temperature must be between 0 and 2"),
+    ("s_temp", "hot", 400, "Temperature"),
+    ("s_temp", "nan", 400, "Temperature"),
+    ("s_temp", "inf", 400, "Temperature"),
+    ("s_temp", "1e3", 400, "Temperature"),
+    ("s_topk", "-1", 422, "Top-k"),
+    ("s_topk", "2.5", 400, "Top-k must be a whole number"),
+    ("s_topp", "0", 422, "Top-p must be greater than 0"),
+    ("s_topp", "1.01", 422, "Top-p must be between 0 and 1"),
+    ("s_minp", "-0.1", 422, "Min-p"),
+    ("s_rep", "0", 422, "Repetition penalty must be greater than 0"),
+    ("s_rep", "3", 422, "Repetition penalty must be between 0 and 2"),
+    ("s_seed", "-5", 422, "Seed"),
+    ("s_draws", "0", 422, "Number of draws must be between 1 and 100000"),
+    ("s_draws", "100001", 422, "Number of draws"),
+])
+def test_bad_values_are_4xx_with_the_message_at_the_control(client, name, value, status, words):
+    # the whole page answers the same as the section: checked for one value per parameter
+    paths = ["/section/sampling"] + (["/"] if value in ("hot", "0", "-1", "3", "-5") else [])
+    for path in paths:
+        r = client.get(url(path, **{name: value}))
+        assert r.status_code == status
+        assert words in error_message(text_of(r), name)
+        assert 'aria-invalid="true"' in text_of(r)
+
+
+def test_neutral_values_leave_the_url_and_others_stay(client):
+    r = client.get(url("/section/sampling", s_temp="0.7", s_topk="0"),
+                   headers={"HX-Request": "true"})
+    assert r.headers["HX-Push-Url"] == "/?s_temp=0.7"
+
+
+def test_section_is_fast(client):
+    import time
+    client.get(url("/section/sampling", prompt=PROMPT))
+    t = time.perf_counter()
+    client.get(url("/section/sampling", prompt=PROMPT, s_temp="0.9", s_draws="100000"))
+    assert time.perf_counter() - t < 0.5

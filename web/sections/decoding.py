@@ -1,0 +1,156 @@
+"""Greedy vs beam search: the search tree of real beam search on the prompt, the final beams
+ranked by the model's own log-probabilities, greedy's path through the same tree, and seeded
+samples (the sampler of the sampling section) beside them.
+
+Every number is a log-probability the running model computed (pipeline/decoding.py); the
+example prompt where beam search beats greedy is found by running both on a list of famous
+openings, once per model.
+"""
+import functools
+import math
+import urllib.parse
+from dataclasses import dataclass
+
+from pipeline.decoding import beam_search, continue_batch
+from pipeline.model import greedy
+from pipeline.sampling import SamplerSettings, sampler
+from web.figures import decoding as figures
+from web.forward import prompt_ids
+from web.params import Param
+from web.sections.sampling import settings_from
+from web.tokens import plain
+
+MAX_WIDTH, MAX_NEW = 8, 12
+N_SAMPLES = 3
+# Famous openings and lines of the novels the default model was trained on: the candidates for
+# "beam search finds a more probable continuation than greedy".
+OPENINGS = (
+    "It is a truth universally acknowledged, that a single man in possession of a good "
+    "fortune, must be in want of a",
+    "Emma Woodhouse, handsome, clever, and rich, with a comfortable home and happy "
+    "disposition, seemed to unite some of the best blessings of",
+    "No one who had ever seen Catherine Morland in her infancy would have supposed her born to",
+    "Sir Walter Elliot, of Kellynch Hall, in Somersetshire, was a man who",
+    "The family of Dashwood had long been settled in",
+    "About thirty years ago Miss Maria Ward, of Huntingdon, with only seven thousand pounds, "
+    "had the good luck to",
+    "My dear Mr. Bennet,",
+    "Mr. Darcy",
+)
+EXAMPLE_WIDTH, EXAMPLE_NEW = 3, 6
+
+PARAMS = (
+    Param("b_width", "Beam width", kind="int", default=3, min=1, max=MAX_WIDTH),
+    Param("b_new", "New tokens", kind="int", default=6, min=1, max=MAX_NEW),
+    Param("b_alpha", "Length penalty", kind="float", default=1.0, min=0.0, max=2.0),
+)
+
+
+@dataclass(frozen=True)
+class Line:
+    """A continuation as the page shows it."""
+    label: str
+    text: str             # decoded text of the new tokens
+    tokens: tuple
+    logprobs: tuple
+    total: float
+    score: float = None
+    ended: bool = False   # stopped at end-of-text
+
+
+@functools.lru_cache(maxsize=32)
+def cached_search(model, ids: tuple, width: int, n: int, alpha: float):
+    return beam_search(model, ids, width, n, length_penalty=alpha)
+
+
+@functools.lru_cache(maxsize=32)
+def cached_continuations(model, ids: tuple, n: int, settings: SamplerSettings, seed: int):
+    """Greedy, then N_SAMPLES seeded samples (seeds seed, seed + 1, ...), run side by side."""
+    pickers = [greedy] + [sampler(settings, seed + i) for i in range(N_SAMPLES)]
+    return continue_batch(model, ids, pickers, n)
+
+
+@functools.lru_cache(maxsize=4)
+def beam_beats_greedy(model) -> tuple:
+    """Run greedy and beam search (width 3, 6 tokens) on every opening: (prompt, greedy total,
+    beam total) of the opening where beam search gains the most, and the number tried."""
+    rows = []
+    for prompt in OPENINGS:
+        ids = tuple(model.tokenizer.encode_ordinary(prompt))
+        g = cached_continuations(model, ids, EXAMPLE_NEW, SamplerSettings(), 0)[0]
+        best = beam_search(model, ids, EXAMPLE_WIDTH, EXAMPLE_NEW, length_penalty=0.0).final[0]
+        if len(best.tokens) == len(g.tokens):
+            rows.append((best.total - g.total, prompt, g.total, best.total))
+    gain, prompt, g_total, b_total = max(rows)
+    return prompt, g_total, b_total, len(OPENINGS)
+
+
+def token_name(tok, t: int) -> str:
+    return plain(tok.decode_single_token_bytes(t))
+
+
+def build(lm, state) -> dict:
+    model, tok = lm.model, lm.tokenizer
+    ids = prompt_ids(lm, state["prompt"])
+    width, n, alpha = state["b_width"], state["b_new"], state["b_alpha"]
+    search = cached_search(model, ids, width, n, alpha)
+    settings = settings_from(state, reject=False)
+    seed = state["s_seed"]
+    conts = cached_continuations(model, ids, n, settings, seed)
+
+    names = {node.id: token_name(tok, node.token) for node in search.nodes}
+    finals = [Line(f"beam {i + 1}", tok.decode(list(h.tokens)), h.tokens,
+                   tuple(search.nodes[j].logprob for j in search.path(h.node)), h.total,
+                   h.score, h.ended) for i, h in enumerate(search.final)]
+    g = conts[0]
+    greedy_line = Line("greedy", tok.decode(g.tokens), tuple(g.tokens), tuple(g.logprobs),
+                       g.total, ended=g.tokens[-1] == model.config.eos_token_id)
+    samples = [Line(f"seed {seed + i}", tok.decode(c.tokens), tuple(c.tokens),
+                    tuple(c.logprobs), c.total, ended=c.tokens[-1] == model.config.eos_token_id)
+               for i, c in enumerate(conts[1:])]
+    greedy_nodes = greedy_path(search, g.tokens)
+    best_nodes = search.path(search.final[0].node)
+    rows = [dict(step=node.step + 1, token=names[node.id], logprob=node.logprob, total=node.total,
+                 status=node.status, prefix=tok.decode([search.nodes[j].token
+                                                         for j in search.path(node.id)]))
+            for node in search.nodes if node.status != "pruned"]
+    pruned = [sum(1 for node in search.nodes if node.step == s and node.status == "pruned")
+              for s in range(search.steps)]
+
+    ex_prompt, ex_greedy, ex_beam, ex_tried = beam_beats_greedy(model)
+    best = finals[0]
+    same_length = len(best.tokens) == len(greedy_line.tokens)
+    return dict(
+        width=width, n_new=n, alpha=alpha, steps=search.steps, finals=finals,
+        greedy=greedy_line, samples=samples, settings=settings, seed=seed, rows=rows,
+        pruned=pruned, n_nodes=len(search.nodes), same_length=same_length,
+        gain=best.total - greedy_line.total,
+        greedy_pruned_at=(len(greedy_nodes) if len(greedy_nodes) < len(g.tokens) else None),
+        tree_figure=figures.tree_figure(search, names, greedy_nodes, best_nodes),
+        ex_prompt=ex_prompt, ex_greedy=ex_greedy, ex_beam=ex_beam, ex_tried=ex_tried,
+        ex_width=EXAMPLE_WIDTH, ex_new=EXAMPLE_NEW, ex_is_prompt=state["prompt"] == ex_prompt,
+        ex_url=example_url(ex_prompt), exp=math.exp,
+        eos_name=(token_name(tok, model.config.eos_token_id)
+                  if model.config.eos_token_id is not None else None),
+    )
+
+
+def greedy_path(search, tokens) -> list:
+    """The tree nodes of greedy's tokens, as far as the search kept greedy's prefix."""
+    out, parent = [], -1
+    for step, t in enumerate(tokens):
+        node = next((nd for nd in search.nodes if nd.step == step and nd.parent == parent
+                     and nd.token == t), None)
+        if node is None:
+            break
+        out.append(node.id)
+        if node.status != "kept":
+            break
+        parent = node.id
+    return out
+
+
+def example_url(prompt: str) -> str:
+    pairs = [("prompt", prompt), ("b_width", str(EXAMPLE_WIDTH)), ("b_new", str(EXAMPLE_NEW)),
+             ("b_alpha", "0")]
+    return "/?" + urllib.parse.urlencode(pairs, quote_via=urllib.parse.quote) + "#decoding"

@@ -1,0 +1,182 @@
+"""Sampling: the real next-token distribution of the prompt, through every control of the
+sampler in order, then drawn from: once with a seed, and N times against the prediction.
+
+Every probability is computed by pipeline/sampling.py from the logits of the prompt's last
+position (web/forward.py's one cached forward pass); every draw is a real draw of NumPy's
+seeded generator.
+"""
+import functools
+import urllib.parse
+from dataclasses import dataclass
+
+import numpy as np
+
+from pipeline.sampling import (
+    REPETITION_PENALTY_MAX, TEMPERATURE_MAX, SamplerSettings, draw, entropy_bits,
+    goodness_of_fit, inverse_cdf, sampling_stages)
+from web.figures import sampling as figures
+from web.forward import prompt_run
+from web.params import Param
+from web.tokens import plain
+
+SHOWN = 12            # tokens drawn in the figures and the table (most probable first)
+MAX_DRAWS = 100_000
+EXAMPLE = "It was a beautiful"     # the example of the seed explainer, run on this model
+
+PARAMS = (
+    Param("s_rep", "Repetition penalty", kind="float", default=1.0, min=0.0,
+          max=REPETITION_PENALTY_MAX),
+    Param("s_temp", "Temperature", kind="float", default=1.0, min=0.0, max=TEMPERATURE_MAX),
+    Param("s_topk", "Top-k", kind="int", default=0, min=0, max=1_000_000),
+    Param("s_topp", "Top-p", kind="float", default=1.0, min=0.0, max=1.0),
+    Param("s_minp", "Min-p", kind="float", default=0.0, min=0.0, max=1.0),
+    Param("s_seed", "Seed", kind="int", default=0, min=0, max=999_999_999),
+    Param("s_draws", "Number of draws", kind="int", default=1000, min=1, max=MAX_DRAWS),
+)
+
+# What each stage does, in the page's words; the order is pipeline.sampling's.
+STAGE_TEXT = {
+    "model": "the model's own distribution: softmax of the logits",
+    "repetition penalty": "tokens already in the prompt: positive scores divided by the "
+                          "penalty, negative ones multiplied",
+    "temperature": "every score divided by T, then softmax again",
+    "top-k": "only the k most probable tokens survive",
+    "top-p": "only the smallest set of most probable tokens whose mass reaches p survives",
+    "min-p": "only tokens at least min-p times as probable as the top token survive",
+}
+STAGE_PARAM = {"repetition penalty": "s_rep", "temperature": "s_temp", "top-k": "s_topk",
+               "top-p": "s_topp", "min-p": "s_minp"}
+
+
+def settings_from(state, reject=True) -> SamplerSettings:
+    """The sampler settings of the page. Top-p and the penalty must be > 0 (the parameter
+    table's ranges are inclusive): a 0 is refused here, naming the parameter."""
+    for name, label in (("s_topp", "Top-p"), ("s_rep", "Repetition penalty")):
+        if state[name] == 0:
+            if reject:
+                state.reject(name, f"{label} must be greater than 0 (0 would remove every "
+                             "token); got 0.")
+            else:
+                state.values[name] = state.params[name].default
+    return SamplerSettings(repetition_penalty=state["s_rep"], temperature=state["s_temp"],
+                           top_k=state["s_topk"], top_p=state["s_topp"], min_p=state["s_minp"])
+
+
+def pct(p: float) -> str:
+    """A probability as the page writes it."""
+    if p == 0:
+        return "0%"
+    if p < 0.0001:
+        return "<0.01%"
+    return f"{100 * p:.2f}%"
+
+
+@dataclass(frozen=True)
+class StageView:
+    name: str
+    param: str            # its control's parameter name ("" for the model)
+    setting: str          # its value as written on the page
+    active: bool
+    survivors: int
+    removed: int          # tokens this stage removed
+    removed_mass: float   # the probability they had just before
+    entropy: float        # bits, after the stage
+    probs: tuple          # probabilities of the shown tokens after the stage
+    kept: tuple           # bool for the shown tokens
+    other: float          # mass of every token not shown, after the stage
+
+
+def shown_tokens(stages, n=SHOWN) -> list:
+    """The tokens in the figures: the most probable after the last stage, then the model's
+    own most probable, n in all, ordered by the model's probability."""
+    final, model = stages[-1].probs, stages[0].probs
+    picked = []
+    for probs in (final, model):
+        for t in np.argsort(-probs, kind="stable"):
+            if len(picked) >= n or (probs is final and probs[t] == 0):
+                break
+            if int(t) not in picked:
+                picked.append(int(t))
+    return sorted(picked, key=lambda t: (-model[t], t))
+
+
+def stage_views(stages, shown, settings) -> list:
+    values = {"repetition penalty": f"{settings.repetition_penalty:g}",
+              "temperature": f"{settings.temperature:g}", "top-k": str(settings.top_k),
+              "top-p": f"{settings.top_p:g}", "min-p": f"{settings.min_p:g}", "model": ""}
+    out, before = [], None
+    idx = np.array(shown)
+    for st in stages:
+        removed = before.kept & ~st.kept if before is not None else np.zeros_like(st.kept)
+        out.append(StageView(
+            st.name, STAGE_PARAM.get(st.name, ""), values[st.name], st.active,
+            int(st.kept.sum()), int(removed.sum()),
+            float(before.probs[removed].sum(dtype=np.float64)) if before is not None else 0.0,
+            entropy_bits(st.probs), tuple(float(p) for p in st.probs[idx]),
+            tuple(bool(k) for k in st.kept[idx]),
+            float(max(0.0, 1.0 - st.probs[idx].sum(dtype=np.float64)))))
+        before = st
+    return out
+
+
+@functools.lru_cache(maxsize=64)
+def draws(final_bytes: bytes, seed: int, n: int):
+    """The seeded single draw (its uniform u and token) and n draws' counts, cached because a
+    slider elsewhere on the page re-renders this section with the same values."""
+    final = np.frombuffer(final_bytes, dtype=np.float32)
+    u = float(np.random.default_rng(seed).random())
+    one = int(inverse_cdf(final, [u])[0])
+    ids = draw(final, np.random.default_rng(seed), n)
+    counts = np.bincount(ids, minlength=len(final))
+    return u, one, counts
+
+
+def example_url(state) -> str:
+    """The page with the seed's example as the prompt, the sampling settings kept."""
+    pairs = [("prompt", EXAMPLE)] + [
+        (p.name, str(state[p.name])) for p in PARAMS
+        if p.name not in state.errors and state[p.name] != p.default]
+    return "/?" + urllib.parse.urlencode(pairs, quote_via=urllib.parse.quote) + "#sampling"
+
+
+def build(lm, state) -> dict:
+    settings = settings_from(state)
+    run = prompt_run(lm, state["prompt"])
+    logits, context = run.logits[-1], list(run.ids)
+    stages = sampling_stages(logits, context, settings)
+    final = stages[-1].probs
+    shown = shown_tokens(stages)
+    tok = lm.tokenizer
+    names = [plain(tok.decode_single_token_bytes(t)) for t in shown]
+    views = stage_views(stages, shown, settings)
+
+    seed, n = state["s_seed"], state["s_draws"]
+    u, one, counts = draws(final.tobytes(), seed, n)
+    cdf = np.cumsum(final, dtype=np.float64)
+    fit = goodness_of_fit(counts, final)
+    idx = np.array(shown)
+    drawn_shown = counts[idx]
+    other_drawn = int(n - drawn_shown.sum())
+    surviving = int((final > 0).sum())
+
+    ex = prompt_run(lm, EXAMPLE)
+    ex_stages = sampling_stages(ex.logits[-1], list(ex.ids), settings)
+    ex_model, ex_final = ex_stages[0].probs, ex_stages[-1].probs
+    ex_top = [(plain(tok.decode_single_token_bytes(int(t))), float(ex_model[t]),
+               float(ex_final[t])) for t in np.argsort(-ex_model, kind="stable")[:5]]
+    return dict(
+        settings=settings, stages=views, names=names, shown=shown,
+        n_vocab=len(final), n_context=len(context), surviving=surviving,
+        context_unique=len(set(context)),
+        stages_figure=figures.stages_figure(views, names),
+        seed=seed, u=u, drawn=one, drawn_name=plain(tok.decode_single_token_bytes(one)),
+        drawn_p=float(final[one]), drawn_slice=(float(cdf[one] - final[one]), float(cdf[one])),
+        n_draws=n, counts=[int(c) for c in drawn_shown], other_drawn=other_drawn,
+        final_shown=[float(final[t]) for t in shown],
+        final_other=float(max(0.0, 1.0 - final[idx].sum(dtype=np.float64))),
+        fit=fit,
+        draws_figure=figures.draws_figure(names, [int(c) for c in drawn_shown], other_drawn,
+                                          [float(final[t]) for t in shown], n),
+        example=EXAMPLE, example_url=example_url(state), example_top=ex_top,
+        example_is_prompt=state["prompt"] == EXAMPLE, pct=pct,
+    )
