@@ -17,8 +17,8 @@ from dataclasses import dataclass
 from typing import Callable
 
 from web.params import PROMPT
-from web.sections import (attention, block, decoding, embeddings, logits, positions, sampling,
-                          tiling, tokenization)
+from web.sections import (attention, block, decoding, embeddings, logits, positions, roofline,
+                          sampling, tiling, tokenization)
 
 
 @dataclass(frozen=True)
@@ -50,6 +50,8 @@ SECTIONS = (
             decoding.PARAMS, decoding.build),
     Section("tiling", "Attention tiling", "sections/tiling.html",
             tiling.PARAMS, tiling.build),
+    Section("roofline", "Prefill vs decode: the roofline", "sections/roofline.html",
+            roofline.PARAMS, roofline.build),
 )
 
 

@@ -28,3 +28,20 @@ def test_tile_sliders_update_the_traffic_and_round_trip(page, model, page_errors
     expect(traffic).to_contain_text(f"{tiled_traffic(T, 32, 4, 6).total * 4:,}")
     expect(section.locator(".plot .main-svg").first).to_be_attached()
     assert page_errors == []
+
+
+def test_roofline_model_and_batch_round_trip(page, page_errors):
+    from pipeline.published import published
+    page.goto("/")
+    section = page.locator("#roofline")
+    section.get_by_label("Model", exact=True).select_option("Llama 3.1 405B")
+    costs = section.locator("#roofline-costs")
+    expect(costs).to_contain_text(f"{published('Llama 3.1 405B').reported_params:,} parameters")
+    section.get_by_role("slider", name="Sequences per decode step").fill("64")
+    expect(costs).to_contain_text("a step of 64 sequences")
+    expect(page).to_have_url(re.compile(r"rf_batch=64"))
+    page.reload()
+    expect(section.get_by_label("Model", exact=True)).to_have_value("Llama 3.1 405B")
+    expect(costs).to_contain_text("a step of 64 sequences")
+    expect(section.locator(".plot .main-svg").first).to_be_attached()
+    assert page_errors == []

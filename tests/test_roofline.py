@@ -1,0 +1,69 @@
+"""The roofline formulas (pipeline/roofline.py) on hand-checked numbers, published configs and
+the live model's KV cache."""
+import pytest
+
+from pipeline.published import published
+from pipeline.roofline import (HARDWARE, Work, decode_work, hardware, model_costs,
+                               prefill_work, roofline)
+from web_support import model  # noqa: F401
+
+
+def test_roofline_takes_the_slower_of_compute_and_memory():
+    est = roofline(Work(flops=1e12, bytes=1e9, tokens=10), peak_flops=1e14, bandwidth=1e12)
+    assert est.seconds == pytest.approx(1e-2) and est.bound == "compute"
+    assert est.tokens_per_second == pytest.approx(1000)
+    est = roofline(Work(flops=1e9, bytes=1e9, tokens=1), peak_flops=1e14, bandwidth=1e12)
+    assert est.seconds == pytest.approx(1e-3) and est.bound == "memory"
+    assert est.attainable_flops == pytest.approx(1e12)       # intensity 1 x 1e12 B/s
+
+
+def test_llama3_8b_costs_by_hand():
+    p = published("Llama 3 8B")
+    c = model_costs(p.config, p.reported_params, 2, 2)
+    # untied: the 128256 x 4096 embedding table is a lookup, the unembedding a product
+    assert c.matmul_params == 8_030_261_248 - 128256 * 4096
+    assert c.weight_bytes == 2 * 8_030_261_248
+    assert c.kv_bytes_per_token == 2 * 32 * 8 * 128 * 2            # K and V, 32 layers, 8 heads
+    assert c.attn_flops_per_pair == 4 * 32 * 32 * 128
+    d = decode_work(c, context=0, batch=1)
+    assert d.flops == 2 * c.matmul_params + c.attn_flops_per_pair
+    assert d.bytes == c.weight_bytes + c.kv_bytes_per_token
+    assert 0.9 < d.intensity < 1.0         # ~1 operation per byte at 16-bit weights
+    h100 = hardware("NVIDIA H100 SXM")
+    est = roofline(d, h100.peak_flops, h100.bandwidth)
+    assert est.bound == "memory"
+    assert est.tokens_per_second == pytest.approx(3350e9 / d.bytes)
+
+
+def test_gpt2_tied_and_learned_positions():
+    p = published("GPT-2 small")
+    c = model_costs(p.config, p.reported_params, 4, 4)
+    assert c.matmul_params == 124_439_808 - 1024 * 768     # the tied table is multiplied
+    assert c.kv_bytes_per_token == 2 * 12 * 12 * 64 * 4
+
+
+def test_batching_and_long_prompts_raise_the_intensity():
+    p = published("Llama 3.1 70B")
+    c = model_costs(p.config, p.reported_params, 2, 2)
+    decode = [decode_work(c, 1024, b).intensity for b in (1, 2, 8, 64, 256)]
+    prefill = [prefill_work(c, n).intensity for n in (1, 16, 256, 4096)]
+    assert decode == sorted(decode) and prefill == sorted(prefill)
+    a100 = hardware("NVIDIA A100 SXM 80GB")
+    assert roofline(prefill_work(c, 4096), a100.peak_flops, a100.bandwidth).bound == "compute"
+    assert roofline(decode_work(c, 4096, 1), a100.peak_flops, a100.bandwidth).bound == "memory"
+    assert prefill_work(c, 1).flops == decode_work(c, 0, 1).flops
+
+
+def test_kv_bytes_per_token_is_what_the_engines_cache_holds(model):
+    c = model_costs(model.config, model.n_params(), 4, 4)
+    kv = model.new_kv_cache()
+    model.prefill(model.tokenizer.encode("It is a truth universally acknowledged"), kv)
+    assert c.kv_bytes_per_token * len(kv) == kv.nbytes
+
+
+def test_hardware_table_is_consistent():
+    for h in HARDWARE:
+        assert h.ridge == h.peak_flops / h.bandwidth
+        assert 50 < h.ridge < 1000
+    with pytest.raises(KeyError):
+        hardware("TPU v9")

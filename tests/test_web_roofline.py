@@ -1,0 +1,55 @@
+"""The roofline section shows pipeline/roofline.py's numbers for the chosen configuration."""
+import html
+import re
+
+import pytest
+
+from pipeline.published import published
+from pipeline.roofline import decode_work, hardware, model_costs, prefill_work, roofline
+from web_support import HX, app, client, error_message, model, text_of, url  # noqa: F401
+
+
+def plain_text(page):
+    return html.unescape(re.sub(r"\s+", " ", re.sub(r"<[^>]+>", " ", page)))
+
+
+def test_estimates_on_the_page_are_the_formulas(client):
+    page = text_of(client.get(url("/section/roofline", rf_model="Llama 3.1 70B", rf_bits=8,
+                                  rf_len=2048, rf_batch=32), headers=HX))
+    text = plain_text(page)
+    p = published("Llama 3.1 70B")
+    c = model_costs(p.config, p.reported_params, 1, 2)
+    assert f"{p.reported_params:,} parameters" in text
+    assert f"prefill of 2,048 tokens {prefill_work(c, 2048).intensity:.1f} FLOP/byte" in text
+    h = hardware("NVIDIA H100 SXM")
+    row = re.search(r"NVIDIA H100 SXM (.*?) AMD", text).group(1)
+    for work in (prefill_work(c, 2048), decode_work(c, 2048, 1), decode_work(c, 2048, 32)):
+        est = roofline(work, h.peak_flops, h.bandwidth)
+        tps = est.tokens_per_second
+        shown = f"{tps:,.0f}" if tps >= 10 else f"{tps:.2g}"
+        assert f"{shown} ({est.bound})" in row
+    assert "exceed its 80 GB" in row            # 70 GB of int8 weights + 32 x 2049 tokens of KV
+
+
+def test_live_point_is_measured_on_this_server(client, model):
+    text = plain_text(text_of(client.get(url("/section/roofline", prompt="Emma Woodhouse"),
+                                         headers=HX)))
+    n = len(model.tokenizer.encode("Emma Woodhouse"))
+    assert f"on your prompt ({n} tokens)" in text
+    prefill_ms = float(re.search(r"the prefill took (\S+) ms", text).group(1))
+    decode_ms = float(re.search(r"one decode step (\S+) ms", text).group(1))
+    assert prefill_ms > 0 and decode_ms > 0
+    assert "median of 16" in text
+
+
+@pytest.mark.parametrize("query,name,message", [
+    (dict(rf_bits=5), "rf_bits", "must be one of 16, 8, 4"),
+    (dict(rf_model="GPT-5"), "rf_model", "Unknown model"),
+    (dict(rf_model="GPT-2 small", rf_len=4096), "rf_len", "reads at most 1,024 tokens"),
+    (dict(rf_batch=0), "rf_batch", "between 1 and 1024"),
+    (dict(rf_len="lots"), "rf_len", "must be a whole number"),
+])
+def test_bad_values_get_a_message_and_a_4xx(client, query, name, message):
+    response = client.get(url("/section/roofline", **query), headers=HX)
+    assert 400 <= response.status_code < 500
+    assert message in error_message(text_of(response), name)

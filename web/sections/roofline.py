@@ -1,0 +1,110 @@
+"""Prefill vs decode on the roofline: published hardware and model configurations through the
+roofline formula (pipeline/roofline.py), next to this server's own roof and the live model's
+prefill and decode, measured now."""
+import functools
+import statistics
+import threading
+
+from pipeline.generation import generation_steps
+from pipeline.published import PUBLISHED, published
+from pipeline.roofline import (HARDWARE, decode_work, measure_machine, model_costs,
+                               prefill_work, roofline)
+from web.figures import tiling as figures
+from web.forward import prompt_ids
+from web.params import Param
+
+DEFAULT_MODEL = "Llama 3 8B"
+BITS = (16, 8, 4)
+LENGTHS = (128, 512, 1024, 2048, 4096, 8192, 32768, 131072)
+DECODE_STEPS = 16              # decode steps timed for the live model's point
+
+PARAMS = (
+    Param("rf_model", "Model", default=DEFAULT_MODEL, max_chars=60),
+    Param("rf_bits", "Bits per weight", kind="int", default=16, min=1, max=32),
+    Param("rf_len", "Prompt length (tokens)", kind="int", default=1024, min=1, max=131072),
+    Param("rf_batch", "Sequences per decode step", kind="int", default=16, min=1, max=1024),
+)
+
+_machine_lock = threading.Lock()
+
+
+@functools.lru_cache(maxsize=1)
+def machine():
+    """This server's roof, measured once per process (under a second)."""
+    with _machine_lock:
+        return measure_machine()
+
+
+@functools.lru_cache(maxsize=16)
+def live_timings(model, ids: tuple):
+    """(prefill seconds, median decode-step seconds) of the live model on these tokens."""
+    steps = list(generation_steps(model, list(ids), DECODE_STEPS + 1, n_top=1,
+                                  stop_at_eos=False))
+    decode = [s.forward_seconds for s in steps if s.phase == "decode"]
+    return steps[0].forward_seconds, statistics.median(decode), len(decode)
+
+
+def build(lm, state) -> dict:
+    names = [p.name for p in PUBLISHED]
+    name = state["rf_model"]
+    if name not in names:
+        state.reject("rf_model", f"Unknown model {name!r}: choose one of the list.")
+        name = DEFAULT_MODEL
+    bits = state["rf_bits"]
+    if bits not in BITS:
+        state.reject("rf_bits", f"Bits per weight must be one of {', '.join(map(str, BITS))}; "
+                     f"got {bits}.")
+        bits = 16
+    p = published(name)
+    cfg = p.config
+    n, batch = state["rf_len"], state["rf_batch"]
+    if n > cfg.n_ctx:
+        state.reject("rf_len", f"{name} reads at most {cfg.n_ctx:,} tokens (its context "
+                     f"window); got {n:,}.")
+        n = min(1024, cfg.n_ctx)
+    costs = model_costs(cfg, p.reported_params, bits / 8, 2)
+    phases = dict(prefill=prefill_work(costs, n), decode1=decode_work(costs, n, 1),
+                  decodeB=decode_work(costs, n, batch))
+    rows = []
+    for h in HARDWARE:
+        est = {k: roofline(w, h.peak_flops, h.bandwidth) for k, w in phases.items()}
+        rows.append(dict(name=h.name, source=h.source, ridge=h.ridge, memory=h.memory,
+                         fits=costs.weight_bytes + batch * n * costs.kv_bytes_per_token
+                         <= h.memory, **est))
+    live = live_point(lm, state)
+    points = [(f"prefill {n:,} tokens", phases["prefill"].intensity),
+              ("decode, 1 sequence", phases["decode1"].intensity),
+              (f"decode, {batch} sequences", phases["decodeB"].intensity)]
+    roofs = [(h.name, h.peak_flops, h.bandwidth) for h in HARDWARE]
+    roofs.append((f"this server, measured ({live['threads']} BLAS thread)", live["peak"],
+                  live["bandwidth"]))
+    return dict(
+        models=names, model=name, repo=p.repo, nominal=p.nominal, params=p.reported_params,
+        bits=bits, bits_choices=BITS, n=n, lengths=LENGTHS, batch=batch, n_ctx=cfg.n_ctx,
+        costs=costs, phases=phases, rows=rows, live=live,
+        figure=figures.roofline_figure(
+            roofs, points,
+            [(f"{lm.name} prefill, measured", live["prefill_intensity"], live["prefill_flops"]),
+             (f"{lm.name} decode, measured", live["decode_intensity"], live["decode_flops"])]),
+    )
+
+
+def live_point(lm, state) -> dict:
+    """The live model's prefill and decode on this server: FLOPs and bytes from the same
+    formulas (float32: 4 bytes per weight and per cached value), time measured."""
+    m = machine()
+    ids = prompt_ids(lm, state["prompt"])[-(lm.n_ctx - DECODE_STEPS - 1):]
+    prefill_s, decode_s, n_decode = live_timings(lm.model, ids)
+    costs = model_costs(lm.model.config, lm.model.n_params(), 4, 4)
+    pre, dec = prefill_work(costs, len(ids)), decode_work(costs, len(ids), 1)
+    return dict(
+        peak=m.peak_flops, bandwidth=m.bandwidth, threads=m.threads, ridge=m.peak_flops / m.bandwidth,
+        n_prompt=len(ids), n_decode=n_decode, prefill_s=prefill_s, decode_s=decode_s,
+        weight_bytes=costs.weight_bytes,
+        prefill_intensity=pre.intensity, decode_intensity=dec.intensity,
+        prefill_flops=pre.flops / prefill_s, decode_flops=dec.flops / decode_s,
+        prefill_tps=len(ids) / prefill_s, decode_tps=1 / decode_s,
+        decode_bandwidth=dec.bytes / decode_s,
+        prefill_roof=min(m.peak_flops, pre.intensity * m.bandwidth),
+        decode_roof=min(m.peak_flops, dec.intensity * m.bandwidth),
+    )
