@@ -48,6 +48,7 @@ SECTIONS = (
     Section("sampling", "Sampling", "sections/sampling.html", sampling.PARAMS, sampling.build),
     Section("decoding", "Greedy vs beam search", "sections/decoding.html",
             decoding.PARAMS, decoding.build),
+    # --- attention tiling, roofline (lead): last, after speculative decoding ---
     Section("tiling", "Attention tiling", "sections/tiling.html",
             tiling.PARAMS, tiling.build),
     Section("roofline", "Prefill vs decode: the roofline", "sections/roofline.html",
