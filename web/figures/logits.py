@@ -1,7 +1,6 @@
-"""Figures of the logits-and-softmax section."""
-import plotly.graph_objects as go
-
-from web.figures import base_layout, label, to_json
+"""Figures of the logits-and-softmax section (plain figure dicts: see web.figures.block)."""
+from web.figures import base_layout, label
+from web.figures.block import figure_json
 
 ACCENT, MUTED = "#b4451f", "#7a8ba6"
 
@@ -9,34 +8,34 @@ ACCENT, MUTED = "#b4451f", "#7a8ba6"
 def probs_figure(texts: list, p1, pt, temp: float) -> str:
     """The highest-scoring tokens' probabilities at temperature 1 and at the chosen one."""
     names = [f"{r + 1}. {label(t)}" for r, t in enumerate(texts)]
-    fig = go.Figure([
-        go.Bar(x=names, y=[float(v) for v in pt], name=f"T = {temp:g}", marker_color=ACCENT,
-               hovertemplate="%{x}: %{y:.2%}<extra>T = " + f"{temp:g}" + "</extra>"),
-        go.Scatter(x=names, y=[float(v) for v in p1], name="T = 1 (the model's own)",
-                   mode="markers", marker=dict(color=MUTED, size=10, symbol="line-ew-open",
-                                               line=dict(width=3)),
-                   hovertemplate="%{x}: %{y:.2%}<extra>T = 1</extra>"),
-    ])
-    fig.update_layout(**base_layout(
+    data = [
+        dict(type="bar", x=names, y=[float(v) for v in pt], name=f"T = {temp:g}",
+             marker=dict(color=ACCENT),
+             hovertemplate="%{x}: %{y:.2%}<extra>T = " + f"{temp:g}" + "</extra>"),
+        dict(type="scatter", x=names, y=[float(v) for v in p1], name="T = 1 (the model's own)",
+             mode="markers", marker=dict(color=MUTED, size=10, symbol="line-ew-open",
+                                         line=dict(width=3, color=MUTED)),
+             hovertemplate="%{x}: %{y:.2%}<extra>T = 1</extra>"),
+    ]
+    return figure_json(data, base_layout(
         title=dict(text="Top tokens' probabilities"),
         xaxis=dict(tickangle=-50, automargin=True),
         yaxis=dict(title=dict(text="probability"), range=[0, 1], tickformat=".0%"),
         legend=dict(orientation="h", y=-0.45),
         height=420))
-    return to_json(fig)
 
 
 def entropy_figure(temps: list, entropies: list, temp: float, entropy: float) -> str:
     """Entropy (bits) of this prompt's next-token distribution as the temperature varies."""
-    fig = go.Figure([
-        go.Scatter(x=temps, y=entropies, mode="lines", line=dict(color=MUTED),
-                   hovertemplate="T = %{x}: %{y:.2f} bits<extra></extra>", name="entropy"),
-        go.Scatter(x=[temp], y=[entropy], mode="markers", marker=dict(size=13, color=ACCENT),
-                   hovertemplate="T = %{x}: %{y:.2f} bits<extra>now</extra>", name="now"),
-    ])
-    fig.update_layout(**base_layout(
+    data = [
+        dict(type="scatter", x=temps, y=entropies, mode="lines", line=dict(color=MUTED),
+             hovertemplate="T = %{x}: %{y:.2f} bits<extra></extra>", name="entropy"),
+        dict(type="scatter", x=[temp], y=[entropy], mode="markers",
+             marker=dict(size=13, color=ACCENT),
+             hovertemplate="T = %{x}: %{y:.2f} bits<extra>now</extra>", name="now"),
+    ]
+    return figure_json(data, base_layout(
         title=dict(text="Entropy vs temperature"),
         showlegend=False,
         xaxis=dict(title=dict(text="temperature"), range=[0, 2.05]),
         yaxis=dict(title=dict(text="entropy (bits)"), rangemode="tozero")))
-    return to_json(fig)

@@ -6,6 +6,7 @@ layers, and the logit lens.
 Tensors come from the one cached forward pass of the prompt (`web.forward.prompt_run`); the
 parameter tables depend only on the model and are computed once per model.
 """
+import os
 from dataclasses import dataclass
 
 import numpy as np
@@ -106,7 +107,8 @@ def model_tables(model) -> dict:
         arrays = counted_from_arrays(model)
         published = [published_row(p.name, p.repo, p.config, p.nominal, p.reported_params)
                      for p in PUBLISHED]
-        here = published_row("this model", model.path or "", model.config, "", None)
+        name = os.path.basename(os.path.normpath(model.path)) if model.path else "this model"
+        here = published_row(f"{name} (running here)", model.path or "", model.config, "", None)
         small = next(p for p in PUBLISHED if p.name == "GPT-2 small")
         gpt2 = parameter_counts(small.config)
         _per_model[key] = dict(
