@@ -10,7 +10,7 @@ import os
 
 from flask import Flask
 
-from web import assets, views
+from web import assets, streaming, views
 from web.loaded import LoadedModel
 from web.registry import SECTIONS
 
@@ -39,6 +39,7 @@ def create_app(test_config=None):
         model, probe_encodings=app.config["PROBE_ENCODINGS"])
     app.register_blueprint(views.bp)
     app.register_blueprint(assets.bp)
+    app.register_blueprint(streaming.bp)
 
     @app.context_processor
     def page_globals():
@@ -68,7 +69,8 @@ def main(argv=None):
     from waitress import serve
     print(f"Serving the explainer on http://{args.host}:{args.port}/ (Ctrl-C stops it)",
           flush=True)
-    serve(app, host=args.host, port=args.port, threads=args.threads)
+    serve(app, host=args.host, port=args.port, threads=args.threads,
+          **streaming.SERVER_OPTIONS)    # notices a closed stream at once
 
 
 if __name__ == "__main__":

@@ -17,8 +17,8 @@ from dataclasses import dataclass
 from typing import Callable
 
 from web.params import PROMPT
-from web.sections import (attention, block, decoding, embeddings, logits, positions, roofline,
-                          sampling, tiling, tokenization)
+from web.sections import (attention, block, decoding, embeddings, generation, logits, positions,
+                          roofline, sampling, tiling, tokenization)
 
 
 @dataclass(frozen=True)
@@ -48,6 +48,9 @@ SECTIONS = (
     Section("sampling", "Sampling", "sections/sampling.html", sampling.PARAMS, sampling.build),
     Section("decoding", "Greedy vs beam search", "sections/decoding.html",
             decoding.PARAMS, decoding.build),
+    # --- generation loop (helper "genloop"): after decoding, before the KV cache ---
+    Section("generation", "Generation loop", "sections/generation.html",
+            generation.PARAMS, generation.build),
     # --- attention tiling, roofline (lead): last, after speculative decoding ---
     Section("tiling", "Attention tiling", "sections/tiling.html",
             tiling.PARAMS, tiling.build),

@@ -27,8 +27,10 @@ def live_server():
     if not os.path.exists(os.path.join(DEFAULT_MODEL_DIR, "model.safetensors")):
         pytest.skip("models/austen/model.safetensors is missing")
     from app import create_app
+    from web import streaming
     app = create_app({"MODEL": load_model(None)})
-    server = create_server(app, host="127.0.0.1", port=0, threads=4)
+    server = create_server(app, host="127.0.0.1", port=0, threads=4,
+                           **streaming.SERVER_OPTIONS)  # as app.py serves it
     thread = threading.Thread(target=server.run, daemon=True)
     thread.start()
     yield f"http://127.0.0.1:{server.effective_port}"

@@ -43,3 +43,123 @@
     document.addEventListener("DOMContentLoaded", function () { init(document.body); });
   }
 })();
+
+// ---- generation loop: streaming ---------------------------------------------------------
+// The Generate button of the generation-loop section reads /generate/stream (Server-Sent
+// Events) with fetch, so a refusal (4xx/503) shows its message and Stop can abort the request;
+// aborting closes the connection, and the server stops generating. Token text goes in with
+// textContent only: it is model output, never markup.
+(function () {
+  "use strict";
+  var running = null;            // {controller, box} of the stream in progress
+
+  function parseEvents(buffer, onEvent) {   // -> the unfinished tail of buffer
+    var parts = buffer.split("\n\n");
+    var tail = parts.pop();
+    parts.forEach(function (block) {
+      var name = "message", data = [];
+      block.split("\n").forEach(function (line) {
+        if (line.indexOf("event: ") === 0) name = line.slice(7);
+        else if (line.indexOf("data: ") === 0) data.push(line.slice(6));
+      });
+      if (data.length) onEvent(name, JSON.parse(data.join("\n")));
+    });
+    return tail;
+  }
+
+  function ms(x) { return x === null ? "–" : x.toFixed(2) + " ms"; }
+
+  function start(button) {
+    var section = button.closest("section");
+    var out = section.querySelector(".stream-out");
+    var status = section.querySelector(".stream-status");
+    var list = section.querySelector(".stream-tokens");
+    var stop = section.querySelector(".gen-stop");
+    if (running) running.controller.abort();
+    var controller = new AbortController();
+    var me = { controller: controller };
+    running = me;
+    out.textContent = "";
+    list.textContent = "";
+    status.textContent = "Prefill: reading the prompt…";
+    button.disabled = true;
+    stop.disabled = false;
+    var count = 0;
+    var finished = false;
+
+    function end(message) {
+      finished = true;
+      status.textContent = message;
+      button.disabled = false;
+      stop.disabled = true;
+      if (running === me) running = null;
+    }
+
+    function onEvent(name, d) {
+      if (name === "token") {
+        count += 1;
+        var span = document.createElement("span");
+        span.className = "streamed";
+        span.textContent = d.text;
+        out.appendChild(span);
+        var li = document.createElement("li");
+        var text = document.createElement("q");
+        text.className = "pair";
+        text.textContent = d.eos ? "end of text" : d.text;
+        li.appendChild(text);
+        li.appendChild(document.createTextNode(" " + ms(d.ms) +
+            (d.phase === "prefill" ? " (prefill of the prompt + first token)" : "")));
+        list.appendChild(li);
+        status.textContent = count + (count === 1 ? " token" : " tokens") + " so far";
+      } else if (name === "done") {
+        var why = { eos: "the model chose its end-of-text token",
+                    limit: "the new-token limit was reached",
+                    context: "the context window is full" }[d.reason] || d.reason;
+        end("Done: " + d.n_tokens + " tokens; stopped because " + why + ". Prefill " +
+            ms(d.prefill_ms) + ", then " + ms(d.decode_ms) + " per token (median)" +
+            (d.tokens_per_s ? ", " + d.tokens_per_s + " tokens/s of model time." : "."));
+      }
+    }
+
+    fetch(button.getAttribute("data-stream-url"), {
+      signal: controller.signal, headers: { "Accept": "text/event-stream" }
+    }).then(function (response) {
+      if (!response.ok) {
+        return response.json().then(function (body) {
+          var errors = body.errors || {};
+          end(Object.keys(errors).map(function (k) { return errors[k]; }).join(" ") ||
+              "The server refused (" + response.status + ").");
+        });
+      }
+      var reader = response.body.getReader();
+      var decoder = new TextDecoder("utf-8");
+      var buffer = "";
+      function pump() {
+        return reader.read().then(function (chunk) {
+          if (!document.body.contains(out)) { controller.abort(); return; }  // section redrawn
+          if (chunk.done) {
+            if (!finished) end("The connection ended after " + count + " tokens.");
+            return;
+          }
+          buffer = parseEvents(buffer + decoder.decode(chunk.value, { stream: true }), onEvent);
+          return pump();
+        });
+      }
+      return pump();
+    }).catch(function (err) {
+      if (err.name === "AbortError") {
+        if (!finished) end("Stopped after " + count + (count === 1 ? " token" : " tokens") +
+                           ". The server stopped generating too.");
+      } else if (!finished) {
+        end("The stream failed: " + err.message);
+      }
+    });
+    stop.onclick = function () { controller.abort(); };
+  }
+
+  document.addEventListener("click", function (event) {
+    var button = event.target.closest && event.target.closest(".gen-start");
+    if (button) start(button);
+  });
+  window.addEventListener("pagehide", function () { if (running) running.controller.abort(); });
+})();

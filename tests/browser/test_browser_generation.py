@@ -1,0 +1,98 @@
+"""The generation-loop section in real Chromium: stepping with the state in the URL, the stream
+arriving token by token, and the stop button stopping the server's work."""
+import re
+
+from playwright.sync_api import expect
+
+from pipeline.generation import TextStream
+from web import streaming
+
+DEFAULT_PROMPT = ("It is a truth universally acknowledged, that a single man in possession of a "
+                  "good fortune, must be in want of a")
+
+
+def greedy_text(model, prompt, n):
+    stream = TextStream(model.tokenizer)
+    tokens = list(model.generate(model.tokenizer.encode_ordinary(prompt), n))
+    return "".join(stream.push(t) for t in tokens) + stream.flush()
+
+
+def test_step_through_the_loop_with_the_state_in_the_url(page, model, page_errors):
+    page.goto("/?gen_max=6#generation")
+    caption = page.locator("#gen-caption")
+    expect(caption).to_contain_text("Step 0 of 5.")
+    expect(caption).to_contain_text("Prefill:")
+    page.get_by_role("button", name="Next step").click()
+    expect(caption).to_contain_text("Step 1 of 5.")
+    page.get_by_role("button", name="Next step").click()
+    expect(caption).to_contain_text("Step 2 of 5.")
+    expect(caption).to_contain_text("only the token chosen at step 1")
+    expect(page).to_have_url(re.compile(r"[?&]gen_step=2(&|$)"))
+    expect(page).to_have_url(re.compile(r"[?&]gen_max=6(&|$)"))
+    tokens = list(model.generate(model.tokenizer.encode_ordinary(DEFAULT_PROMPT), 6))
+    sequence = page.get_by_role("list", name="Sequence at this step").locator(".tid")
+    n_prompt = len(model.tokenizer.encode_ordinary(DEFAULT_PROMPT))
+    expect(sequence).to_have_count(n_prompt + 3)
+    expect(sequence.nth(n_prompt + 2)).to_have_text(str(tokens[2]))
+    page.reload()
+    expect(caption).to_contain_text("Step 2 of 5.")
+    limit = page.get_by_label("New-token limit")
+    limit.fill("9")
+    limit.press("Tab")                               # a change event
+    expect(caption).to_contain_text("Step 2 of 8.")
+    expect(page).to_have_url(re.compile(r"[?&]gen_max=9(&|$)"))
+    page.get_by_role("button", name="Last step").click()
+    expect(caption).to_contain_text("Step 8 of 8.")
+    expect(page.locator("#gen-finish")).to_contain_text("9 new tokens is the limit")
+    page.go_back()
+    expect(caption).to_contain_text("Step 2 of 8.")
+    assert page_errors == []
+
+
+def test_the_stream_shows_tokens_one_by_one(page, model, page_errors):
+    page.goto("/?gen_max=30&gen_pace=40#generation")
+    items = page.get_by_role("list", name="Streamed tokens with their times").locator("li")
+    status = page.locator(".stream-status")
+    page.get_by_role("button", name="Generate").click()
+    # part of the answer is on screen while the rest is still being generated
+    expect(status).to_contain_text(re.compile(r"^\d+ tokens? so far$"))
+    shown = items.count()
+    assert 1 <= shown < 30
+    expect(items).not_to_have_count(shown)            # the count grows
+    expect(items).to_have_count(30)
+    expect(status).to_contain_text("Done: 30 tokens; stopped because the new-token limit")
+    expect(page.locator(".stream-out")).to_have_text(greedy_text(model, DEFAULT_PROMPT, 30))
+    expect(items.first).to_contain_text(re.compile(r"\d+\.\d\d ms \(prefill"))
+    expect(items.nth(1)).to_contain_text(re.compile(r"\d+\.\d\d ms$"))
+    expect(page.get_by_role("button", name="Generate")).to_be_enabled()
+    assert page_errors == []
+
+
+def test_stop_ends_the_stream_and_the_servers_work(page):
+    page.goto("/?gen_max=200&gen_pace=100#generation")
+    items = page.get_by_role("list", name="Streamed tokens with their times").locator("li")
+    before = len(streaming.slots.finished)
+    page.get_by_role("button", name="Generate").click()
+    expect(items).to_have_count(3)
+    page.get_by_role("button", name="Stop").click()
+    status = page.locator(".stream-status")
+    expect(status).to_contain_text(re.compile(r"Stopped after \d+ tokens"))
+    n = int(re.search(r"Stopped after (\d+)", status.text_content()).group(1))
+    with streaming.slots.changed:
+        assert streaming.slots.changed.wait_for(
+            lambda: len(streaming.slots.finished) > before, timeout=10)
+        record = streaming.slots.finished[before]
+    assert record["reason"] == "disconnected" and record["steps"] <= n + 1
+    expect(items).to_have_count(n)
+    expect(page.get_by_role("button", name="Stop")).to_be_disabled()
+
+
+def test_model_text_is_inserted_as_text(page, model):
+    """A prompt full of markup streams back as characters; nothing it holds is run."""
+    evil = "<img src=x onerror=alert(1)> said Mr. Collins"
+    page.goto("/?gen_max=5&gen_pace=0&prompt=" + evil.replace(" ", "%20"))
+    page.get_by_role("button", name="Generate").click()
+    expect(page.locator(".stream-status")).to_contain_text("Done: 5 tokens")
+    expect(page.locator(".stream-prompt")).to_have_text(evil)
+    expect(page.locator(".stream-out")).to_have_text(greedy_text(model, evil, 5))
+    assert page.locator("#generation img").count() == 0

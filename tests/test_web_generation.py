@@ -1,0 +1,200 @@
+"""The generation-loop section and the stream route show what the running model really does."""
+import html
+import json
+import re
+
+import numpy as np
+import pytest
+
+from engine_support import get_model
+from pipeline.generation import (TextStream, forward_flops, kv_cache_bytes,
+                                 weight_bytes_per_token)
+from pipeline.model import softmax
+from web import streaming
+from web.sections import generation
+from web_support import (HX, app, chip_ids, client, error_message, model,  # noqa: F401
+                         table_rows, text_of, url)
+
+PROMPT = "Mr. Darcy looked at Elizabeth and said"
+
+
+def greedy_tokens(model, prompt, n):
+    return list(model.generate(model.tokenizer.encode_ordinary(prompt), n))
+
+
+@pytest.mark.parametrize("step", [0, 1, 7])
+def test_each_step_shows_the_sequence_and_the_models_candidates(client, model, step):
+    r = client.get(url("/section/generation", prompt=PROMPT, gen_max="8", gen_step=str(step)),
+                   headers=HX)
+    assert r.status_code == 200
+    page = text_of(r)
+    ids = model.tokenizer.encode_ordinary(PROMPT)
+    new = greedy_tokens(model, PROMPT, 8)
+    assert chip_ids(page, "Sequence at this step") == ids + new[:step + 1]
+    # the candidates are the top 5 of a full forward pass over the sequence before this step
+    probs = softmax(model.forward(ids + new[:step])[-1])
+    top = np.argsort(-probs, kind="stable")[:5]
+    rows = table_rows(page, "Top candidates at this step")
+    assert [int(r[1]) for r in rows] == [int(i) for i in top]
+    for row, i in zip(rows, top):
+        assert float(row[2].rstrip(" %")) == pytest.approx(100 * probs[i], abs=0.006)
+    assert "← chosen" in rows[0][0]                        # greedy picks the most probable
+    caption = re.sub(r"\s+", " ", html.unescape(re.sub(r"<[^>]+>", "", page.split(
+        'id="gen-caption">', 1)[1].split("</p>", 1)[0])))
+    assert f"Step {step} of 7." in caption
+    if step == 0:
+        assert f"all {len(ids)} prompt tokens go through the model together" in caption
+    else:
+        assert f"only the token chosen at step {step - 1}" in caption
+        assert f"It attends over {len(ids) + step} tokens" in caption
+    finish = page.split('id="gen-finish">', 1)[1].split("</p>", 1)[0]
+    assert ("8 new tokens is the limit" in finish) == (step == 7)
+
+
+@pytest.mark.parametrize("query, name, message", [
+    ({"gen_max": "0"}, "gen_max", "New-token limit must be between 1 and 200; got 0."),
+    ({"gen_max": "201"}, "gen_max", "New-token limit must be between 1 and 200; got 201."),
+    ({"gen_max": "ten"}, "gen_max", "New-token limit must be a whole number, not 'ten'."),
+    ({"gen_step": "-1"}, "gen_step", "Generation step must be between 0 and 199; got -1."),
+    ({"gen_max": "3", "gen_step": "5"}, "gen_step",
+     "Step 5 does not exist: with this prompt and limit the loop makes 3 steps (0 to 2)."),
+    ({"gen_pace": "501"}, "gen_pace",
+     "Pause between streamed tokens (ms) must be between 0 and 500; got 501."),
+    ({"gen_pace": "1e3"}, "gen_pace",
+     "Pause between streamed tokens (ms) must be a whole number, not '1e3'."),
+])
+def test_bad_values_are_4xx_with_the_message_next_to_the_control(client, query, name, message):
+    for path in ("/", "/section/generation"):
+        r = client.get(url(path, **query), headers=HX if path != "/" else {})
+        assert r.status_code in (400, 422)
+        assert error_message(text_of(r), name) == message
+
+
+def sse_events(body: str) -> list:
+    out = []
+    for block in body.split("\n\n"):
+        fields = dict(line.split(": ", 1) for line in block.splitlines() if ": " in line)
+        if "event" in fields:
+            out.append((fields["event"], json.loads(fields["data"])))
+    return out
+
+
+@pytest.mark.parametrize("prompt", [PROMPT, "She wrote: « café » and 🦜"])
+def test_stream_text_is_the_decoded_greedy_continuation(client, model, prompt):
+    r = client.get(url("/generate/stream", prompt=prompt, gen_max="25", gen_pace="0"))
+    assert r.status_code == 200 and r.mimetype == "text/event-stream"
+    assert r.headers["Cache-Control"].startswith("no-cache")
+    events = sse_events(text_of(r))
+    names = [e for e, _ in events]
+    assert names == ["start"] + ["token"] * 25 + ["done"]
+    tokens = [d for e, d in events if e == "token"]
+    expected = greedy_tokens(model, prompt, 25)
+    assert [t["id"] for t in tokens] == expected
+    stream = TextStream(model.tokenizer)
+    text = "".join(stream.push(t) for t in expected) + stream.flush()
+    assert "".join(t["text"] for t in tokens) == text
+    assert all(t["ms"] > 0 for t in tokens)
+    assert [t["phase"] for t in tokens] == ["prefill"] + ["decode"] * 24
+    start, done = events[0][1], events[-1][1]
+    assert start["prompt_tokens"] == len(model.tokenizer.encode_ordinary(prompt))
+    assert done["reason"] == "limit" and done["n_tokens"] == 25
+    assert done["prefill_ms"] == tokens[0]["ms"]
+    assert done["decode_ms"] == pytest.approx(float(np.median([t["ms"] for t in tokens[1:]])),
+                                              abs=0.002)
+
+
+def test_stream_holds_back_a_split_character(client, model, monkeypatch):
+    """Greedy decoding rarely writes an emoji, so the chooser is replaced by one that writes the
+    tokens of "🦜!" and then ends the text: the event that completes the character carries it."""
+    script = model.tokenizer.encode("🦜!") + [model.config.eos_token_id]
+    assert len(script) >= 3
+
+    def scripted(state):
+        return lambda logits, history: script[len(history) - n_prompt]
+
+    n_prompt = len(model.tokenizer.encode_ordinary(PROMPT))
+    monkeypatch.setattr(streaming, "sampler_for", scripted)
+    events = sse_events(text_of(client.get(url("/generate/stream", prompt=PROMPT,
+                                                gen_pace="0"))))
+    tokens = [d for e, d in events if e == "token"]
+    assert [t["id"] for t in tokens] == script
+    texts = [t["text"] for t in tokens]
+    assert "\ufffd" not in "".join(texts) and "".join(texts) == "🦜!"
+    assert texts[0] == "" and tokens[-1]["eos"] and texts[-1] == ""
+    assert events[-1] == ("done", {**events[-1][1], "reason": "eos", "n_tokens": len(script)})
+
+
+@pytest.mark.parametrize("query, name", [
+    ({"gen_max": "500"}, "gen_max"), ({"gen_pace": "-3"}, "gen_pace"),
+    ({"prompt": ""}, "prompt"), ({"prompt": "word " * 400}, "prompt"),
+])
+def test_stream_refuses_bad_values_before_any_work(client, query, name):
+    r = client.get(url("/generate/stream", **query))
+    assert r.status_code in (400, 422)
+    assert r.is_json and name in r.get_json()["errors"]
+    assert r.get_json()["errors"][name]
+
+
+def test_stream_answers_503_when_every_slot_is_taken(client):
+    taken = [streaming.slots.acquire() for _ in range(streaming.MAX_STREAMS)]
+    try:
+        assert all(taken)
+        r = client.get(url("/generate/stream", gen_max="2"))
+        assert r.status_code == 503 and r.headers["Retry-After"] == "5"
+        assert "already being generated" in r.get_json()["errors"]["stream"]
+    finally:
+        for _ in taken:
+            streaming.slots.release(0, "test")
+    with client.get(url("/generate/stream", gen_max="2", gen_pace="0")) as r:   # close: free
+        assert r.status_code == 200                                              # the slot
+    assert streaming.slots.active == 0
+
+
+def test_generate_button_streams_the_state_on_the_page(client):
+    page = text_of(client.get(url("/", prompt=PROMPT, gen_max="12", gen_pace="0")))
+    m = re.search(r'class="gen-start" data-stream-url="([^"]+)"', page)
+    assert m
+    r = client.get(html.unescape(m.group(1)))
+    events = sse_events(text_of(r))
+    assert sum(e == "token" for e, _ in events) == 12
+
+
+def test_the_counts_are_the_loaded_arrays_and_the_formulas():
+    for name in ("default", "llama_untied", "gpt2"):
+        m = get_model(name)
+        c = m.config
+        d, V = c.d_model, c.vocab_size
+        # a decode step reads every parameter once, but one row of the embedding table(s)
+        rows = d * (2 if c.positions == "learned" else 1)
+        # (a tied table is counted once by n_params and read whole, as the unembedding)
+        expected = m.n_params() - (0 if c.tied_embeddings else V * d) \
+            - (c.n_ctx * d if c.positions == "learned" else 0) + rows
+        assert weight_bytes_per_token(m) == 4 * expected, name
+        per_layer = (d * c.n_heads * c.head_dim + 2 * d * c.n_kv_heads * c.head_dim
+                     + c.n_heads * c.head_dim * d + (3 if c.mlp == "swiglu" else 2) * d * c.d_ff)
+        S = 10
+        assert forward_flops(m, 1, S - 1) == 2 * (c.n_layers * per_layer + d * V) \
+            + 4 * c.n_layers * c.n_heads * c.head_dim * S
+        kv = m.new_kv_cache()
+        m.prefill(list(range(S)), kv)
+        assert kv_cache_bytes(m, S) == kv.nbytes
+
+
+def test_prefill_and_decode_are_measured_for_the_prompt_and_across_lengths(client, model):
+    page = text_of(client.get(url("/", prompt=PROMPT)))
+    lm = client.application.extensions["explainer_model"]
+    sweep = generation.length_sweep(lm)
+    assert [r["n"] for r in sweep] == [8, 16, 32, 64, 128, 192, 248]
+    assert all(r["prefill_s"] > 0 and r["decode_s"] > 0 for r in sweep)
+    # a whole 248-token prefill takes longer than an 8-token one; per token it is cheaper
+    # than a decode step (the point of the figure; measured, with a wide margin)
+    assert sweep[-1]["prefill_s"] > sweep[0]["prefill_s"]
+    assert sweep[-1]["prefill_s"] / 248 < sweep[-1]["decode_s"]
+    assert generation.length_sweep(lm) is sweep                    # measured once
+    figure = json.loads(html.unescape(re.search(r'data-figure="([^"]+)"', page.split(
+        'id="gen-prefill-h"', 1)[1]).group(1)))
+    assert figure["data"][0]["x"] == [8, 16, 32, 64, 128, 192, 248]
+    assert figure["data"][0]["y"] == pytest.approx([r["prefill_s"] * 1000 for r in sweep])
+    prefill = re.search(r'id="prefill-ms">([0-9.]+) ms', page)
+    decode = re.search(r'id="decode-ms">([0-9.]+) ms', page)
+    assert prefill and decode and float(prefill.group(1)) > 0 and float(decode.group(1)) > 0

@@ -1,0 +1,195 @@
+"""The generation loop: step through it, watch it stream, and see why prefill and decode differ.
+
+Every number is measured on the running model now: the steps come from
+pipeline.generation.generation_steps (Model.prefill / Model.decode), the times from
+time.perf_counter around those calls, the byte and FLOP counts from the loaded arrays.
+"""
+import threading
+import urllib.parse
+
+import numpy as np
+
+from pipeline.generation import (attention_flops, forward_flops, generation_steps,
+                                 kv_cache_bytes, matmul_weights, time_decode, time_prefill,
+                                 weight_bytes_per_token)
+from web.figures import generation as figures
+from web.forward import prompt_ids
+from web.params import Param
+from web.tokens import pieces
+
+MAX_NEW_TOKENS = 200       # the most a request may generate (a classroom shares 2 cores)
+N_TOP = 5                  # candidates shown per step
+SWEEP_LENGTHS = (8, 16, 32, 64, 128, 192, 248)   # prompt lengths timed (ctx 256 leaves room)
+DECODE_STEPS = 5           # decode steps timed after each prefill (their median is shown)
+REPEATS = 3                # prefills timed per length (their median is shown)
+
+PARAMS = (
+    Param("gen_step", "Generation step", kind="int", default=0, min=0,
+          max=MAX_NEW_TOKENS - 1, resets_with_prompt=True),
+    Param("gen_max", "New-token limit", kind="int", default=30, min=1, max=MAX_NEW_TOKENS),
+    Param("gen_pace", "Pause between streamed tokens (ms)", kind="int", default=50, min=0,
+          max=500),
+)
+
+
+def sampler_for(state):
+    """The token chooser for the loop and the stream: greedy (the most probable token)."""
+    return None
+
+
+def sampler_description(state) -> str:
+    return "greedy: the most probable token at every step"
+
+
+def sampler_key(state) -> tuple:
+    return ()
+
+
+STREAM_PARAMS = ("prompt", "gen_max", "gen_pace")
+
+
+def stream_query(state) -> str:
+    """The query of /generate/stream for this state: only what the stream reads."""
+    return urllib.parse.urlencode([(name, str(state[name])) for name in STREAM_PARAMS],
+                                  quote_via=urllib.parse.quote)
+
+
+# --- the stepped run: computed once per (model, prompt, limit, sampler) -----------------------
+
+_runs, _runs_lock = {}, threading.Lock()
+KEEP_RUNS = 16
+
+
+def stepped_run(lm, ids: tuple, max_new_tokens: int, state) -> tuple:
+    key = (id(lm.model), ids, max_new_tokens, sampler_key(state))
+    with _runs_lock:
+        if key in _runs:
+            return _runs[key]
+    steps = tuple(generation_steps(lm.model, ids, max_new_tokens, sample=sampler_for(state),
+                                   n_top=N_TOP))
+    with _runs_lock:
+        _runs[key] = steps
+        while len(_runs) > KEEP_RUNS:
+            _runs.pop(next(iter(_runs)))
+    return steps
+
+
+class Chip:
+    """What macros.chip draws: a token's id and its text as pieces."""
+
+    def __init__(self, tokenizer, token_id: int):
+        self.id = token_id
+        self.pieces = pieces(tokenizer.decode_single_token_bytes(token_id))
+
+
+_timings = {}
+
+
+def prompt_timing(lm, ids: tuple, decode_times: list) -> tuple:
+    """(prefill s, decode s per token) for this prompt, measured once per prompt (so a redraw
+    shows the same numbers): the median of REPEATS prefills, and the median of the stepped
+    run's decode steps (or of DECODE_STEPS timed now, if the run had none)."""
+    key = (id(lm.model), ids)
+    with _runs_lock:
+        if key in _timings:
+            return _timings[key]
+    prefill_s = time_prefill(lm.model, ids, REPEATS)
+    decode_s = float(np.median(decode_times)) if decode_times else \
+        time_decode(lm.model, ids, DECODE_STEPS) if len(ids) + DECODE_STEPS <= lm.n_ctx else None
+    with _runs_lock:
+        _timings[key] = (prefill_s, decode_s)
+        while len(_timings) > KEEP_RUNS:
+            _timings.pop(next(iter(_timings)))
+    return prefill_s, decode_s
+
+
+# --- prefill vs decode across prompt lengths: measured once per model per process ------------
+
+_sweeps, _sweep_lock = {}, threading.Lock()
+
+
+def length_sweep(lm) -> list:
+    """[{"n", "prefill_s", "decode_s"}] for SWEEP_LENGTHS (those that fit the context)."""
+    key = id(lm.model)
+    with _sweep_lock:                       # one measurement at a time: they would slow each other
+        if key not in _sweeps:
+            model, n_ctx = lm.model, lm.n_ctx
+            base = list(prompt_ids(lm, SWEEP_TEXT))
+            rows = []
+            for n in SWEEP_LENGTHS:
+                if n + DECODE_STEPS > n_ctx:
+                    continue
+                ids = (base * (n // len(base) + 1))[:n]
+                rows.append({"n": n, "prefill_s": time_prefill(model, ids, REPEATS),
+                             "decode_s": time_decode(model, ids, DECODE_STEPS)})
+            _sweeps[key] = rows
+        return _sweeps[key]
+
+
+# Which tokens are timed does not matter (every token costs the same arithmetic); this text is
+# repeated to the length needed.
+SWEEP_TEXT = ("It is a truth universally acknowledged, that a single man in possession of a "
+              "good fortune, must be in want of a wife.")
+
+
+def costs(lm, n_prompt: int, prefill_s: float, decode_s: float) -> dict:
+    """What a prefill of the prompt and one decode step read and compute, and how fast."""
+    model = lm.model
+    weight_bytes = weight_bytes_per_token(model)
+    kv_bytes = kv_cache_bytes(model, n_prompt + 1)       # keys and values the step attends over
+    prefill_flops = forward_flops(model, n_prompt)
+    decode_flops = forward_flops(model, 1, n_prompt)
+    return dict(
+        n_params=model.n_params(), matmul_weights=matmul_weights(model),
+        weight_bytes=weight_bytes, kv_bytes=kv_bytes,
+        attention_flops_decode=attention_flops(model, 1, n_prompt + 1),
+        prefill_flops=prefill_flops, decode_flops=decode_flops,
+        prefill_intensity=prefill_flops / weight_bytes,
+        decode_intensity=decode_flops / (weight_bytes + kv_bytes),
+        prefill_gflops=prefill_flops / prefill_s / 1e9,
+        decode_gflops=decode_flops / decode_s / 1e9,
+        decode_gbps=(weight_bytes + kv_bytes) / decode_s / 1e9,
+        prefill_gbps=weight_bytes / prefill_s / 1e9,
+        per_token_ratio=decode_s / (prefill_s / n_prompt),
+    )
+
+
+# --- the section -----------------------------------------------------------------------------
+
+def build(lm, state) -> dict:
+    """Template context for the generation-loop section."""
+    tok = lm.tokenizer
+    ids = prompt_ids(lm, state["prompt"])
+    steps = stepped_run(lm, ids, state["gen_max"], state)
+    step = state["gen_step"]
+    if step >= len(steps):
+        state.reject("gen_step", f"Step {step} does not exist: with this prompt and limit the "
+                     f"loop makes {len(steps)} steps (0 to {len(steps) - 1}).")
+        step = 0
+    current = steps[step]
+    chosen_in_top = any(i == current.token for i, _ in current.top)
+    candidates = [dict(chip=Chip(tok, i), prob=p, chosen=i == current.token)
+                  for i, p in current.top]
+    if not chosen_in_top:
+        candidates.append(dict(chip=Chip(tok, current.token), prob=current.prob, chosen=True))
+
+    decode_times = [s.forward_seconds for s in steps if s.phase == "decode"]
+    prefill_s, decode_s = prompt_timing(lm, ids, decode_times)
+    sweep = length_sweep(lm)
+    return dict(
+        n_prompt=len(ids), prompt_chips=[Chip(tok, i) for i in ids],
+        generated_chips=[Chip(tok, s.token) for s in steps[:step + 1]],
+        steps=steps, step=step, current=current, last_step=len(steps) - 1,
+        candidates=candidates, eos_id=lm.model.config.eos_token_id,
+        sampler=sampler_description(state), max_new_tokens=MAX_NEW_TOKENS,
+        n_ctx=lm.n_ctx, model_name=lm.name,
+        stream_query=stream_query(state),
+        prefill_ms=prefill_s * 1000,
+        decode_ms=None if decode_s is None else decode_s * 1000,
+        n_decode_timed=len(decode_times),
+        costs=None if decode_s is None else costs(lm, len(ids), prefill_s, decode_s),
+        sweep=sweep,
+        sweep_figure=figures.prefill_decode_figure(
+            sweep, len(ids), prefill_s, decode_s),
+        repeats=REPEATS, decode_steps=DECODE_STEPS,
+    )
