@@ -1,0 +1,115 @@
+"""The sampling and greedy-vs-beam sections in real Chromium: sliders change the distribution
+to the pipeline's values, the seeded draw, the beam tree's nodes, state in the URL."""
+import re
+
+import numpy as np
+from playwright.sync_api import expect
+
+from pipeline.decoding import beam_search
+from pipeline.sampling import SamplerSettings, sample_next, sampling_stages
+from web.sections.sampling import pct, shown_tokens
+
+PROMPT = "Elizabeth was very much surprised; she had not expected to see"
+SLOW = 20_000     # ms: a section answer on a busy 2-core machine (the page has many sections)
+
+
+def sampling(page):
+    return page.get_by_role("region", name=re.compile(r"^\d+ Sampling"))
+
+
+def decoding(page):
+    return page.get_by_role("region", name=re.compile(r"^\d+ Greedy vs beam search"))
+
+
+def stages_for(model, settings):
+    ids = model.tokenizer.encode_ordinary(PROMPT)
+    return ids, sampling_stages(model.forward(ids)[-1], ids, settings)
+
+
+def final_column(page):
+    """The last cell (after min-p, the distribution drawn from) of each token row."""
+    rows = sampling(page).get_by_role("table", name="Distribution after each stage") \
+        .locator("tbody tr")
+    return rows.locator("td:last-child")
+
+
+def test_sliders_change_the_distribution_to_the_pipelines(page, model, page_errors):
+    page.goto("/?prompt=" + PROMPT + "#sampling")
+    sampling(page).get_by_role("slider", name="Temperature").fill("0.5")
+    expect(page).to_have_url(re.compile(r"s_temp=0.5"), timeout=SLOW)
+    sampling(page).get_by_role("slider", name="Top-p").fill("0.9")
+    expect(page).to_have_url(re.compile(r"s_topp=0.9"), timeout=SLOW)
+    ids, stages = stages_for(model, SamplerSettings(temperature=0.5, top_p=0.9))
+    shown = shown_tokens(stages)
+    expected = [pct(stages[-1].probs[t]) if stages[-1].kept[t] else "removed" for t in shown]
+    expect(final_column(page)).to_have_text(expected + [pct(float(max(0.0, 1 - sum(
+        stages[-1].probs[shown].astype(np.float64))))), re.compile(r"[\d,]+"),
+        re.compile(r"[\d.]+")], timeout=SLOW)
+    n = int((stages[-1].probs > 0).sum())
+    expect(page.locator("#survivors")).to_have_text(f"{n:,} of 4,096 tokens can be drawn.",
+                                                    timeout=SLOW)
+    expect(page.locator("#sampling .plot .main-svg").first).to_be_attached()
+    assert page_errors == []
+
+
+def test_top_k_and_the_seeded_draw(page, model):
+    page.goto("/?prompt=" + PROMPT + "&s_temp=1.5#sampling")
+    sampling(page).get_by_label("Top-k").fill("3")
+    expect(page.locator("#survivors")).to_have_text("3 of 4,096 tokens can be drawn.", timeout=SLOW)
+    ids, _ = stages_for(model, SamplerSettings())
+    logits = model.forward(ids)[-1]
+    settings = SamplerSettings(temperature=1.5, top_k=3)
+    for seed in (0, 1, 2):
+        token = sample_next(logits, ids, settings, np.random.default_rng(seed))
+        expect(page.locator("#one-draw")).to_contain_text(f"Seed {seed}: u =", timeout=SLOW)
+        expect(page.locator("#one-draw")).to_contain_text(f"(token {token}, probability")
+        sampling(page).get_by_role("button", name="Draw again with the next seed").click()
+    expect(page).to_have_url(re.compile(r"s_seed=3"), timeout=SLOW)
+
+
+def test_a_bad_value_shows_its_message_next_to_the_control(page):
+    page.goto("/?s_topp=0#sampling")
+    expect(page.locator("#error-s_topp")).to_have_text(re.compile("Top-p must be greater than 0"))
+    expect(sampling(page).get_by_role("slider", name="Top-p")).to_have_attribute("aria-invalid", "true")
+    sampling(page).get_by_role("slider", name="Top-p").fill("0.5")
+    expect(page.locator("#error-s_topp")).to_have_text("", timeout=SLOW)
+    expect(page).to_have_url(re.compile(r"s_topp=0.5"), timeout=SLOW)
+
+
+def test_beam_tree_shows_the_kept_nodes(page, model, page_errors):
+    page.goto("/?prompt=" + PROMPT + "#decoding")
+    decoding(page).get_by_role("slider", name="Beam width").fill("2")
+    decoding(page).get_by_role("slider", name="New tokens").fill("4")
+    expect(page).to_have_url(re.compile(r"b_width=2&b_new=4"), timeout=SLOW)
+    ids = model.tokenizer.encode_ordinary(PROMPT)
+    search = beam_search(model, ids, 2, 4)
+    kept = [n for n in search.nodes if n.status != "pruned"]
+    decoding(page).get_by_text("The tree as a table").click()
+    rows = page.get_by_role("table", name="Kept proposals of the beam search").locator("tbody tr")
+    expect(rows).to_have_count(len(kept), timeout=SLOW)
+    expect(rows.locator("td:nth-child(5)")).to_have_text([f"{n.total:.3f}" for n in kept])
+    finals = page.get_by_role("table", name="Final beams").locator("tbody tr")
+    expect(finals.locator("td:nth-child(4)")).to_have_text([f"{h.total:.3f}"
+                                                            for h in search.final])
+    expect(page.locator("#decoding .plot .main-svg").first).to_be_attached()
+    assert page_errors == []
+
+
+def test_state_round_trips_through_the_url(page):
+    q = "s_rep=1.3&s_temp=0.8&s_topk=40&s_topp=0.95&s_minp=0.05&s_seed=9&s_draws=500" \
+        "&b_width=4&b_new=5&b_alpha=0.5"
+    page.goto("/?prompt=" + PROMPT + "&" + q)        # a shared link: every control from the URL
+    for name, value in (("Repetition penalty", "1.3"), ("Temperature", "0.8"),
+                        ("Top-p", "0.95"), ("Min-p", "0.05")):
+        expect(sampling(page).get_by_role("slider", name=name)).to_have_value(value)
+    for name, value in (("Beam width", "4"), ("New tokens", "5"), ("Length penalty", "0.5")):
+        expect(decoding(page).get_by_role("slider", name=name)).to_have_value(value)
+    expect(sampling(page).get_by_label("Top-k")).to_have_value("40")
+    expect(sampling(page).get_by_label("Seed", exact=True)).to_have_value("9")
+    expect(sampling(page).get_by_label("Number of draws")).to_have_value("500")
+    expect(page.locator("#one-draw")).to_contain_text("Seed 9:")
+    sampling(page).get_by_role("slider", name="Min-p").fill("0.1")
+    expect(page).to_have_url(re.compile(r"s_minp=0.1"), timeout=SLOW)
+    for part in q.split("&"):
+        if not part.startswith("s_minp"):
+            expect(page).to_have_url(re.compile(re.escape(part)), timeout=SLOW)
