@@ -155,3 +155,11 @@ def test_section_is_fast(client):
     t = time.perf_counter()
     client.get(url("/section/sampling", prompt=PROMPT, s_temp="0.9", s_draws="100000"))
     assert time.perf_counter() - t < 0.5
+
+
+def test_plotly_labels_escape_markup_with_references_plotly_decodes():
+    from web.figures import label
+    assert label('<b>"a" & \'b\'</b>') == "&lt;b&gt;&#34;a&#34; &amp; &#39;b&#39;&lt;/b&gt;"
+    # plotly.js decodes numeric references and only these named ones (svg_text_utils)
+    for ref in re.findall(r"&([a-z]+);", label('<>&"\'')):
+        assert ref in {"amp", "lt", "gt"}

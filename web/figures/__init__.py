@@ -11,8 +11,10 @@ FONT = dict(family="system-ui, -apple-system, 'Segoe UI', Roboto, sans-serif", s
 
 
 def label(text: str) -> str:
-    """Token text made safe for Plotly's HTML-ish labels."""
-    return html.escape(text, quote=True)
+    """Token text made safe for Plotly's HTML-ish labels. Quotes become numeric references:
+    plotly.js decodes those, but among named ones only a few (amp, lt, gt, nbsp, ...), so
+    `&quot;` would be drawn literally."""
+    return html.escape(text, quote=False).replace('"', "&#34;").replace("'", "&#39;")
 
 
 def base_layout(**kw) -> dict:

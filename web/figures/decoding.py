@@ -42,9 +42,10 @@ def tree_figure(search, names, greedy_nodes, best_nodes) -> str:
                      hovertext=[f"{label(names[p.id])}<br>log p = {p.logprob:.3f}<br>"
                                 f"total = {p.total:.3f}<br>{p.status}" for p in pts],
                      hoverinfo="text")
-        if text:
-            trace.update(text=[label(names[p.id]) for p in pts], textposition="top center",
-                         textfont=dict(size=12))
+        if text:       # token, then its log-probability | the path's total so far
+            trace.update(text=[f"{label(names[p.id])}<br>{p.logprob:.2f} | {p.total:.2f}"
+                               for p in pts], textposition="top center",
+                         textfont=dict(size=11))
         return trace
 
     pruned = [n.id for n in search.nodes if n.status == "pruned"]
@@ -64,8 +65,9 @@ def tree_figure(search, names, greedy_nodes, best_nodes) -> str:
     ]
     depth = max(1, max((-v for v in y.values()), default=0))
     layout = base_layout(
-        title=dict(text=f"Beam search, width {search.width}: every proposal, ranked per step"),
-        height=min(900, 260 + 24 * depth), hovermode="closest",
+        title=dict(text=f"Beam search, width {search.width}: every proposal, ranked per step "
+                        "(labels: token, log p | total)"),
+        height=min(1100, 300 + 36 * depth), hovermode="closest",
         legend=dict(orientation="h", y=-0.08, x=0),
         xaxis=dict(title=dict(text="new token"), tickmode="array",
                    tickvals=list(range(-1, search.steps)),
