@@ -102,7 +102,7 @@ _per_model = {}
 def model_tables(model) -> dict:
     """Parameter counts of the running model and of the published configs (cached per model)."""
     key = id(model)
-    if key not in _per_model:
+    if _per_model.get(key, (None,))[0] is not model:    # an id can be reused by a new model
         counts = parameter_counts(model.config)
         arrays = counted_from_arrays(model)
         published = [published_row(p.name, p.repo, p.config, p.nominal, p.reported_params)
@@ -111,14 +111,14 @@ def model_tables(model) -> dict:
         here = published_row(f"{name} (running here)", model.path or "", model.config, "", None)
         small = next(p for p in PUBLISHED if p.name == "GPT-2 small")
         gpt2 = parameter_counts(small.config)
-        _per_model[key] = dict(
+        _per_model[key] = model, dict(
             counts=counts, arrays=arrays, published=published, here=here,
             gpt2_story=dict(reported=small.reported_params, formula=gpt2.total,
                             no_positions=gpt2.total - gpt2.positions,
                             no_embeddings=gpt2.total - gpt2.positions - gpt2.embedding,
                             paper=small.nominal),
             shares_figure=figures.shares_figure([here] + published))
-    return _per_model[key]
+    return _per_model[key][1]
 
 
 def published_row(name, repo, config, nominal, reported) -> dict:

@@ -46,7 +46,7 @@ def confident_examples(lm) -> list:
     """Each candidate's top next token and its probability under this model, most confident
     first (computed once per model: nine short forward passes)."""
     key = id(lm.model)
-    if key not in _examples:
+    if _examples.get(key, (None,))[0] is not lm.model:    # an id can be reused by a new model
         rows = []
         for source, prompt in CANDIDATES:
             ids = prompt_ids(lm, prompt)
@@ -57,8 +57,8 @@ def confident_examples(lm) -> list:
             top = int(np.argmax(p))
             rows.append(dict(source=source, prompt=prompt, id=top, p=float(p[top]),
                              text=token_plain(lm.tokenizer, top)))
-        _examples[key] = sorted(rows, key=lambda r: -r["p"])
-    return _examples[key]
+        _examples[key] = lm.model, sorted(rows, key=lambda r: -r["p"])
+    return _examples[key][1]
 
 
 def build(lm, state) -> dict:
