@@ -1,0 +1,252 @@
+"""Speculative decoding (Leviathan, Kalman & Matias 2023; Chen et al. 2023): a small draft model
+guesses gamma tokens, the big target model checks all of them in one forward pass.
+
+One round, with x the text so far:
+
+    1. the draft proposes d_1 .. d_gamma, one decode step each, drawing d_i from its own
+       distribution q_i (q_i(d_i) is its probability)
+    2. the target reads x[-1], d_1 .. d_gamma in ONE pass (its KV cache already holds the rest
+       of x) and so gives its distribution p_i at every proposed position, plus p_{gamma+1}
+    3. d_i is accepted with probability min(1, p_i(d_i) / q_i(d_i)), in order; at the first
+       rejection the target draws a replacement from the residual max(0, p_i - q_i),
+       normalised, and the round ends; the cache entries of the rejected tokens are dropped
+       (`KVCache.truncate`)
+    4. when all gamma are accepted, the target's p_{gamma+1} gives one bonus token for free
+
+Every round therefore yields between 1 and gamma + 1 tokens for one target pass, and the tokens
+have exactly the target's distribution: a token the draft over-proposes (q > p) is sometimes
+rejected, and the residual adds back exactly the mass of tokens it under-proposes (q < p).
+Greedy decoding is the case temperature 0: p and q put all their mass on their top token, so a
+proposal is accepted exactly when the draft's top token is the target's, and a rejection is
+replaced by the target's top token: the output is the target's own greedy text.
+
+Expected gain: with per-token acceptance rate a, gamma proposals and a draft step costing c
+target steps, a round yields (1 - a^(gamma+1)) / (1 - a) tokens on average and costs
+gamma c + 1 target steps, so the expected speed-up is
+    (1 - a^(gamma+1)) / ((1 - a) (gamma c + 1))        (Leviathan et al. 2023, theorem 3.8)
+"""
+import time
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from pipeline.model import Model
+from pipeline.sampling import softmax_with_temperature
+
+
+class DraftMismatch(ValueError):
+    """A draft model that cannot serve a target: another tokenizer or vocabulary."""
+
+
+def check_draft(target: Model, draft: Model):
+    """Raise DraftMismatch unless the two models read and write the same token ids."""
+    if target.config.vocab_size != draft.config.vocab_size:
+        raise DraftMismatch(f"the draft's vocabulary has {draft.config.vocab_size:,} tokens, "
+                            f"the target's {target.config.vocab_size:,}")
+    t, d = target.tokenizer, draft.tokenizer
+    if t is None or d is None:
+        raise DraftMismatch("both models need a tokenizer")
+    same = (t.n_vocab == d.n_vocab and t.special_tokens_set == d.special_tokens_set
+            and t.token_byte_values() == d.token_byte_values()
+            and all(t.encode_single_token(b) == d.encode_single_token(b)
+                    for b in t.token_byte_values()))
+    if not same:
+        raise DraftMismatch("the draft's tokenizer differs from the target's: the same text "
+                            "would become different token ids")
+
+
+def draw(probs, rng: np.random.Generator) -> int:
+    """Inverse-CDF sampling: a uniform u in [0, 1) picks the token whose slice of the
+    cumulative distribution holds it (a token of probability 0 has an empty slice)."""
+    cdf = np.cumsum(np.asarray(probs, dtype=np.float64))
+    return int(min(np.searchsorted(cdf, rng.random() * cdf[-1], side="right"), len(cdf) - 1))
+
+
+def residual(p, q):  # [V], [V] -> [V]: the normalised max(0, p - q)
+    r = np.maximum(np.asarray(p, dtype=np.float64) - np.asarray(q, dtype=np.float64), 0.0)
+    total = r.sum()
+    return r / total if total > 0 else np.asarray(p, dtype=np.float64)
+
+
+def accept_or_resample(token: int, p, q, rng: np.random.Generator):
+    """The verification rule for one proposal: (accepted, u, replacement or None).
+
+    u < p(token) / q(token) accepts (probability min(1, p / q)); otherwise a replacement is
+    drawn from the residual. Together they yield a token distributed exactly as p."""
+    u = float(rng.random())
+    if u * q[token] < p[token]:               # u < p / q without dividing by a zero q
+        return True, u, None
+    return False, u, draw(residual(p, q), rng)
+
+
+@dataclass(frozen=True)
+class Proposal:
+    token: int          # what the draft proposed
+    q: float            # the draft's probability of it
+    p: float            # the target's probability of it
+    u: float            # the uniform number compared with p / q
+    accepted: bool
+
+
+@dataclass(frozen=True)
+class Round:
+    proposals: tuple    # Proposal, in order; after the first rejection there are no more
+    token: int          # the target's own token that ends the round
+    kind: str           # "resampled" (after a rejection) or "bonus" (all accepted)
+    p: float            # its probability under the target's distribution p at that position
+    draft_seconds: float
+    target_seconds: float
+
+    @property
+    def n_accepted(self) -> int:
+        return sum(pr.accepted for pr in self.proposals)
+
+    @property
+    def tokens(self) -> list:  # what the round adds to the text
+        return [pr.token for pr in self.proposals if pr.accepted] + [self.token]
+
+
+@dataclass
+class SpeculativeRun:
+    prompt: list
+    gamma: int
+    tokens: list = field(default_factory=list)   # the new tokens
+    rounds: list = field(default_factory=list)   # Round, one per target verification pass
+    seconds: float = 0.0                         # wall time of the whole generation
+    draft_steps: int = 0                         # draft forward passes
+
+    @property
+    def proposed(self) -> int:
+        return sum(len(r.proposals) for r in self.rounds)
+
+    @property
+    def accepted(self) -> int:
+        return sum(r.n_accepted for r in self.rounds)
+
+    @property
+    def acceptance_rate(self) -> float:  # a: accepted proposals / proposals
+        return self.accepted / self.proposed if self.proposed else float("nan")
+
+    @property
+    def tokens_per_pass(self) -> float:  # new tokens / target verification passes
+        return len(self.tokens) / len(self.rounds) if self.rounds else float("nan")
+
+
+def expected_tokens_per_pass(a: float, gamma: int) -> float:
+    """E[tokens per round] = 1 + a + ... + a^gamma = (1 - a^(gamma+1)) / (1 - a)."""
+    return float(gamma + 1) if a == 1 else (1 - a ** (gamma + 1)) / (1 - a)
+
+
+def expected_speedup(a: float, gamma: int, c: float) -> float:
+    """(1 - a^(gamma+1)) / ((1 - a) (gamma c + 1)): Leviathan et al. 2023, theorem 3.8."""
+    return expected_tokens_per_pass(a, gamma) / (gamma * c + 1)
+
+
+def distribution_at(temperature: float):
+    """probs(logits [V], context) -> [V]: what both models draw from (temperature 0: greedy)."""
+    def probs(logits, context=()):
+        return softmax_with_temperature(logits, temperature)
+    return probs
+
+
+def speculative_generate(target: Model, draft: Model, prompt, max_new_tokens: int, gamma: int,
+                         temperature: float = 1.0, rng: np.random.Generator = None,
+                         stop_at_eos: bool = True) -> SpeculativeRun:
+    """Generate up to max_new_tokens with the draft proposing and the target verifying.
+
+    Stops like `Model.generate`: after max_new_tokens, after the end-of-sequence token, or when
+    the context window is full. A round proposes at most as many tokens as are still wanted
+    minus one (its own token ends it), so nothing is generated and thrown away.
+    """
+    if gamma < 1:
+        raise ValueError(f"gamma must be at least 1, not {gamma}")
+    rng = rng if rng is not None else np.random.default_rng()
+    probs = distribution_at(temperature)
+    x = [int(t) for t in prompt]
+    run = SpeculativeRun(list(x), gamma)
+    start = time.perf_counter()
+    t_kv, d_kv = target.new_kv_cache(), draft.new_kv_cache()
+    if len(x) > 1:                       # each cache holds all of x but its last token
+        target.prefill(x[:-1], t_kv)
+        draft.prefill(x[:-1], d_kv)
+    t_ctx, d_ctx = target.config.n_ctx, draft.config.n_ctx
+    eos = target.config.eos_token_id
+    while len(run.tokens) < max_new_tokens and len(x) <= t_ctx:
+        remaining = max_new_tokens - len(run.tokens)
+        g = max(0, min(gamma, remaining - 1, t_ctx - len(x), d_ctx - len(x) + 1))
+        # 1. the draft proposes g tokens (catching up first on tokens it has not read)
+        t0 = time.perf_counter()
+        drafts, qs = [], []
+        if g:
+            logits = draft.prefill(x[len(d_kv):], d_kv)[-1]
+            for i in range(g):
+                q = probs(logits, x + drafts)
+                drafts.append(draw(q, rng))
+                qs.append(q)
+                if i < g - 1:
+                    logits = draft.decode(drafts[-1], d_kv)
+                    run.draft_steps += 1
+            run.draft_steps += 1
+        t1 = time.perf_counter()
+        # 2. the target reads the unread tail of x and all proposals in one pass
+        fed = x[len(t_kv):]
+        logits = target.prefill(fed + drafts, t_kv)[len(fed) - 1:]        # [g + 1, V]
+        # 3. accept in order until the first rejection
+        proposals, extra = [], None
+        for i, (d, q) in enumerate(zip(drafts, qs)):
+            p = probs(logits[i], x + drafts[:i])
+            accepted, u, extra = accept_or_resample(d, p, q, rng)
+            proposals.append(Proposal(d, float(q[d]), float(p[d]), u, accepted))
+            if not accepted:
+                kind, p_extra = "resampled", float(p[extra])
+                break
+        else:
+            # 4. all accepted: the target's distribution after the last one gives a bonus token
+            p = probs(logits[g], x + drafts)
+            extra = draw(p, rng)
+            kind, p_extra = "bonus", float(p[extra])
+        t2 = time.perf_counter()
+        accepted = [pr.token for pr in proposals if pr.accepted]
+        # the caches keep x and the accepted proposals only
+        t_kv.truncate(len(x) + len(accepted))
+        d_kv.truncate(len(x) + len(accepted))
+        rnd = Round(tuple(proposals), int(extra), kind, p_extra, t1 - t0, t2 - t1)
+        run.rounds.append(rnd)
+        new = rnd.tokens
+        if stop_at_eos and eos is not None and eos in new:
+            new = new[:new.index(eos) + 1]
+        x.extend(new)
+        run.tokens.extend(new)
+        if stop_at_eos and eos is not None and eos in new:
+            break
+    run.seconds = time.perf_counter() - start
+    return run
+
+
+@dataclass(frozen=True)
+class TimedGeneration:
+    tokens: list
+    seconds: float           # wall time of the whole generation (prefill included)
+    step_seconds: list       # each decode step (the prefill excluded)
+
+    @property
+    def seconds_per_step(self) -> float:
+        return sum(self.step_seconds) / len(self.step_seconds) if self.step_seconds \
+            else float("nan")
+
+
+def timed_generate(model: Model, prompt, max_new_tokens: int, temperature: float = 1.0,
+                   rng: np.random.Generator = None, stop_at_eos: bool = True) -> TimedGeneration:
+    """A model alone, token by token with `Model.generate`, each step timed: the baseline."""
+    rng = rng if rng is not None else np.random.default_rng()
+    probs = distribution_at(temperature)
+    stamps = []
+
+    def sample(logits, history):
+        stamps.append(time.perf_counter())
+        return draw(probs(logits, history), rng)
+
+    start = time.perf_counter()
+    tokens = list(model.generate(prompt, max_new_tokens, sample, stop_at_eos=stop_at_eos))
+    seconds = time.perf_counter() - start
+    return TimedGeneration(tokens, seconds, list(np.diff(stamps)))

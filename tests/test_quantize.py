@@ -1,0 +1,197 @@
+"""Quantization: every weight within half a step of its original, storage bytes equal to the
+formula and to hand arithmetic, the dequantized model runs through the engine, and the shapes
+the calculator uses for published configs add up to their published parameter counts."""
+import math
+import os
+
+import numpy as np
+import pytest
+
+from pipeline import load_model
+from pipeline import quantize as Q
+from pipeline.published import PUBLISHED
+from web_support import has_default_model
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+FIXTURES = os.path.join(ROOT, "tests", "fixtures", "models")
+SCHEMES = [Q.INT8, Q.int4(32), Q.int4(64), Q.int4(128)]
+
+
+@pytest.fixture(scope="module")
+def austen():
+    if not has_default_model():
+        pytest.skip("models/austen/model.safetensors is missing")
+    return load_model(None)
+
+
+def awkward_matrix(d_in=256, d_out=24, seed=0):
+    """Normal weights plus the cases that break careless quantizers: an outlier, an all-positive
+    group, an all-negative column, an all-zero column, a tiny-valued column."""
+    rng = np.random.default_rng(seed)
+    w = rng.normal(0, 0.05, (d_in, d_out)).astype(np.float32)
+    w[7, 0] = 1.7                                   # outlier
+    w[:32, 1] = np.abs(w[:32, 1]) + 0.2             # a group with no negative weight
+    w[:, 2] = -np.abs(w[:, 2]) - 0.01               # a column with no positive weight
+    w[:, 3] = 0.0                                   # nothing to scale
+    w[:, 4] *= 1e-4                                 # scales in float16's subnormal range
+    return w
+
+
+@pytest.mark.parametrize("s", SCHEMES, ids=lambda s: s.name)
+def test_every_weight_within_half_a_step(s, austen):
+    matrices = {"awkward": awkward_matrix()} | Q.linear_weights(austen.params)
+    for name, w in matrices.items():
+        qm = Q.quantize_matrix(w, s)
+        error = np.abs(w - qm.dequantize())
+        half_step = qm.step_sizes() / 2
+        # float32 rounding in w / scale can add a few ulps; nothing more
+        assert (error <= half_step * (1 + 1e-6) + 1e-12).all(), (name, (error / half_step).max())
+        codes = qm.code_values()
+        assert codes.min() >= (1 if s.symmetric else 0) and codes.max() <= s.levels - 1
+
+
+def test_int8_largest_weight_of_each_channel_uses_the_end_code():
+    w = awkward_matrix()
+    qm = Q.quantize_matrix(w, Q.INT8)
+    q = qm.code_values()[0].astype(int) - 128                           # [d_in, d_out]
+    biggest = np.abs(w).argmax(0)
+    ends = np.abs(q[biggest, np.arange(w.shape[1])])
+    normal = qm.scales[0] >= np.finfo(np.float16).tiny       # not a subnormal float16 scale
+    normal &= np.abs(w).max(0) > 0                              # the zero column has no end
+    assert normal.sum() == w.shape[1] - 2
+    # the scale was rounded up to a float16 (11 significant bits), so the largest weight lands
+    # on 126 or 127; a subnormal scale has fewer bits and may lose a few more codes
+    assert (ends[normal] >= 126).all() and (ends <= 127).all()
+    assert (qm.scales.astype(np.float32)[0] >= np.abs(w).max(0) / 127).all()
+
+
+@pytest.mark.parametrize("s", SCHEMES, ids=lambda s: s.name)
+def test_dequantized_values_are_levels_of_their_group(s):
+    w = awkward_matrix(seed=3)
+    qm = Q.quantize_matrix(w, s)
+    deq = qm.dequantize()
+    g = w.shape[0] // qm.scales.shape[0]
+    last = qm.scales.shape[0] - 1
+    for group, column in [(0, 0), (0, 1), (last, 2), (0, 3), (last, 5)]:
+        levels = qm.levels(group, column)
+        assert len(levels) == s.levels - (1 if s.symmetric else 0)
+        values = deq[group * g:(group + 1) * g, column]
+        assert np.isin(values, levels).all()
+        assert (np.diff(levels) > 0).all() and 0 in levels     # zero is always representable
+
+
+def test_nibbles_pack_two_to_a_byte_and_come_back():
+    codes = np.random.default_rng(1).integers(0, 16, 11).astype(np.uint8)   # odd: one pad
+    packed = Q.pack_nibbles(codes)
+    assert packed.nbytes == 6
+    assert (Q.unpack_nibbles(packed, 11) == codes).all()
+    assert packed[0] == codes[0] | (codes[1] << 4)
+
+
+# --- bytes -------------------------------------------------------------------------------------
+
+def test_bytes_of_one_matrix_by_hand():
+    w = np.zeros((768, 256), dtype=np.float32) + 0.01      # austen's w_down shape
+    # int8, per output channel: 768*256 one-byte codes + 256 float16 scales
+    assert Q.quantize_matrix(w, Q.INT8).nbytes == 768 * 256 + 256 * 2 == 197_120
+    # int4, groups of 32: half a byte per weight, 24*256 groups of a 2-byte scale + a 4-bit zero
+    assert Q.quantize_matrix(w, Q.int4(32)).nbytes == 98_304 + 6_144 * 2 + 3_072 == 113_664
+    # int4, groups of 128: 6*256 groups
+    assert Q.quantize_matrix(w, Q.int4(128)).nbytes == 98_304 + 1_536 * 2 + 768 == 102_144
+
+
+@pytest.mark.parametrize("s", SCHEMES, ids=lambda s: s.name)
+def test_model_bytes_equal_the_formula_and_the_arrays(s, austen):
+    qmodel = Q.quantize_model(austen, s)
+    for name, qm in qmodel.matrices.items():
+        d_in, d_out = qm.shape
+        assert qm.nbytes == Q.quantized_bytes(d_in * d_out, Q.n_groups(d_in, d_out, s), s)
+        assert qm.nbytes == qm.codes.nbytes + qm.scales.nbytes + qm.zeros.nbytes
+    memory = Q.weight_memory(austen.config, austen.n_params(), s, float_bits=32)
+    assert memory.linear_bytes == qmodel.matrix_bytes
+    assert memory.total_bytes == qmodel.nbytes
+    # what stays float32: the tied embedding (4096 x 256), 9 norm vectors of 256
+    assert qmodel.float_bytes == 4 * (4096 * 256 + 9 * 256)
+    float32 = Q.weight_memory(austen.config, austen.n_params(), None, float_bits=32)
+    assert float32.total_bytes == 4 * austen.n_params() == 16_262_144
+
+
+@pytest.mark.parametrize("name", ["llama_mha", "llama_gqa", "llama_untied", "gpt2"])
+def test_linear_shapes_are_the_loaded_matrices(name, austen):
+    for model in (load_model(os.path.join(FIXTURES, name)), austen):
+        loaded = Q.linear_weights(model.params)
+        shapes = Q.linear_shapes(model.config)
+        expected = {f"blocks.{i}.{n}": (d_in, d_out)
+                    for n, d_in, d_out, count in shapes for i in range(count)}
+        assert {k: w.shape for k, w in loaded.items()} == expected
+
+
+@pytest.mark.parametrize("p", PUBLISHED, ids=lambda p: p.name)
+def test_published_counts_are_linear_layers_plus_embeddings_and_norms(p):
+    """The calculator's split of a published model: its linear layers from the config, and the
+    rest (embeddings, norms, biases) adding up to the publisher's reported count exactly."""
+    c = p.config
+    n_linear = Q.weight_memory(c, p.reported_params).n_linear
+    d, n = c.d_model, c.n_layers
+    if c.model_type == "gpt2":        # + wte, wpe, 2 LayerNorms (g, b) per block + final, biases
+        rest = c.vocab_size * d + c.n_ctx * d + n * (4 * d + 3 * d + d + c.d_ff + d) + 2 * d
+    else:                             # + embedding (and a separate output layer), 2 RMSNorms
+        rest = c.vocab_size * d * (1 if c.tied_embeddings else 2) + n * 2 * d + d
+    assert n_linear + rest == p.reported_params
+
+
+def test_weight_memory_of_llama3_8b_by_hand():
+    p = next(p for p in PUBLISHED if p.name == "Llama 3 8B")
+    fp16 = Q.weight_memory(p.config, p.reported_params)
+    assert fp16.total_bytes == 2 * 8_030_261_248
+    int4 = Q.weight_memory(p.config, p.reported_params, Q.int4(128))
+    n_linear = 32 * (4096 * 4096 * 2 + 4096 * 1024 * 2 + 3 * 4096 * 14336)
+    assert int4.n_linear == n_linear
+    groups = n_linear // 128
+    assert int4.total_bytes == n_linear // 2 + groups * 2 + groups // 2 \
+        + (8_030_261_248 - n_linear) * 2
+
+
+# --- the quantized model runs through the engine ----------------------------------------------
+
+def test_dequantized_model_is_the_engine_with_other_weights(austen):
+    qmodel = Q.quantize_model(austen, Q.int4(64))
+    assert qmodel.model.config == austen.config
+    assert qmodel.model.params["wte"] is austen.params["wte"]       # embeddings untouched
+    w = qmodel.model.params["blocks"][2]["mlp"]["w_up"]
+    assert w.dtype == np.float32
+    np.testing.assert_array_equal(w, qmodel.matrices["blocks.2.mlp.w_up"].dequantize())
+    ids = austen.tokenizer.encode_ordinary("Mr. Darcy bowed.")
+    assert Q.max_logit_change(austen.forward(ids), qmodel.model.forward(ids)) > 0
+
+
+def test_heldout_perplexity_is_exp_of_the_mean_nll(austen):
+    text = open(os.path.join(ROOT, "tests/data/heldout_pride_and_prejudice_ch10.txt")).read()
+    windows = Q.heldout_windows(austen.tokenizer, text, 2, 100)
+    assert [len(t) for _, t in windows] == [100, 100]
+    ids = austen.tokenizer.encode_ordinary(text)
+    assert list(windows[1][0]) == ids[100:200] and list(windows[1][1]) == ids[101:201]
+    result = Q.heldout_perplexity(austen, windows)
+    logp = []
+    for inputs, targets in windows:   # an independent route: float64 log of the softmax
+        z = austen.forward(inputs).astype(np.float64)
+        probs = np.exp(z - z.max(-1, keepdims=True))
+        probs /= probs.sum(-1, keepdims=True)
+        logp.extend(np.log(probs[np.arange(len(targets)), targets]))
+    assert result.n_tokens == 200
+    assert math.isclose(result.perplexity, math.exp(-np.mean(logp)), rel_tol=1e-9)
+
+
+def test_metrics():
+    a = np.array([[1.0, 2.0, 0.0], [3.0, 0.0, 1.0]], dtype=np.float32)
+    b = np.array([[1.0, 1.5, 1.9], [3.0, 0.5, 1.0]], dtype=np.float32)
+    assert Q.max_logit_change(a, b) == pytest.approx(1.9)
+    assert Q.top1_agreement(a, b) == 0.5
+
+
+def test_scheme_names():
+    assert Q.scheme("int4-g64") == Q.int4(64)
+    assert Q.scheme("int8") is Q.INT8
+    for bad in ("int4-g48", "int3", "int4-gx"):
+        with pytest.raises(ValueError):
+            Q.scheme(bad)

@@ -1,0 +1,221 @@
+"""Speculative decoding: the accept / resample rule yields exactly the target's distribution
+(many seeded draws, chi-square tests that also reject the draft's distribution), greedy
+speculative decoding is the target's own greedy text token for token, the bookkeeping of
+rounds, and the expected speed-up formula."""
+import math
+import os
+
+import numpy as np
+import pytest
+import tiktoken
+
+from pipeline import load_model
+from pipeline import speculative as S
+from pipeline.model import Model, softmax
+from web_support import has_default_model
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+FIXTURES = os.path.join(ROOT, "tests", "fixtures", "models")
+Z_999 = 3.0902                   # the standard normal's 99.9% quantile
+
+
+def chi_square_rejects(counts, probs, min_expected=5.0) -> bool:
+    """Pearson's chi-square test at the 0.1% level; cells expected fewer than min_expected
+    times are pooled. The critical value is Wilson and Hilferty's cube-root approximation
+    of the chi-square quantile (within 1% of it for 5+ degrees of freedom)."""
+    counts, probs = np.asarray(counts, float), np.asarray(probs, float) / np.sum(probs)
+    expected = counts.sum() * probs
+    big = expected >= min_expected
+    obs = np.append(counts[big], counts[~big].sum())
+    exp = np.append(expected[big], expected[~big].sum())
+    obs, exp = obs[exp > 0], exp[exp > 0]
+    if (counts[probs == 0] > 0).any():
+        return True                                   # an impossible token was drawn
+    statistic = ((obs - exp) ** 2 / exp).sum()
+    k = len(exp) - 1
+    critical = k * (1 - 2 / (9 * k) + Z_999 * math.sqrt(2 / (9 * k))) ** 3
+    return statistic > critical
+
+
+# --- the rule on hand-built distributions -----------------------------------------------------
+
+P = np.array([0.40, 0.25, 0.20, 0.10, 0.05, 0.0])     # the target's
+Q = np.array([0.10, 0.40, 0.05, 0.15, 0.10, 0.20])    # the draft's: wrong everywhere
+
+
+def speculative_draws(p, q, n, seed):
+    rng = np.random.default_rng(seed)
+    tokens, accepted = [], 0
+    for _ in range(n):
+        proposal = S.draw(q, rng)
+        ok, _, replacement = S.accept_or_resample(proposal, p, q, rng)
+        accepted += ok
+        tokens.append(proposal if ok else replacement)
+    return np.bincount(tokens, minlength=len(p)), accepted
+
+
+def test_accept_or_resample_gives_the_target_distribution():
+    n = 20_000
+    counts, accepted = speculative_draws(P, Q, n, seed=0)
+    assert not chi_square_rejects(counts, P)
+    assert chi_square_rejects(counts, Q)              # the test can tell the two apart
+    assert counts[5] == 0                              # p = 0: never kept, never resampled
+    # a proposal is accepted with probability sum_x min(p(x), q(x)) = 0.55
+    rate = sum(np.minimum(P, Q))
+    assert abs(accepted / n - rate) < 4 * math.sqrt(rate * (1 - rate) / n)
+
+
+def test_the_draft_alone_is_not_the_target():
+    rng = np.random.default_rng(0)
+    counts = np.bincount([S.draw(Q, rng) for _ in range(20_000)], minlength=len(Q))
+    assert chi_square_rejects(counts, P) and not chi_square_rejects(counts, Q)
+
+
+def test_residual():
+    r = S.residual(P, Q)
+    np.testing.assert_allclose(r, np.array([0.30, 0, 0.15, 0, 0, 0]) / 0.45)
+    assert S.residual(P, P).tolist() == P.tolist()     # never used: p == q never rejects
+
+
+def test_identical_models_accept_everything():
+    for token in range(5):
+        assert S.accept_or_resample(token, P, P, np.random.default_rng(token))[0]
+
+
+# --- the whole algorithm on two small models --------------------------------------------------
+
+@pytest.fixture(scope="module")
+def pair():
+    """A target (4 heads, 2 layers) and a different draft (multi-query): random weights, one
+    tokenizer, 320 tokens."""
+    return (load_model(os.path.join(FIXTURES, "llama_mha")),
+            load_model(os.path.join(FIXTURES, "llama_mqa")))
+
+
+def test_first_two_tokens_follow_the_target(pair):
+    target, draft = pair
+    prompt, t = [5, 77, 140], 0.5
+    p1 = softmax(target.forward(prompt)[-1] / t)
+    # brute force: P(second = y) = sum_x p(x) p(y | x), one forward pass per first token x
+    p2 = sum(p1[x] * softmax(target.forward(prompt + [x])[-1] / t) for x in range(320))
+    q1 = softmax(draft.forward(prompt)[-1] / t)
+    rng = np.random.default_rng(7)
+    firsts, seconds, runs = [], [], []
+    for _ in range(2000):
+        run = S.speculative_generate(target, draft, prompt, 3, gamma=2, temperature=t, rng=rng,
+                                     stop_at_eos=False)
+        firsts.append(run.tokens[0])
+        seconds.append(run.tokens[1])
+        runs.append(run)
+    c1, c2 = np.bincount(firsts, minlength=320), np.bincount(seconds, minlength=320)
+    assert not chi_square_rejects(c1, p1)
+    assert not chi_square_rejects(c2, p2)
+    assert chi_square_rejects(c1, q1)                 # the draft's own choice would fail
+    rate = sum(r.accepted for r in runs) / sum(r.proposed for r in runs)
+    assert 0.05 < rate < 0.95                         # both outcomes were exercised
+
+
+def test_rounds_add_up(pair):
+    target, draft = pair
+    run = S.speculative_generate(target, draft, [3, 1, 4, 1, 5], 30, gamma=4, temperature=1.0,
+                                 rng=np.random.default_rng(1), stop_at_eos=False)
+    assert len(run.tokens) == 30
+    assert sum((r.tokens for r in run.rounds), []) == run.tokens
+    for r in run.rounds:
+        assert 0 <= len(r.proposals) <= 4
+        assert all(p.accepted for p in r.proposals[:-1])          # stops at the first reject
+        assert (r.kind == "bonus") == all(p.accepted for p in r.proposals)
+        for pr in r.proposals:
+            assert 0 <= pr.u < 1 and 0 < pr.q <= 1 and 0 <= pr.p <= 1
+            assert pr.accepted == (pr.u < pr.p / pr.q)
+    assert run.tokens_per_pass == 30 / len(run.rounds)
+    assert run.acceptance_rate == run.accepted / run.proposed
+
+
+def test_same_seed_same_tokens(pair):
+    target, draft = pair
+    runs = [S.speculative_generate(target, draft, [9, 8, 7], 20, gamma=3,
+                                   rng=np.random.default_rng(42)) for _ in range(2)]
+    assert runs[0].tokens == runs[1].tokens
+
+
+# --- greedy: the target's own text ------------------------------------------------------------
+
+@pytest.fixture(scope="module")
+def austen_pair():
+    if not has_default_model():
+        pytest.skip("models/austen/model.safetensors is missing")
+    return load_model(None), load_model(os.path.join(ROOT, "models", "austen-draft"))
+
+
+@pytest.mark.parametrize("prompt,gamma", [
+    ("It is a truth universally acknowledged, that a single man", 1),
+    ("It is a truth universally acknowledged, that a single man", 4),
+    ("Mr. Darcy", 3),
+    ("“I cannot", 8),
+    ("E", 2),                                              # a one-token prompt
+])
+def test_greedy_speculative_is_the_targets_greedy_text(austen_pair, prompt, gamma):
+    target, draft = austen_pair
+    ids = target.tokenizer.encode_ordinary(prompt)
+    expected = list(target.generate(ids, 40))
+    run = S.speculative_generate(target, draft, ids, 40, gamma, temperature=0.0,
+                                 rng=np.random.default_rng(0))
+    assert run.tokens == expected
+    assert len(run.rounds) < 40                        # the draft did save passes
+
+
+def test_greedy_at_the_end_of_the_context(austen_pair):
+    target, draft = austen_pair
+    ids = target.tokenizer.encode_ordinary(" the" * 250)[:250]
+    expected = list(target.generate(ids, 20))          # stops when the window is full
+    run = S.speculative_generate(target, draft, ids, 20, 5, temperature=0.0)
+    assert run.tokens == expected and len(ids) + len(expected) == 257
+
+
+def test_greedy_stops_at_end_of_text(pair):
+    target, draft = pair
+    eos = target.config.eos_token_id
+    # find a prompt whose greedy text reaches the end-of-text token
+    for start in range(320):
+        expected = list(target.generate([start], 40))
+        if expected[-1] == eos and len(expected) < 40:
+            break
+    else:
+        pytest.fail("no greedy text ends in the end-of-text token")
+    run = S.speculative_generate(target, draft, [start], 40, 3, temperature=0.0)
+    assert run.tokens == expected
+
+
+# --- draft checks and the formula --------------------------------------------------------------
+
+def test_a_draft_with_another_tokenizer_is_refused(austen_pair, pair):
+    target, draft = austen_pair
+    S.check_draft(target, draft)
+    with pytest.raises(S.DraftMismatch, match="vocabulary has 320 tokens"):
+        S.check_draft(target, pair[1])
+    ranks = {b: target.tokenizer.encode_single_token(b)
+             for b in target.tokenizer.token_byte_values()}
+    a, b = b"the", b" the"
+    ranks[a], ranks[b] = ranks[b], ranks[a]             # two tokens trade ids
+    other = tiktoken.Encoding("swapped", pat_str=r"\S+|\s+", mergeable_ranks=ranks,
+                              special_tokens={"<|endoftext|>": 4095})
+    swapped = Model(draft.config, draft.params, other)
+    with pytest.raises(S.DraftMismatch, match="tokenizer differs"):
+        S.check_draft(target, swapped)
+
+
+def test_expected_speedup():
+    # a = 0.5, gamma = 2, c = 0.1: (1 - 0.125) / (0.5 * 1.2)
+    assert S.expected_speedup(0.5, 2, 0.1) == pytest.approx(0.875 / 0.6)
+    assert S.expected_tokens_per_pass(1.0, 4) == 5          # the a -> 1 limit
+    assert S.expected_speedup(0.0, 3, 0.5) == pytest.approx(1 / 2.5)
+    assert S.expected_tokens_per_pass(0.999999, 4) == pytest.approx(5, rel=1e-5)
+
+
+def test_timed_generation_is_model_generate(austen_pair):
+    target, _ = austen_pair
+    ids = target.tokenizer.encode_ordinary("Emma was")
+    timed = S.timed_generate(target, ids, 12, temperature=0.0)
+    assert timed.tokens == list(target.generate(ids, 12))
+    assert len(timed.step_seconds) == 11 and timed.seconds > sum(timed.step_seconds) > 0
