@@ -14,7 +14,8 @@ Schemes (both store each scale as float16, rounded up so that no weight is ever 
                scale_j = max_i |w_ij| / 127,  q = round(w / scale) in [-127, 127]
                w ~ scale_j * q
     int4   asymmetric, group-wise: every run of g consecutive inputs of one column (g = 32,
-           64 or 128) has its own scale and a 4-bit zero point:
+           64 or 128; a column's last run is shorter when g does not divide d_in) has its own
+           scale and a 4-bit zero point:
                lo = min(min w, 0), hi = max(max w, 0)      (the group's range, holding 0)
                scale = (hi - lo) / 15,  zero = round(-lo / scale) in [0, 15]
                q = clip(round(w / scale) + zero, 0, 15),   w ~ scale * (q - zero)
@@ -87,11 +88,15 @@ def round_up_to_float16(x):  # float32 [...] -> float16 [...], each >= x
 
 
 def group_view(w, group_size):  # [d_in, d_out] -> [n_groups, g, d_out]
+    """Runs of g consecutive inputs of each column. When g does not divide d_in the last group
+    is shorter: it is padded with zeros here (0 is always representable, so padding changes no
+    scale) and the padding is never stored."""
     d_in, d_out = w.shape
     g = d_in if group_size is None else group_size
-    if d_in % g:
-        raise ValueError(f"{d_in} inputs do not split into groups of {g}")
-    return w.reshape(d_in // g, g, d_out)
+    n = -(-d_in // g)
+    if n * g != d_in:
+        w = np.concatenate([w, np.zeros((n * g - d_in, d_out), dtype=w.dtype)])
+    return w.reshape(n, g, d_out)
 
 
 def symmetric_scales(groups, bits):  # [n, g, d_out] -> [n, d_out]
@@ -138,10 +143,14 @@ class QuantizedMatrix:
     def n_groups(self) -> int:
         return self.scales.size
 
-    def code_values(self):  # -> uint8 [n_groups, g, d_out]: the unpacked codes
+    @property
+    def group_size(self) -> int:
+        return self.shape[0] if self.scheme.group_size is None else self.scheme.group_size
+
+    def code_values(self):  # -> uint8 [d_in, d_out]: the unpacked codes
         n = math.prod(self.shape)
         codes = unpack_nibbles(self.codes, n) if self.scheme.bits == 4 else self.codes
-        return codes.reshape(self.scales.shape[0], -1, self.shape[1])
+        return codes.reshape(self.shape)
 
     def zero_points(self):  # -> float32 [n_groups, d_out]
         if self.scheme.symmetric:
@@ -149,14 +158,16 @@ class QuantizedMatrix:
         return unpack_nibbles(self.zeros, self.scales.size).reshape(
             self.scales.shape).astype(np.float32)
 
+    def per_weight(self, per_group):  # [n_groups, d_out] -> [d_in, d_out]: each weight's
+        return np.repeat(per_group, self.group_size, axis=0)[:self.shape[0]]
+
     def dequantize(self):  # -> float32 [d_in, d_out]: scale * (code - zero)
         codes = self.code_values().astype(np.float32)
-        scales = self.scales.astype(np.float32)[:, None, :]
-        return ((codes - self.zero_points()[:, None, :]) * scales).reshape(self.shape)
+        return (codes - self.per_weight(self.zero_points())) \
+            * self.per_weight(self.scales.astype(np.float32))
 
     def step_sizes(self):  # -> float32 [d_in, d_out]: each weight's scale (its grid step)
-        g = self.shape[0] // self.scales.shape[0]
-        return np.repeat(self.scales.astype(np.float32), g, axis=0)
+        return self.per_weight(self.scales.astype(np.float32))
 
     def levels(self, group: int, column: int):  # -> float32 [2^bits]: values one group can hold
         scale = np.float32(self.scales[group, column])
@@ -182,9 +193,10 @@ def quantize_matrix(w, s: Scheme) -> QuantizedMatrix:
         q = np.round(groups / scale.astype(np.float32)[:, None, :]) + zero[:, None, :]
         codes = np.clip(q, 0, s.levels - 1).astype(np.uint8)
         zeros = pack_nibbles(zero) if s.bits == 4 else zero.reshape(-1)
+    codes = codes.reshape(-1, w.shape[1])[:w.shape[0]]                # drop the padding
     if s.bits == 4:
         codes = pack_nibbles(codes)
-    return QuantizedMatrix(s, w.shape, codes.reshape(-1) if s.bits == 4 else codes, scale, zeros)
+    return QuantizedMatrix(s, w.shape, codes, scale, zeros)
 
 
 def quantized_bytes(n_weights: int, n_groups: int, s: Scheme) -> int:
@@ -195,7 +207,7 @@ def quantized_bytes(n_weights: int, n_groups: int, s: Scheme) -> int:
 
 
 def n_groups(d_in: int, d_out: int, s: Scheme) -> int:
-    return d_out * (1 if s.group_size is None else d_in // s.group_size)
+    return d_out * (1 if s.group_size is None else -(-d_in // s.group_size))
 
 
 # --- a whole model ---------------------------------------------------------------------------

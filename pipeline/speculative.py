@@ -94,8 +94,8 @@ class Round:
     token: int          # the target's own token that ends the round
     kind: str           # "resampled" (after a rejection) or "bonus" (all accepted)
     p: float            # its probability under the target's distribution p at that position
-    draft_seconds: float
-    target_seconds: float
+    draft_seconds: float    # the draft's proposals (its forward passes and draws)
+    target_seconds: float   # the target's one verification pass
 
     @property
     def n_accepted(self) -> int:
@@ -113,6 +113,7 @@ class SpeculativeRun:
     tokens: list = field(default_factory=list)   # the new tokens
     rounds: list = field(default_factory=list)   # Round, one per target verification pass
     seconds: float = 0.0                         # wall time of the whole generation
+    prefill_seconds: float = 0.0                 # both models reading the prompt
     draft_steps: int = 0                         # draft forward passes
 
     @property
@@ -169,6 +170,7 @@ def speculative_generate(target: Model, draft: Model, prompt, max_new_tokens: in
     if len(x) > 1:                       # each cache holds all of x but its last token
         target.prefill(x[:-1], t_kv)
         draft.prefill(x[:-1], d_kv)
+    run.prefill_seconds = time.perf_counter() - start
     t_ctx, d_ctx = target.config.n_ctx, draft.config.n_ctx
     eos = target.config.eos_token_id
     while len(run.tokens) < max_new_tokens and len(x) <= t_ctx:
@@ -191,6 +193,7 @@ def speculative_generate(target: Model, draft: Model, prompt, max_new_tokens: in
         # 2. the target reads the unread tail of x and all proposals in one pass
         fed = x[len(t_kv):]
         logits = target.prefill(fed + drafts, t_kv)[len(fed) - 1:]        # [g + 1, V]
+        t2 = time.perf_counter()
         # 3. accept in order until the first rejection
         proposals, extra = [], None
         for i, (d, q) in enumerate(zip(drafts, qs)):
@@ -205,7 +208,6 @@ def speculative_generate(target: Model, draft: Model, prompt, max_new_tokens: in
             p = probs(logits[g], x + drafts)
             extra = draw(p, rng)
             kind, p_extra = "bonus", float(p[extra])
-        t2 = time.perf_counter()
         accepted = [pr.token for pr in proposals if pr.accepted]
         # the caches keep x and the accepted proposals only
         t_kv.truncate(len(x) + len(accepted))

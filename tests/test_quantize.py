@@ -53,7 +53,7 @@ def test_every_weight_within_half_a_step(s, austen):
 def test_int8_largest_weight_of_each_channel_uses_the_end_code():
     w = awkward_matrix()
     qm = Q.quantize_matrix(w, Q.INT8)
-    q = qm.code_values()[0].astype(int) - 128                           # [d_in, d_out]
+    q = qm.code_values().astype(int) - 128                              # [d_in, d_out]
     biggest = np.abs(w).argmax(0)
     ends = np.abs(q[biggest, np.arange(w.shape[1])])
     normal = qm.scales[0] >= np.finfo(np.float16).tiny       # not a subnormal float16 scale
@@ -78,6 +78,19 @@ def test_dequantized_values_are_levels_of_their_group(s):
         values = deq[group * g:(group + 1) * g, column]
         assert np.isin(values, levels).all()
         assert (np.diff(levels) > 0).all() and 0 in levels     # zero is always representable
+
+
+@pytest.mark.parametrize("s", SCHEMES[1:], ids=lambda s: s.name)
+def test_a_shorter_last_group(s):
+    w = awkward_matrix(d_in=s.group_size * 3 // 2, d_out=5, seed=4)   # a group and a half
+    qm = Q.quantize_matrix(w, s)
+    assert qm.scales.shape == (2, 5)
+    assert qm.nbytes == w.size // 2 + 10 * 2 + 5 == Q.quantized_bytes(w.size, 10, s)
+    assert (np.abs(w - qm.dequantize()) <= qm.step_sizes() / 2 * (1 + 1e-6)).all()
+    # the short group's scale comes from its own weights only
+    short = w[s.group_size:, 0]
+    lo, hi = min(short.min(), 0), max(short.max(), 0)
+    assert float(qm.scales[1, 0]) == pytest.approx((hi - lo) / 15, rel=1e-3)
 
 
 def test_nibbles_pack_two_to_a_byte_and_come_back():

@@ -15,13 +15,15 @@ class LoadedModel:
     n_ctx: int               # context window: the longest prompt the model reads
     other_encodings: tuple   # web.encodings.OtherEncoding, probed once
     own_tokenizer: bool      # learned by the project's pipeline/bpe.py (tiktoken_config.json)
+    draft: object = None     # draft model for speculative decoding (same tokenizer), or None
+    draft_problem: str = ""  # why there is no draft model
 
     @property
     def tokenizer(self):
         return self.model.tokenizer
 
     @classmethod
-    def wrap(cls, model, probe_encodings=True):
+    def wrap(cls, model, probe_encodings=True, draft=None, draft_problem=""):
         path = getattr(model, "path", None)
         return cls(model=model,
                    name=os.path.basename(os.path.normpath(path)) if path else "model",
@@ -30,4 +32,5 @@ class LoadedModel:
                    n_ctx=model.config.n_ctx,
                    other_encodings=encodings.probe() if probe_encodings else (),
                    own_tokenizer=bool(path) and os.path.exists(
-                       os.path.join(path, "tiktoken_config.json")))
+                       os.path.join(path, "tiktoken_config.json")),
+                   draft=draft, draft_problem=draft_problem)

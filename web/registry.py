@@ -18,7 +18,7 @@ from typing import Callable
 
 from web.params import PROMPT
 from web.sections import (attention, block, decoding, embeddings, generation, logits, positions,
-                          roofline, sampling, tiling, tokenization)
+                          quantization, roofline, sampling, speculative, tiling, tokenization)
 
 
 @dataclass(frozen=True)
@@ -28,6 +28,8 @@ class Section:
     template: str           # partial template, used by the page and as the htmx swap
     params: tuple           # the Params this section owns (the prompt is shared by all)
     build: Callable         # build(app_model, state) -> template context (a dict)
+    warm: Callable = None   # warm(app_model): fill prompt-independent caches; run once, in a
+                            #   background thread, when the app starts (None: nothing to warm)
 
 
 SECTIONS = (
@@ -51,6 +53,11 @@ SECTIONS = (
     # --- generation loop (helper "genloop"): after decoding, before the KV cache ---
     Section("generation", "Generation loop", "sections/generation.html",
             generation.PARAMS, generation.build),
+    # --- quantization, speculative decoding (helper "quantspec"): after batching ---
+    Section("quantization", "Quantization", "sections/quantization.html",
+            quantization.PARAMS, quantization.build, warm=quantization.warm),
+    Section("speculative", "Speculative decoding", "sections/speculative.html",
+            speculative.PARAMS, speculative.build),
     # --- attention tiling, roofline (lead): last, after speculative decoding ---
     Section("tiling", "Attention tiling", "sections/tiling.html",
             tiling.PARAMS, tiling.build),

@@ -1,0 +1,157 @@
+"""The quantization section: its numbers are the pipeline's (recomputed here independently of
+the section's caches), bad values are 4xx with a message next to the control, state
+round-trips through the URL."""
+import html
+import json
+import os
+import re
+
+import numpy as np
+import pytest
+
+from pipeline import quantize as Q
+from pipeline.published import published
+from web.params import PROMPT
+from web_support import HX, MARKS, app, client, error_message, model, text_of, url  # noqa: F401
+
+
+def marks_to_text(inner: str) -> str:
+    """Text shown with whitespace marks, as the characters it stands for."""
+    text = html.unescape(re.sub(r"<[^>]+>", "", inner))
+    return "".join(MARKS.get(ch, ch) for ch in text)
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def rows_of(page: str, label: str) -> dict:
+    """{row header text: [cell texts]} of the table labelled `label`."""
+    m = re.search(r'<table[^>]*aria-label="%s"[^>]*>(.*?)</table>' % re.escape(label), page, re.S)
+    assert m, f"no table labelled {label!r}"
+    body = m.group(1).split("<tbody>", 1)[1]
+    out = {}
+    for tr in re.findall(r"<tr[^>]*>(.*?)</tr>", body, re.S):
+        head = re.search(r"<th[^>]*>(.*?)</th>", tr, re.S).group(1)
+        cells = re.findall(r"<td[^>]*>(.*?)</td>", tr, re.S)
+        clean = [html.unescape(re.sub(r"<[^>]+>", "", c)).strip() for c in [head] + cells]
+        out[clean[0].split(" (")[0]] = clean[1:]
+    return out
+
+
+@pytest.fixture(scope="module")
+def windows(model):
+    text = open(os.path.join(ROOT, "tests/data/heldout_pride_and_prejudice_ch10.txt")).read()
+    from web.sections.quantization import HELDOUT_WINDOWS
+    return Q.heldout_windows(model.tokenizer, text, HELDOUT_WINDOWS, 256)
+
+
+@pytest.mark.parametrize("group", [32, 128])
+def test_table_is_the_pipelines_numbers(client, model, windows, group):
+    prompt = "Elizabeth was determined to be civil."
+    page = text_of(client.get(url("/section/quantization", prompt=prompt, q_group=group),
+                              headers=HX))
+    rows = rows_of(page, "Quantized models compared")
+    ids = model.tokenizer.encode_ordinary(prompt)
+    float_logits = model.forward(ids)
+    float_held = Q.heldout_perplexity(model, windows)
+    assert rows["float32"][0] == f"{4 * model.n_params():,} B"
+    assert rows["float32"][-1] == f"{float_held.perplexity:.3f}"
+    for name, s in (("int8", Q.INT8), (f"int4-g{group}", Q.int4(group))):
+        qm = Q.quantize_model(model, s)
+        logits = qm.model.forward(ids)
+        held = Q.heldout_perplexity(qm.model, windows)
+        memory, bits, change, top1, top1_held, ppl = rows[name]
+        assert memory == f"{qm.nbytes:,} B"
+        n_linear = sum(w.size for w in Q.linear_weights(model.params).values())
+        assert bits == f"{8 * qm.matrix_bytes / n_linear:.3f}"
+        assert change == f"{np.abs(logits - float_logits).max():.4f}"
+        assert top1 == f"{100 * np.mean(logits.argmax(-1) == float_logits.argmax(-1)):.1f}%"
+        assert top1_held == f"{100 * np.mean(held.top1 == float_held.top1):.1f}%"
+        assert ppl == f"{held.perplexity:.3f}"
+
+
+def test_int4_bytes_worked_out(client):
+    page = html.unescape(text_of(client.get("/section/quantization", headers=HX)))
+    # austen: 3,014,656 linear weights; groups of 32 along the inputs of every column
+    assert "3,014,656 weights × 4 bits / 8\n      = 1,507,328 B of codes" in page
+    assert "94,208 scales × 2 B + 94,208 zero points × ½ B" in page
+    assert f"= {1_507_328 + 94_208 * 2 + 94_208 // 2:,} B" in page
+
+
+def test_greedy_texts(client, model):
+    prompt = "Mr. Darcy"
+    page = text_of(client.get(url("/section/quantization", prompt=prompt), headers=HX))
+    ids = model.tokenizer.encode_ordinary(prompt)
+    from web.sections.quantization import GREEDY_TOKENS
+    m = re.search(r'aria-label="Greedy text of float32">(.*?)</p>', page, re.S)
+    shown = marks_to_text(m.group(1))
+    assert shown == model.tokenizer.decode(list(model.generate(ids, GREEDY_TOKENS)))
+    int8 = Q.quantize_model(model, Q.INT8).model
+    m = re.search(r'aria-label="Greedy text of int8">(.*?)</p>', page, re.S)
+    shown = marks_to_text(m.group(1))
+    assert shown == model.tokenizer.decode(list(int8.generate(ids, GREEDY_TOKENS)))
+
+
+def test_calculator_rows_are_the_formula(client):
+    page = text_of(client.get(url("/section/quantization", q_group=64), headers=HX))
+    rows = rows_of(page, "Weight memory of published models")
+    for name in ("Llama 2 7B", "Llama 3 8B", "Llama 3 70B"):
+        p = published(name)
+        shown = rows[name]
+        assert shown[0] == f"{p.reported_params:,}"
+        for cell, s in zip(shown[2:], (None, Q.INT8, Q.int4(64))):
+            assert cell == f"{Q.weight_memory(p.config, p.reported_params, s).total_bytes / 1e9:.2f} GB"
+    assert rows["Llama 3 8B"][2] == "16.06 GB"               # 8,030,261,248 x 2 bytes
+
+
+def test_histogram_levels(client, model):
+    page = text_of(client.get(url("/section/quantization", q_matrix="blocks.1.attn.w_v"),
+                              headers=HX))
+    assert '<option value="blocks.1.attn.w_v" selected>' in page
+    w = model.params["blocks"][1]["attn"]["w_v"]
+    column = int(np.abs(w).max(0).argmax())
+    assert f"channel {column} of a 256 × 64" in html.unescape(page)
+    figs = re.findall(r'data-figure="([^"]*)"', page)
+    int4 = json.loads(html.unescape(figs[1]))
+    levels = [x for x in int4["data"][1]["x"] if x is not None][::2]
+    assert len(levels) == 16
+    qm = Q.quantize_matrix(w, Q.int4(32))
+    group = int(np.abs(w[:, column]).argmax()) // 32
+    np.testing.assert_allclose(levels, qm.levels(group, column), rtol=1e-6)
+
+
+BAD = [
+    ({"q_group": "50"}, "q_group", 422, "Group size must be one of 32, 64, 128; got 50."),
+    ({"q_group": "0"}, "q_group", 422, "Group size (int4) must be between 1 and 4096; got 0."),
+    ({"q_group": "big"}, "q_group", 400, "Group size (int4) must be a whole number, not 'big'."),
+    ({"q_matrix": "wte"}, "q_matrix", 422, "'wte' is not a quantized matrix of this model"),
+    ({"q_matrix": "x" * 65}, "q_matrix", 422, "Matrix is 65 characters long; the limit is 64."),
+]
+
+
+@pytest.mark.parametrize("query,name,status,message", BAD)
+def test_bad_values_get_a_message_next_to_their_control(client, query, name, status, message):
+    for path in ("/", "/section/quantization"):
+        r = client.get(url(path, **query), headers=HX if path != "/" else {})
+        assert r.status_code == status
+        assert error_message(text_of(r), name).startswith(message)
+    # the rest of the section still renders with the default
+    page = text_of(client.get(url("/section/quantization", **query), headers=HX))
+    assert "Quantized models compared" in page
+
+
+def test_state_round_trips_through_the_url(client):
+    r = client.get(url("/section/quantization", q_group=128, q_matrix="blocks.3.mlp.w_up"),
+                   headers=HX)
+    assert r.headers["HX-Push-Url"] == "/?q_group=128&q_matrix=blocks.3.mlp.w_up"
+    page = text_of(client.get(r.headers["HX-Push-Url"]))
+    assert '<option value="128" selected>' in page
+    assert '<option value="blocks.3.mlp.w_up" selected>' in page
+    # the defaults are left out
+    assert client.get("/section/quantization", headers=HX).headers["HX-Push-Url"] == "/"
+    assert client.get(url("/section/quantization", q_group=32, q_matrix="blocks.0.mlp.w_down"),
+                      headers=HX).headers["HX-Push-Url"] == "/"
+
+
+def test_default_prompt(client):
+    assert client.get(url("/section/quantization", prompt=PROMPT.default),
+                      headers=HX).status_code == 200

@@ -1,0 +1,157 @@
+"""The speculative-decoding section: its numbers are the pipeline's (rerun here with the same
+seed), greedy mode shows the target's own greedy text, the expected speed-up is the formula of
+the numbers shown, bad values are 4xx with messages, state round-trips through the URL, and a
+missing or mismatched draft model gives a clear message."""
+import html
+import os
+import re
+
+import numpy as np
+import pytest
+
+from pipeline import load_model
+from pipeline import speculative as S
+from web_support import HX, MARKS, app, client, error_message, model, text_of, url  # noqa: F401
+
+
+def marks_to_text(inner: str) -> str:
+    """Text shown with whitespace marks, as the characters it stands for."""
+    text = html.unescape(re.sub(r"<[^>]+>", "", inner))
+    return "".join(MARKS.get(ch, ch) for ch in text)
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+DRAFT_DIR = os.path.join(ROOT, "models", "austen-draft")
+
+
+@pytest.fixture(scope="module")
+def draft():
+    return load_model(DRAFT_DIR)
+
+
+def cell(page: str, cell_id: str) -> str:
+    m = re.search(r'<td id="%s">(.*?)</td>' % cell_id, page, re.S)
+    assert m, cell_id
+    return html.unescape(re.sub(r"<[^>]+>", "", m.group(1))).strip()
+
+
+def rounds_shown(page: str) -> list:
+    """[(accepted, proposed)] per round, from the rounds' list labels."""
+    return [(int(a), int(p)) for a, p in
+            re.findall(r'aria-label="Round \d+: (\d+) of (\d+) accepted"', page)]
+
+
+@pytest.mark.parametrize("mode,gamma,tokens,seed", [("sample", 4, 16, 0), ("sample", 2, 20, 7),
+                                                    ("greedy", 3, 12, 0)])
+def test_numbers_are_the_pipelines(client, model, draft, mode, gamma, tokens, seed):
+    prompt = "Elizabeth walked to Netherfield"
+    page = text_of(client.get(url("/section/speculative", prompt=prompt, sp_mode=mode,
+                                  sp_gamma=gamma, sp_tokens=tokens, sp_seed=seed), headers=HX))
+    ids = model.tokenizer.encode_ordinary(prompt)
+    run = S.speculative_generate(model, draft, ids, tokens, gamma,
+                                 temperature=1.0 if mode == "sample" else 0.0,
+                                 rng=np.random.default_rng(seed))
+    assert cell(page, "sp-acceptance") == f"{run.acceptance_rate:.3f}"
+    assert cell(page, "sp-tokens-per-pass") == f"{run.tokens_per_pass:.2f}"
+    assert rounds_shown(page) == [(r.n_accepted, len(r.proposals)) for r in run.rounds]
+    m = re.search(r'aria-label="Speculative text">(.*?)</p>', page, re.S)
+    shown = marks_to_text(m.group(1))
+    assert shown == model.tokenizer.decode(run.tokens)
+
+
+def test_expected_speedup_is_the_formula_of_the_numbers_shown(client):
+    page = text_of(client.get(url("/section/speculative", sp_gamma=5), headers=HX))
+    a = float(cell(page, "sp-acceptance"))
+    c = float(cell(page, "sp-cost-ratio"))
+    expected = float(cell(page, "sp-expected").rstrip("×"))
+    # a and c are shown to 3 decimals: the formula of the shown values agrees to rounding
+    assert expected == pytest.approx(S.expected_speedup(a, 5, c), abs=0.02)
+    assert float(cell(page, "sp-speedup").rstrip("×")) > 0
+
+
+def test_greedy_is_the_targets_greedy_text(client, model):
+    prompt = "It is a truth universally acknowledged"
+    page = text_of(client.get(url("/section/speculative", prompt=prompt, sp_mode="greedy",
+                                  sp_tokens=30), headers=HX))
+    assert "Token for token the target" in page
+    m = re.search(r'aria-label="Target alone text">(.*?)</p>', page, re.S)
+    shown = marks_to_text(m.group(1))
+    ids = model.tokenizer.encode_ordinary(prompt)
+    assert shown == model.tokenizer.decode(list(model.generate(ids, 30)))
+
+
+def test_outcome_of_every_chip(client, model, draft):
+    page = html.unescape(text_of(client.get(url("/section/speculative", sp_seed=3), headers=HX)))
+    ids = model.tokenizer.encode_ordinary(
+        "It is a truth universally acknowledged, that a single man in possession of a good "
+        "fortune, must be in want of a")
+    run = S.speculative_generate(model, draft, ids, 16, 4, 1.0, np.random.default_rng(3))
+    titles = re.findall(r'<li class="chip sp (\w+)"\s+title="([^"]*)"', page)
+    expected = []
+    for r in run.rounds:
+        for p in r.proposals:
+            expected.append(("acc" if p.accepted else "rej",
+                             f"q = {p.q:.3f}, p = {p.p:.3f}, min(1, p/q) = "
+                             f"{min(1, p.p / p.q):.3f}, u = {p.u:.3f}: "
+                             f"{'accepted' if p.accepted else 'rejected'}"))
+        expected.append(("res" if r.kind == "resampled" else "bonus",
+                         f"{r.kind} by the target (p = {r.p:.3f})"))
+    assert titles == expected
+
+
+BAD = [
+    ({"sp_mode": "beam"}, "sp_mode", 422, "Decoding must be one of sample, greedy; got 'beam'."),
+    ({"sp_gamma": "0"}, "sp_gamma", 422, "Draft tokens per round (γ) must be between 1 and 8; got 0."),
+    ({"sp_gamma": "9"}, "sp_gamma", 422, "Draft tokens per round (γ) must be between 1 and 8; got 9."),
+    ({"sp_gamma": "2.5"}, "sp_gamma", 400, "Draft tokens per round (γ) must be a whole number"),
+    ({"sp_tokens": "3"}, "sp_tokens", 422, "New tokens must be between 4 and 48; got 3."),
+    ({"sp_tokens": "100000"}, "sp_tokens", 422, "New tokens must be between 4 and 48"),
+    ({"sp_seed": "-1"}, "sp_seed", 422, "Seed must be between 0 and 9999; got -1."),
+    ({"sp_seed": ""}, "sp_seed", 400, "Seed must be a whole number, not ''."),
+]
+
+
+@pytest.mark.parametrize("query,name,status,message", BAD)
+def test_bad_values_get_a_message_next_to_their_control(client, query, name, status, message):
+    for path, headers in (("/", {}), ("/section/speculative", HX)):
+        r = client.get(url(path, **query), headers=headers)
+        assert r.status_code == status
+        assert error_message(text_of(r), name).startswith(message)
+
+
+def test_state_round_trips_through_the_url(client):
+    q = {"sp_mode": "greedy", "sp_gamma": "6", "sp_tokens": "20", "sp_seed": "12"}
+    r = client.get(url("/section/speculative", **q), headers=HX)
+    assert r.headers["HX-Push-Url"] == "/?sp_mode=greedy&sp_gamma=6&sp_tokens=20&sp_seed=12"
+    page = text_of(client.get(r.headers["HX-Push-Url"]))
+    assert '<option value="greedy" selected>' in page
+    assert re.search(r'id="sp-gamma"[^>]*value="6"', page)
+    assert re.search(r'id="sp-tokens"[^>]*value="20"', page)
+    assert re.search(r'id="sp-seed"[^>]*value="12"', page)
+
+
+# --- the draft model: loaded once at start, or a clear message ---------------------------------
+
+def test_default_app_loads_the_sibling_draft(app):
+    lm = app.extensions["explainer_model"]
+    assert lm.draft is not None and os.path.samefile(lm.draft.path, DRAFT_DIR)
+    assert lm.draft_problem == ""
+
+
+def test_missing_draft_gives_a_message(model):
+    from app import create_app
+    app = create_app({"MODEL": model, "TESTING": True, "WARM_CACHES": False,
+                      "DRAFT_MODEL_PATH": os.path.join(ROOT, "models", "nowhere")})
+    r = app.test_client().get("/section/speculative", headers=HX)
+    assert r.status_code == 200
+    text = html.unescape(text_of(r))
+    assert "Speculative decoding is off: the draft model did not load:" in text
+    assert "nowhere: no such model directory" in text
+
+
+def test_a_draft_with_another_tokenizer_gives_a_message(model):
+    from app import create_app
+    app = create_app({"MODEL": model, "TESTING": True, "WARM_CACHES": False,
+                      "DRAFT_MODEL_PATH": os.path.join(ROOT, "tests/fixtures/models/llama_mha")})
+    text = html.unescape(text_of(app.test_client().get("/section/speculative", headers=HX)))
+    assert ("Speculative decoding is off: the draft model cannot serve this model: the draft's "
+            "vocabulary has 320 tokens, the target's 4,096") in text

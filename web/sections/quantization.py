@@ -1,0 +1,193 @@
+"""Quantization: the running model's linear layers stored in 8 and 4 bits, and what it costs.
+
+Every number comes from `pipeline.quantize` applied to the loaded model (memory from the real
+arrays, logits and perplexity from the engine's forward pass on the dequantized weights), or
+from the same storage formula applied to published configs (`pipeline.published`).
+Prompt-independent work (quantizing, the held-out perplexity) runs once per process.
+"""
+import functools
+import os
+import threading
+
+from pipeline import quantize as Q
+from pipeline.published import PUBLISHED
+from web.figures import quantization as figures
+from web.forward import prompt_run
+from web.params import Param
+from web.tokens import plain
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+HELDOUT_PATH = os.path.join(ROOT, "tests", "data", "heldout_pride_and_prejudice_ch10.txt")
+HELDOUT_WINDOWS = 2          # 256-token windows of the held-out chapter (510 predictions)
+GREEDY_TOKENS = 16           # greedy continuation shown for each scheme
+
+PARAMS = (
+    Param("q_group", "Group size (int4)", kind="int", default=32, min=1, max=4096),
+    Param("q_matrix", "Matrix", default=None, max_chars=64),
+)
+
+
+# --- cached per process (the model object is the key: one entry per loaded model) -----------
+
+_lock = threading.RLock()     # one computation at a time: a request waits for the warm-up's
+
+
+def cached(maxsize):
+    """functools.lru_cache, computed under the section's lock (no entry computed twice)."""
+    def wrap(fn):
+        inner = functools.lru_cache(maxsize=maxsize)(fn)
+
+        @functools.wraps(fn)
+        def locked(*args):
+            with _lock:
+                return inner(*args)
+        locked.cache_clear = inner.cache_clear
+        return locked
+    return wrap
+
+
+@cached(maxsize=8)
+def quantized(model, scheme_name: str) -> Q.QuantizedModel:
+    return Q.quantize_model(model, Q.scheme(scheme_name))
+
+
+def scheme_model(model, scheme_name):
+    return model if scheme_name is None else quantized(model, scheme_name).model
+
+
+@cached(maxsize=8)
+def heldout(model, scheme_name) -> Q.HeldoutResult:
+    """Held-out perplexity of a scheme (None: float32), on the committed held-out chapter."""
+    with open(HELDOUT_PATH, encoding="utf-8") as f:
+        text = f.read()
+    windows = Q.heldout_windows(model.tokenizer, text, HELDOUT_WINDOWS,
+                                min(256, model.config.n_ctx))
+    return Q.heldout_perplexity(scheme_model(model, scheme_name), windows)
+
+
+@cached(maxsize=64)
+def prompt_logits(model, scheme_name: str, ids: tuple):
+    return scheme_model(model, scheme_name).forward(list(ids))
+
+
+@cached(maxsize=64)
+def greedy_tokens(model, scheme_name, ids: tuple) -> tuple:
+    return tuple(scheme_model(model, scheme_name).generate(list(ids), GREEDY_TOKENS))
+
+
+def warm(lm):
+    """Prompt-independent work, run once in the background when the app starts: every scheme
+    quantized and its held-out perplexity measured."""
+    schemes = [None, "int8"] + [f"int4-g{g}" for g in Q.GROUP_SIZES]
+    for scheme_name in schemes:
+        heldout(lm.model, scheme_name)
+    names = list(Q.linear_weights(lm.model.params))
+    histogram_context(lm.model, default_matrix(names), PARAMS[0].default)
+    calculator(PARAMS[0].default)
+
+
+# --- the section -----------------------------------------------------------------------------
+
+def default_matrix(names) -> str:
+    """The first feed-forward output matrix: the widest inputs, so the longest columns."""
+    return next((n for n in names if n.endswith(("mlp.w_down", "mlp.w_proj"))), names[0])
+
+
+def scheme_row(lm, state, ids, float_logits, scheme_name):
+    model = lm.model
+    held, held_float = heldout(model, scheme_name), heldout(model, None)
+    if scheme_name is None:
+        memory = Q.weight_memory(model.config, model.n_params(), None, float_bits=32)
+        logits, label, describe = float_logits, "float32", "32-bit floats, as loaded"
+        bits = 32.0
+    else:
+        qm = quantized(model, scheme_name)
+        memory = Q.weight_memory(model.config, model.n_params(), qm.scheme, float_bits=32)
+        assert memory.total_bytes == qm.nbytes            # formula == the arrays, always
+        logits, label, describe = prompt_logits(model, scheme_name, ids), scheme_name, \
+            qm.scheme.describe()
+        bits = 8 * memory.linear_bytes / memory.n_linear
+    tokens = greedy_tokens(model, scheme_name, ids)
+    return dict(
+        name=label, describe=describe, total_bytes=memory.total_bytes,
+        linear_bytes=memory.linear_bytes, other_bytes=memory.other_bytes,
+        n_linear=memory.n_linear, n_groups=memory.n_groups, bits_per_weight=bits,
+        max_logit_change=Q.max_logit_change(float_logits, logits),
+        top1_prompt=Q.top1_agreement(float_logits, logits),
+        top1_heldout=float((held.top1 == held_float.top1).mean()),
+        perplexity=held.perplexity, heldout_tokens=held.n_tokens,
+        greedy=[plain(model.tokenizer.decode_single_token_bytes(t)) for t in tokens],
+        greedy_ids=list(tokens), diverges_at=None)
+
+
+def first_difference(a, b):
+    return next((i for i, (x, y) in enumerate(zip(a, b)) if x != y), None)
+
+
+@functools.lru_cache(maxsize=8)
+def calculator(group_size):
+    schemes = [("FP16", None), ("INT8", Q.INT8), ("INT4", Q.int4(group_size))]
+    rows = []
+    for p in PUBLISHED:
+        memories = [Q.weight_memory(p.config, p.reported_params, s) for _, s in schemes]
+        rows.append(dict(name=p.name, repo=p.repo, n_params=p.reported_params,
+                         n_linear=memories[0].n_linear,
+                         gb=[m.total_bytes / 1e9 for m in memories],
+                         n_groups=[m.n_groups for m in memories]))
+    return [name for name, _ in schemes], rows
+
+
+@cached(maxsize=32)
+def histogram_context(model, matrix_name, group_size):
+    """Figures of one matrix: prompt-independent, so built once per (matrix, group size)."""
+    w = Q.linear_weights(model.params)[matrix_name]                     # [d_in, d_out]
+    column = int(abs(w).max(0).argmax())              # the output channel with the largest weight
+    int8 = quantized(model, "int8").matrices[matrix_name]
+    int4 = quantized(model, f"int4-g{group_size}").matrices[matrix_name]
+    g = group_size
+    group = int(abs(w[:, column]).argmax()) // g      # the group holding that weight
+    col = w[:, column]
+    chunk = col[group * g:(group + 1) * g]
+    return dict(
+        matrix_shape=w.shape, column=column, group_index=group, group_start=group * g,
+        group_end=min(group * g + g, w.shape[0]) - 1,
+        int8_scale=float(int8.scales[0, column]), int4_scale=float(int4.scales[group, column]),
+        int4_zero=int(int4.zero_points()[group, column]),
+        int8_figure=figures.levels_histogram(
+            col, int8.levels(0, column), f"{matrix_name}, output channel {column}: int8",
+            f"{len(col)} weights of the channel; {len(int8.levels(0, column))} int8 levels"),
+        int4_figure=figures.levels_histogram(
+            chunk, int4.levels(group, column),
+            f"{matrix_name}, channel {column}, inputs {group * g} to "
+            f"{min(group * g + g, w.shape[0]) - 1}: int4",
+            f"{len(chunk)} weights of one group; 16 int4 levels"))
+
+
+def build(lm, state) -> dict:
+    """Template context for the quantization section."""
+    model = lm.model
+    names = list(Q.linear_weights(model.params))
+    matrix = state.resolve("q_matrix", default_matrix(names))
+    if matrix not in names:
+        state.reject("q_matrix", f"{matrix!r} is not a quantized matrix of this model; choose "
+                     f"one of the list ({names[0]} ... {names[-1]}).")
+        matrix = state.resolve("q_matrix", default_matrix(names))
+    group = state["q_group"]
+    if group not in Q.GROUP_SIZES:
+        state.reject("q_group", f"Group size must be one of "
+                     f"{', '.join(map(str, Q.GROUP_SIZES))}; got {group}.")
+        group = state["q_group"]
+    run = prompt_run(lm, state["prompt"])
+    ids = run.ids
+    schemes = [None, "int8", f"int4-g{group}"]
+    rows = [scheme_row(lm, state, ids, run.logits, s) for s in schemes]
+    for row in rows[1:]:
+        row["diverges_at"] = first_difference(row["greedy_ids"], rows[0]["greedy_ids"])
+    calc_names, calc_rows = calculator(group)
+    return dict(
+        model_name=lm.name, n_params=model.n_params(), n_prompt=len(ids), rows=rows,
+        group=group, group_sizes=Q.GROUP_SIZES, matrices=names, matrix=matrix,
+        n_matrices=len(names), greedy_tokens=GREEDY_TOKENS,
+        heldout_file=os.path.basename(HELDOUT_PATH), heldout_windows=HELDOUT_WINDOWS,
+        calc_names=calc_names, calc_rows=calc_rows,
+        **histogram_context(model, matrix, group))
