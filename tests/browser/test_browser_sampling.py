@@ -113,3 +113,15 @@ def test_state_round_trips_through_the_url(page):
     for part in q.split("&"):
         if not part.startswith("s_minp"):
             expect(page).to_have_url(re.compile(re.escape(part)), timeout=SLOW)
+
+
+def test_sampling_controls_refresh_the_samples_beside_the_beams(page, model):
+    page.goto("/?prompt=" + PROMPT + "#sampling")
+    sampling(page).get_by_role("slider", name="Temperature").fill("0.3")
+    expect(decoding(page).get_by_text("(temperature 0.3, top-k 0")).to_be_visible(timeout=SLOW)
+    ids = model.tokenizer.encode_ordinary(PROMPT)
+    from pipeline.sampling import sampler
+    tokens = list(model.generate(ids, 6, sample=sampler(SamplerSettings(temperature=0.3), 0)))
+    row = decoding(page).get_by_role("table", name="Greedy, best beam and samples") \
+        .get_by_role("row", name=re.compile("sample, seed 0"))
+    expect(row).to_contain_text(model.tokenizer.decode(tokens).strip())
