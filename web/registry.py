@@ -17,8 +17,9 @@ from dataclasses import dataclass
 from typing import Callable
 
 from web.params import PROMPT
-from web.sections import (attention, block, decoding, embeddings, generation, logits, positions,
-                          quantization, roofline, sampling, speculative, tiling, tokenization)
+from web.sections import (attention, block, decoding, embeddings, feedforward, generation,
+                          logits, positions, quantization, roofline, sampling, speculative,
+                          tiling, tokenization)
 
 
 @dataclass(frozen=True)
@@ -44,6 +45,8 @@ SECTIONS = (
     # --- attention, feed-forward (helper "attnffn"): after block, before logits ---
     Section("attention", "Attention", "sections/attention.html",
             attention.PARAMS, attention.build),
+    Section("feedforward", "Feed-forward", "sections/feedforward.html",
+            feedforward.PARAMS, feedforward.build),
     # --- logits (helper "block"): after feed-forward, before sampling ---
     Section("logits", "Logits and softmax", "sections/logits.html", logits.PARAMS, logits.build),
     # --- sampling, greedy vs beam search (helper "sampling"): after logits ---

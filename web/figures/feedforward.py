@@ -1,0 +1,55 @@
+"""Figures of the feed-forward section: the non-linearity with one token's real values on it,
+and the histogram of that token's activations. Plain Plotly JSON (web.figures.figure_json)."""
+import numpy as np
+
+from web.figures import base_layout, figure_json, typed_array
+
+CURVE, POINTS, TOP = "#14213d", "#4a8fc9", "#b4451f"
+
+
+def activation_figure(curve_x, curve_y, xs, ys, top, function: str, layer: int, token: int) -> str:
+    """The curve y = function(x), and one point (xs[n], ys[n]) per neuron; the `top` neurons
+    marked and numbered."""
+    f32 = lambda a: typed_array(np.asarray(a, dtype=np.float32))  # noqa: E731
+    top = np.asarray(top)
+    data = [
+        dict(type="scatter", mode="lines", x=f32(curve_x), y=f32(curve_y), name=function,
+             line=dict(color=CURVE, width=2), hoverinfo="skip"),
+        dict(type="scattergl" if len(xs) > 4000 else "scatter", mode="markers",
+             x=f32(xs), y=f32(ys), name="neurons of this token",
+             customdata=typed_array(np.arange(len(xs), dtype=np.int32)),
+             marker=dict(color=POINTS, size=6, opacity=0.55),
+             hovertemplate=f"neuron %{{customdata}}<br>input %{{x:.4f}}<br>{function}(input) "
+                           "%{y:.4f}<extra></extra>"),
+        dict(type="scatter", mode="markers+text", x=f32(xs[top]), y=f32(ys[top]),
+             name="most active", text=[str(int(n)) for n in top], textposition="top center",
+             textfont=dict(color=TOP, size=12),
+             marker=dict(color=TOP, size=10, line=dict(color="white", width=1)),
+             hovertemplate="neuron %{text}<br>input %{x:.4f}<br>" + function
+                           + "(input) %{y:.4f}<extra></extra>"),
+    ]
+    layout = base_layout(
+        title=dict(text=f"{function} with the {len(xs)} values of token {token}, layer {layer}"),
+        height=440, showlegend=True, margin=dict(l=10, r=10, t=48, b=10),
+        legend=dict(x=0.01, y=0.98, bgcolor="rgba(255,255,255,0.8)"),
+        xaxis=dict(title=dict(text="input (pre-activation)"), zeroline=True,
+                   zerolinecolor="#cfd6e3", automargin=True),
+        yaxis=dict(title=dict(text=f"{function}(input)"), zeroline=True,
+                   zerolinecolor="#cfd6e3", automargin=True))
+    return figure_json(data, layout)
+
+
+def histogram_figure(counts, edges, layer: int, token: int) -> str:
+    """Bars of np.histogram's counts between its edges."""
+    edges = np.asarray(edges, dtype=np.float64)
+    data = [dict(type="bar", x=((edges[:-1] + edges[1:]) / 2).round(5).tolist(),
+                 width=np.diff(edges).round(6).tolist(), y=np.asarray(counts).tolist(),
+                 customdata=np.stack([edges[:-1], edges[1:]], 1).round(4).tolist(),
+                 marker=dict(color=POINTS, line=dict(color="white", width=0.5)),
+                 hovertemplate="%{customdata[0]} to %{customdata[1]}: %{y} neurons"
+                               "<extra></extra>")]
+    layout = base_layout(
+        title=dict(text=f"Post-activations of token {token}, layer {layer}"),
+        bargap=0, xaxis=dict(title=dict(text="post-activation value"), automargin=True),
+        yaxis=dict(title=dict(text="neurons"), rangemode="tozero", automargin=True))
+    return figure_json(data, layout)
