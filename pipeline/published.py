@@ -105,3 +105,61 @@ def published(name: str) -> Published:
         if p.name == name:
             return p
     raise KeyError(f"{name!r}: known are {', '.join(p.name for p in PUBLISHED)}")
+
+
+# --- KV cache: attention shapes of families the loader does not run ---------------------------
+# The KV-cache formula needs only the attention shape. For a family the loader cannot parse
+# (its blocks differ from GPT-2's and Llama's), the config.json fields are kept here and read
+# by a parser that follows transformers' own code for that family.
+
+@dataclass(frozen=True)
+class AttentionShape:
+    """The config fields that fix the size of a KV cache, named as in ModelConfig."""
+    n_layers: int
+    n_heads: int           # query heads
+    n_kv_heads: int        # key/value heads: n_heads (multi-head), 1 (multi-query), or between
+    head_dim: int
+    n_ctx: int             # the context window the model was trained for
+
+
+def falcon_attention(hf: dict) -> AttentionShape:
+    """transformers' FalconConfig / FalconAttention: head_dim = hidden_size / heads; one k/v head
+    when `multi_query` (unless `new_decoder_architecture`, which uses num_kv_heads); the context
+    window defaults to 2048 (max_position_embeddings is not in falcon-7b's config.json)."""
+    n_heads = int(hf["num_attention_heads"])
+    n_kv = int(hf.get("num_kv_heads") or n_heads)
+    if hf.get("multi_query", True) and not hf.get("new_decoder_architecture", False):
+        n_kv = 1
+    return AttentionShape(n_layers=int(hf["num_hidden_layers"]), n_heads=n_heads,
+                          n_kv_heads=n_kv, head_dim=int(hf["hidden_size"]) // n_heads,
+                          n_ctx=int(hf.get("max_position_embeddings", 2048)))
+
+
+@dataclass(frozen=True)
+class PublishedAttention:
+    name: str
+    repo: str              # the Hugging Face repository its config.json comes from
+    nominal: str
+    hf_config: dict        # the config.json fields the parser reads, copied from the repo
+
+    @property
+    def config(self) -> AttentionShape:
+        return {"falcon": falcon_attention}[self.hf_config["model_type"]](self.hf_config)
+
+
+KV_ONLY = (
+    # tiiuae/falcon-7b config.json: multi-query attention (71 query heads share one key/value
+    # head of width 4544 / 71 = 64; its fused query_key_value projection is 4544 -> 4672 =
+    # (71 + 2) x 64). The Falcon paper (Almazrouei et al. 2023) describes the same.
+    PublishedAttention("Falcon 7B", "tiiuae/falcon-7b", "7B", dict(
+        model_type="falcon", hidden_size=4544, num_attention_heads=71, num_hidden_layers=32,
+        multi_query=True, new_decoder_architecture=False, vocab_size=65024)),
+)
+
+
+def attention_config(name: str):
+    """The attention shape (ModelConfig or AttentionShape) of any published model by name."""
+    for p in PUBLISHED + KV_ONLY:
+        if p.name == name:
+            return p.config
+    raise KeyError(f"{name!r}: known are {', '.join(p.name for p in PUBLISHED + KV_ONLY)}")

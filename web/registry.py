@@ -18,8 +18,8 @@ from typing import Callable
 
 from web.params import PROMPT
 from web.sections import (attention, block, decoding, embeddings, feedforward, generation,
-                          logits, positions, quantization, roofline, sampling, speculative,
-                          tiling, tokenization)
+                          kvcache, logits, positions, quantization, roofline, sampling,
+                          speculative, tiling, tokenization)
 
 
 @dataclass(frozen=True)
@@ -56,6 +56,8 @@ SECTIONS = (
     # --- generation loop (helper "genloop"): after decoding, before the KV cache ---
     Section("generation", "Generation loop", "sections/generation.html",
             generation.PARAMS, generation.build),
+    # --- KV cache, batching (helper "kvbatch"): after the generation loop ---
+    Section("kvcache", "KV cache", "sections/kvcache.html", kvcache.PARAMS, kvcache.build),
     # --- quantization, speculative decoding (helper "quantspec"): after batching ---
     Section("quantization", "Quantization", "sections/quantization.html",
             quantization.PARAMS, quantization.build, warm=quantization.warm),

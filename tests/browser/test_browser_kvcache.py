@@ -1,0 +1,54 @@
+"""The KV-cache section in real Chromium: the numbers on screen are the pipeline's, and the
+settings live in the URL."""
+import re
+
+from playwright.sync_api import expect
+
+from pipeline.kvcache import kv_cache_bytes
+from web.sections import kvcache
+
+PROMPT = "Mr. Collins was not a sensible man"
+
+
+def test_numbers_on_screen_are_the_measured_run(page, model, page_errors):
+    page.goto(f"/?prompt={PROMPT}&kv_new=6")
+    section = page.locator("#kvcache")
+    expect(section.get_by_text("prompt tokens, then 6 generated")).to_be_visible()
+    # the server measured this run; the same process remembers it (keyed by model directory)
+    run = kvcache.measure(model, tuple(model.tokenizer.encode_ordinary(PROMPT)), 6)
+    last = run.steps[-1]
+    assert last.nbytes == kv_cache_bytes(model.config, last.n_tokens, 4)
+    expect(section.get_by_text(f"nbytes is {last.nbytes:,} bytes ✓ the same")).to_be_visible()
+    expect(section.locator("#kv-diff")).to_contain_text(f"{run.max_abs_diff:.2e}")
+    expect(section.locator("#kv-summary")).to_contain_text(
+        f"with the cache {run.cached_total_ms:.1f} ms in total, without it "
+        f"{run.uncached_total_ms:.1f} ms")
+    expect(section.locator(".plot:has(.main-svg)")).to_have_count(4)
+    assert page_errors == []
+
+
+def test_controls_round_trip_through_the_url(page, model):
+    page.goto(f"/?prompt={PROMPT}")
+    section = page.locator("#kvcache")
+    section.get_by_role("slider", name="Tokens to generate").fill("9")
+    expect(section.get_by_text("prompt tokens, then 9 generated")).to_be_visible()
+    expect(page).to_have_url(re.compile(r"kv_new=9"))
+    section.get_by_label("Context length (tokens)").select_option("131072")
+    expect(page).to_have_url(re.compile(r"kv_ctx=131072"))
+    row = section.get_by_role("table", name="KV cache of published models").get_by_role(
+        "row").filter(has_text="Llama 3 70B (window")
+    expect(row).to_contain_text("40 GiB")
+    page.reload()
+    expect(section.get_by_role("slider", name="Tokens to generate")).to_have_value("9")
+    expect(section.get_by_label("Context length (tokens)")).to_have_value("131072")
+    expect(row).to_contain_text("20 GiB")
+    n = len(model.tokenizer.encode_ordinary(PROMPT)) + 9
+    expect(section.get_by_text(f"nbytes is {n * 2048:,} bytes")).to_be_visible()
+
+
+def test_a_bad_value_shows_its_message(page):
+    page.goto("/?kv_new=500")
+    expect(page.get_by_text("Tokens to generate must be between 1 and 48; got 500.")) \
+        .to_be_visible()
+    expect(page.get_by_role("slider", name="Tokens to generate")).to_have_attribute(
+        "aria-invalid", "true")

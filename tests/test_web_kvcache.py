@@ -1,0 +1,106 @@
+"""The KV-cache section shows the measured run of the live model and the formula's numbers."""
+import re
+
+import pytest
+
+from pipeline.kvcache import kv_cache_bytes
+from pipeline.published import PUBLISHED, KV_ONLY
+from web.figures.kvcache import human_bytes
+from web.forward import prompt_ids
+from web.sections import kvcache
+from web_support import (HX, app, client, error_message, model, table_rows,  # noqa: F401
+                         text_of, url)
+
+PROMPT = "Elizabeth walked to Netherfield"
+
+
+def measured_run(app, prompt, n_new):
+    lm = app.extensions["explainer_model"]
+    return kvcache.measure(lm.model, prompt_ids(lm, prompt), n_new)
+
+
+def test_nbytes_and_formula_on_screen_are_the_caches(app, client, model):
+    page = text_of(client.get(url("/", prompt=PROMPT, kv_new=5)))
+    run = measured_run(app, PROMPT, 5)          # the measurement the page showed (cached)
+    last = run.steps[-1]
+    n = len(model.tokenizer.encode_ordinary(PROMPT)) + 5
+    assert last.n_tokens == n and last.nbytes == kv_cache_bytes(model.config, n, 4)
+    assert (f"The formula gives\n      2,048 × {n} = <strong>{n * 2048:,} bytes</strong>;"
+            in page)
+    assert f"<code>nbytes</code> is <strong>{last.nbytes:,} bytes</strong> ✓ the same" in page
+    assert f"<strong>{last.allocated_nbytes:,} bytes allocated</strong>" in page
+
+
+def test_measured_steps_table_is_the_run(app, client):
+    page = text_of(client.get(url("/section/kvcache", prompt=PROMPT, kv_new=4), headers=HX))
+    run = measured_run(app, PROMPT, 4)
+    rows = table_rows(page, "Measured steps")
+    assert [[r[0], r[1], r[3], r[4], r[5], r[6]] for r in rows] == [
+        [str(i), str(s.n_tokens), f"{s.cached_ms:.2f}", f"{s.uncached_ms:.2f}",
+         f"{s.max_abs_diff:.1e}", f"{s.nbytes:,}"] for i, s in enumerate(run.steps)]
+    assert f"<strong>{run.max_abs_diff:.2e}</strong>" in page
+    assert "every step picks the same\n      next token both ways" in page
+    assert f"with the cache <strong>{run.cached_total_ms:.1f} ms</strong>" in page
+
+
+def test_a_second_render_shows_the_same_measurement(client):
+    a = text_of(client.get(url("/section/kvcache", prompt=PROMPT, kv_new=3), headers=HX))
+    b = text_of(client.get(url("/", prompt=PROMPT, kv_new=3)))
+    assert a in b
+
+
+@pytest.mark.parametrize("ctx", [1024, 131072, 3000])
+def test_published_table_is_the_formula(client, ctx):
+    page = text_of(client.get(url("/section/kvcache", kv_ctx=ctx), headers=HX))
+    rows = table_rows(page, "KV cache of published models")
+    assert len(rows) == len(PUBLISHED) + len(KV_ONLY)
+    for row, p in zip(rows, PUBLISHED + KV_ONLY):
+        c = p.config
+        assert row[0].startswith(p.name)
+        assert ("(window" in row[0]) == (ctx > c.n_ctx)
+        assert row[3] == f"{c.n_heads} / {c.n_kv_heads}"
+        assert row[5] == f"{kv_cache_bytes(c, 1, 2):,} B"
+        assert row[6] == human_bytes(kv_cache_bytes(c, ctx, 2))
+        assert row[7] == human_bytes(kv_cache_bytes(c, ctx, 1))
+    assert f'<option value="{ctx}" selected>' in page
+
+
+def test_llama3_70b_at_128k_is_40_gib(client):
+    page = text_of(client.get(url("/section/kvcache", kv_ctx=131072), headers=HX))
+    row = next(r for r in table_rows(page, "KV cache of published models")
+               if r[0].startswith("Llama 3 70B "))
+    assert row[6] == "40 GiB" and row[7] == "20 GiB"
+
+
+@pytest.mark.parametrize("query, name, status, message", [
+    ({"kv_new": "0"}, "kv_new", 422, "Tokens to generate must be between 1 and 48; got 0."),
+    ({"kv_new": "many"}, "kv_new", 400, "Tokens to generate must be a whole number"),
+    ({"kv_ctx": "200000"}, "kv_ctx", 422, "Context length (tokens) must be between 1 and 131072"),
+    ({"kv_ctx": "1e3"}, "kv_ctx", 400, "must be a whole number"),
+])
+def test_bad_values_get_a_message_and_a_4xx(client, query, name, status, message):
+    for path in ("/", "/section/kvcache"):
+        r = client.get(url(path, **query), headers=HX if path != "/" else {})
+        assert r.status_code == status
+        assert message in error_message(text_of(r), name)
+
+
+def test_too_many_tokens_for_the_window_is_refused_with_the_room_left(client, model):
+    prompt = " Darcy" * 250
+    n = len(model.tokenizer.encode_ordinary(prompt))
+    assert n < 256
+    r = client.get(url("/section/kvcache", prompt=prompt, kv_new=40), headers=HX)
+    assert r.status_code == 422
+    assert error_message(text_of(r), "kv_new") == (
+        f"The prompt is {n} tokens long, so only {256 - n} more fit in the context window "
+        f"of 256 tokens; choose at most {256 - n}.")
+    # what fits is still measured and shown
+    assert f"{n} prompt tokens, then {256 - n} generated" in text_of(r)
+
+
+def test_state_round_trips_through_the_url(client):
+    r = client.get(url("/section/kvcache", kv_new=7, kv_ctx=2048), headers=HX)
+    assert r.headers["HX-Push-Url"] == "/?kv_new=7&kv_ctx=2048"
+    page = text_of(client.get(r.headers["HX-Push-Url"]))
+    assert re.search(r'id="kv-new"[^>]*value="7"', page)
+    assert '<option value="2048" selected>' in page
