@@ -124,3 +124,19 @@ def test_largest_request_stays_under_a_second(client):
     t = time.process_time()      # CPU time of this process: other jobs on the machine do not count
     r = client.get(url("/section/decoding", prompt=PROMPT + " her", b_width=8, b_new=12))
     assert r.status_code == 200 and time.process_time() - t < 1.0
+
+
+@pytest.mark.parametrize("n_prompt, shown", [(256, 0), (253, 3)])
+def test_a_prompt_near_the_context_limit(client, model, n_prompt, shown):
+    ids = model.tokenizer.encode_ordinary(" the" * 300)[:n_prompt]
+    prompt = model.tokenizer.decode(ids)
+    assert len(model.tokenizer.encode_ordinary(prompt)) == n_prompt
+    r = client.get(url("/section/decoding", prompt=prompt, b_new=12))
+    assert r.status_code == 200
+    page = text_of(r)
+    if shown == 0:
+        assert 'id="decoding-full"' in page and "Final beams" not in page
+    else:
+        assert f"Only {shown} new tokens fit" in page
+        assert all(row[2] == str(shown)
+                   for row in rows_with_headers(page, "Final beams"))

@@ -93,6 +93,10 @@ def build(lm, state) -> dict:
     model, tok = lm.model, lm.tokenizer
     ids = prompt_ids(lm, state["prompt"])
     width, n, alpha = state["b_width"], state["b_new"], state["b_alpha"]
+    room = model.config.n_ctx - len(ids)          # positions left in the context window
+    if room <= 0:
+        return dict(full=True, n_ctx=model.config.n_ctx)
+    n = min(n, room)
     search = cached_search(model, ids, width, n, alpha)
     settings = settings_from(state, reject=False)
     seed = state["s_seed"]
@@ -121,6 +125,7 @@ def build(lm, state) -> dict:
     best = finals[0]
     same_length = len(best.tokens) == len(greedy_line.tokens)
     return dict(
+        full=False, room=room, asked=state["b_new"],
         width=width, n_new=n, alpha=alpha, steps=search.steps, finals=finals,
         greedy=greedy_line, samples=samples, settings=settings, seed=seed, rows=rows,
         pruned=pruned, n_nodes=len(search.nodes), same_length=same_length,

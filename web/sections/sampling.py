@@ -178,5 +178,5 @@ def build(lm, state) -> dict:
         draws_figure=figures.draws_figure(names, [int(c) for c in drawn_shown], other_drawn,
                                           [float(final[t]) for t in shown], n),
         example=EXAMPLE, example_url=example_url(state), example_top=ex_top,
-        example_is_prompt=state["prompt"] == EXAMPLE, pct=pct,
+        example_is_prompt=state["prompt"] == EXAMPLE, pct=pct, stage_text=STAGE_TEXT,
     )
