@@ -199,18 +199,21 @@ def test_section_works_on_other_checkpoints(fixture):
     assert sharing in page
 
 
-def test_section_data_time_is_small_for_32_tokens(app, model):
-    """The data and figures of one render, forward pass already cached (median of 5)."""
+@pytest.mark.parametrize("section", ["attention", "feedforward"])
+def test_section_time_is_small_for_32_tokens(app, model, section):
+    """One render's data and figures, forward pass already cached: median CPU time of 5 (this
+    process's, so other jobs on the machine do not count). bench/bench_sections.py prints it."""
+    from web.params import parse_state
+    from web.registry import all_params, section as find_section
     prompt = ("It is a truth universally acknowledged, that a single man in possession of a "
               "good fortune, must be in want of a wife. However little known")
     lm = app.extensions["explainer_model"]
     assert len(run_of(model, prompt).ids) == 32
-    from web.params import parse_state
-    from web.registry import all_params
+    build = find_section(section).build
     times = []
     for _ in range(5):
         state = parse_state(b"prompt=" + prompt.encode(), all_params())
-        t0 = time.perf_counter()
-        attention.build(lm, state)
-        times.append(time.perf_counter() - t0)
-    assert sorted(times)[2] < 0.05
+        t0 = time.process_time()
+        build(lm, state)
+        times.append(time.process_time() - t0)
+    assert sorted(times)[2] < 0.03
