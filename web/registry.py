@@ -20,6 +20,7 @@ from web.params import PROMPT
 from web.sections import (attention, block, decoding, embeddings, feedforward, generation,
                           kvcache, logits, positions, quantization, roofline, sampling,
                           speculative, tiling, tokenization)
+from web.tour import PAGE_PARAMS
 
 
 @dataclass(frozen=True)
@@ -72,8 +73,9 @@ SECTIONS = (
 
 
 def all_params() -> list:
-    """The prompt, then every section's parameters, in page order; names must be unique."""
-    params = [PROMPT] + [p for s in SECTIONS for p in s.params]
+    """The prompt, the page's own (tour, presentation mode, theme), then every section's
+    parameters, in page order; names must be unique."""
+    params = [PROMPT, *PAGE_PARAMS] + [p for s in SECTIONS for p in s.params]
     names = [p.name for p in params]
     assert len(names) == len(set(names)), f"duplicate parameter names in {names}"
     return params

@@ -13,6 +13,7 @@ from markupsafe import Markup
 
 from web.params import parse_state
 from web.registry import SECTIONS, all_params, section as find_section
+from web.tour import page_context
 
 bp = Blueprint("explainer", __name__)
 
@@ -64,7 +65,7 @@ def page():
     # Words and steps of one prompt mean nothing for another: a prompt change drops them.
     resets = [p.name for s in SECTIONS for p in s.params if p.resets_with_prompt]
     ctx = dict(lm=lm, state=state, built=built(lm, state, SECTIONS), resets=resets,
-               oob=is_partial_request())
+               oob=is_partial_request(), **page_context(state, SECTIONS))
     template = "sections.html" if is_partial_request() else "page.html"
     return respond(render_template(template, **ctx), state)
 

@@ -5,12 +5,31 @@
   "use strict";
   var PLOT_CONFIG = { responsive: true, displaylogo: false, displayModeBar: false };
 
+  function dark() {
+    var theme = document.documentElement.getAttribute("data-theme");
+    return theme === "dark" || (theme !== "light" && window.matchMedia &&
+                                window.matchMedia("(prefers-color-scheme: dark)").matches);
+  }
+
+  // The server builds figures for a white page; the dark theme recolours the frame only.
+  function themed(layout) {
+    if (!dark()) return layout;
+    var ink = "#e8ecf4", paper = "#161b26", grid = "#39414f";
+    var out = Object.assign({}, layout, { paper_bgcolor: paper, plot_bgcolor: paper,
+      font: Object.assign({}, layout.font || {}, { color: ink }) });
+    ["xaxis", "yaxis"].concat(Object.keys(layout)).forEach(function (k) {
+      if (/^[xy]axis\d*$/.test(k)) out[k] = Object.assign({}, layout[k] || {}, { gridcolor: grid, zerolinecolor: grid });
+    });
+    return out;
+  }
+
   function draw(el) {
     if (typeof Plotly === "undefined") return;
     var fig;
     try { fig = JSON.parse(el.getAttribute("data-figure")); } catch (e) { return; }
-    Plotly.react(el, fig.data || [], fig.layout || {}, PLOT_CONFIG);
+    Plotly.react(el, fig.data || [], themed(fig.layout || {}), PLOT_CONFIG);
   }
+  window.explainerDraw = draw;    // learn.js redraws every figure when the theme changes
 
   // A control outside the swapped region (the prompt box) learns from its message whether
   // it is invalid: the server writes the message, this keeps aria-invalid in step with it.

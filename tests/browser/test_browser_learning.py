@@ -1,0 +1,171 @@
+"""The learning experience in Chromium: the tour, presentation mode, predict-then-reveal, CSV
+export, theme, and a phone-width page."""
+import base64
+import csv
+import io
+import json
+import re
+
+import numpy as np
+from playwright.sync_api import expect
+
+from web.registry import SECTIONS
+from web.tour import tour_steps
+
+STEPS = tour_steps(SECTIONS)
+
+
+def test_the_tour_visits_every_step_in_order_and_back(page, page_errors):
+    page.goto("/")
+    page.get_by_role("button", name="Guided tour").click()
+    tour = page.get_by_role("complementary", name=re.compile("Guided tour"))
+    next_button = tour.get_by_role("button", name="Next step")
+    for step in STEPS:
+        expect(tour.locator("#tour-progress")).to_have_text(
+            f"Guided tour: step {step.number} of {len(STEPS)}")
+        expect(tour.get_by_role("heading", name=f"{step.number}. {step.title}")).to_be_visible()
+        expect(page).to_have_url(re.compile(rf"tour={step.number}(&|$)"))
+        if step.target != "prompt":
+            expect(page.locator(f"section#{step.target}")).to_have_class(re.compile(r"\bcurrent\b"))
+        if step.number < len(STEPS):
+            next_button.click()
+    expect(next_button).to_be_disabled()
+    page.locator("body").click(position={"x": 2, "y": 2})     # focus off the buttons
+    for step in reversed(STEPS[:-1]):
+        page.keyboard.press("ArrowLeft")
+        expect(tour.locator("#tour-progress")).to_have_text(
+            f"Guided tour: step {step.number} of {len(STEPS)}")
+    expect(tour.get_by_role("button", name="Previous step")).to_be_disabled()
+    page.keyboard.press("Escape")
+    expect(tour).to_be_hidden()
+    expect(page).not_to_have_url(re.compile(r"tour="))
+    assert page_errors == []
+
+
+def test_presentation_mode_shows_one_step_and_survives_reload(page):
+    page.goto("/")
+    page.locator("body").press("p")
+    expect(page.locator("body")).to_have_class(re.compile(r"\bpresent\b"))
+    expect(page).to_have_url(re.compile(r"present=1"))
+    page.get_by_role("button", name="Next step").click()
+    page.get_by_role("button", name="Next step").click()          # step 3
+    target = STEPS[2].target
+    visible = page.locator("main .section:visible")
+    expect(visible).to_have_count(1)
+    expect(visible).to_have_id(target)
+    page.reload()
+    expect(page.locator("body")).to_have_class(re.compile(r"\bpresent\b"))
+    expect(page.locator("main .section:visible")).to_have_id(target)
+    expect(page.get_by_role("button", name="Presentation mode")).to_have_attribute(
+        "aria-pressed", "true")
+    page.locator("body").press("p")
+    expect(page.locator("body")).not_to_have_class(re.compile(r"\bpresent\b"))
+    expect(page).not_to_have_url(re.compile(r"present="))
+
+
+def test_a_prediction_is_recorded_before_the_reveal(page, model):
+    prompt = "It is a truth universally acknowledged, that a single man"
+    logits = model.forward(model.tokenizer.encode(prompt))[-1]
+    top = model.tokenizer.decode_single_token_bytes(int(np.argmax(logits))).decode().strip()
+    page.goto("/?prompt=" + prompt)
+    box = page.locator("#logits .predict")
+    reveal = box.locator(".predict-reveal")
+    expect(reveal).to_be_hidden()
+    expect(page.locator("#lg-live")).to_have_class(re.compile(r"\bgated\b"))
+    box.get_by_label("Your guess").fill("of")
+    box.get_by_role("button", name="Lock in my guess").click()
+    expect(reveal).to_be_visible()
+    expect(box.locator(".predict-guess")).to_have_text("of")
+    expect(box.locator(".predict-answer")).to_have_text(re.compile(re.escape(top)))
+    expect(box.locator(".predict-verdict")).to_have_text("Right!" if top == "of" else "Not this time.")
+    expect(page.locator("#lg-live")).not_to_have_class(re.compile(r"\bgated\b"))
+    stored = page.evaluate("() => Object.entries(localStorage)"
+                           ".filter(([k]) => k.startsWith('predict:next-token:'))")
+    assert stored == [[f"predict:next-token:{top}", "of"]]
+    page.reload()                                   # the guess stays, and so does the reveal
+    expect(reveal).to_be_visible()
+    expect(box.locator(".predict-guess")).to_have_text("of")
+
+
+def decode(v):
+    """plotly.py's typed arrays ({dtype, bdata, shape}) as lists, as the page decodes them."""
+    if isinstance(v, dict) and "bdata" in v:
+        a = np.frombuffer(base64.b64decode(v["bdata"]), dtype=np.dtype(v["dtype"]))
+        if "shape" in v:
+            a = a.reshape([int(n) for n in str(v["shape"]).split(",")])
+        return a.tolist()
+    return v
+
+
+def expected_rows(fig):
+    rows = []
+    for n, t in enumerate(fig["data"]):
+        x, y, z, text = (decode(t.get(k)) for k in ("x", "y", "z", "text"))
+        name = t.get("name") or t.get("type", "")
+        if isinstance(z, list) and z and isinstance(z[0], list):
+            for i, row in enumerate(z):
+                for j, value in enumerate(row):
+                    rows.append([n, name, x[j] if x else j, y[i] if y else i, value, ""])
+            continue
+        for k in range(max(len(x or []), len(y or []), len(z) if isinstance(z, list) else 0)):
+            rows.append([n, name, x[k] if x else "", y[k] if y else "",
+                         z[k] if isinstance(z, list) else "",
+                         text[k] if isinstance(text, list) else (text or "")])
+    return rows
+
+
+def same(a: str, b) -> bool:
+    if b is None or b == "":
+        return a == ""
+    if isinstance(b, (int, float)) and not isinstance(b, bool):
+        return float(a) == float(b)
+    return a == str(b)
+
+
+def test_an_exported_csv_matches_the_figures_data(page):
+    page.goto("/")
+    for label in ("Line chart: tokens in the text after each number of merges",):
+        plot = page.get_by_role("img", name=label)
+        fig = json.loads(plot.get_attribute("data-figure"))
+        with page.expect_download() as info:
+            page.get_by_role("button", name=f"Download the data as CSV: {label}").click()
+        text = open(info.value.path(), encoding="utf-8").read()
+        got = list(csv.reader(io.StringIO(text)))
+        assert got[0] == ["trace", "name", "x", "y", "z", "text"]
+        want = expected_rows(fig)
+        assert len(got) - 1 == len(want) > 0
+        for g, w in zip(got[1:], want):
+            assert all(same(a, b) for a, b in zip(g, w)), (g, w)
+
+
+def test_a_heatmap_exports_one_row_per_cell(page):
+    page.goto("/")
+    plot = page.locator("#tiling .plot[data-figure]").first
+    fig = json.loads(plot.get_attribute("data-figure"))
+    label = plot.get_attribute("aria-label")
+    with page.expect_download() as info:
+        page.get_by_role("button", name=f"Download the data as CSV: {label}").click()
+    got = list(csv.reader(io.StringIO(open(info.value.path(), encoding="utf-8").read())))[1:]
+    want = expected_rows(fig)
+    z = decode(fig["data"][0]["z"])
+    assert len(got) == len(want) == len(z) * len(z[0])
+    assert all(all(same(a, b) for a, b in zip(g, w)) for g, w in zip(got, want))
+
+
+def test_dark_theme_is_kept_in_the_url(page):
+    page.goto("/")
+    page.get_by_label("Theme").select_option("dark")
+    expect(page.locator("html")).to_have_attribute("data-theme", "dark")
+    expect(page).to_have_url(re.compile(r"theme=dark"))
+    page.reload()
+    expect(page.locator("html")).to_have_attribute("data-theme", "dark")
+    bg = page.evaluate("getComputedStyle(document.body).backgroundColor")
+    assert bg == "rgb(13, 17, 23)"
+
+
+def test_no_horizontal_scrolling_at_390_px(page):
+    page.set_viewport_size({"width": 390, "height": 844})
+    page.goto("/")
+    expect(page.locator("main .plot .main-svg").last).to_be_attached()
+    width = page.evaluate("document.documentElement.scrollWidth")
+    assert width <= 390, f"the page is {width} px wide"

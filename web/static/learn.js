@@ -1,0 +1,281 @@
+// The learning experience: the guided tour, presentation mode, the theme, "copy link",
+// predict-then-reveal, and figure exports (PNG by Plotly, CSV from the figure's own data).
+// Page-level state lives in hidden inputs of the #state form, so it travels with every htmx
+// request, and in the address bar (history.replaceState), so a reload resumes it.
+(function () {
+  "use strict";
+
+  function $(id) { return document.getElementById(id); }
+
+  function setParam(name, value, fallback) {
+    var input = document.querySelector('#state input[type=hidden][name="' + name + '"]');
+    if (input) input.value = value;
+    var url = new URL(window.location.href);
+    if (String(value) === String(fallback)) url.searchParams.delete(name);
+    else url.searchParams.set(name, value);
+    window.history.replaceState(window.history.state, "", url.toString());
+  }
+
+  // --- the guided tour -----------------------------------------------------------------------
+  function steps() { return Array.prototype.slice.call(document.querySelectorAll("#tour .tour-step")); }
+  function tourOpen() { var t = $("tour"); return t && !t.hidden; }
+  function currentStep() { return Number(($("tour-bar") || {}).value || 1); }
+  function presenting() { return document.body.classList.contains("present"); }
+
+  function markCurrent() {
+    var open = tourOpen(), target = null;
+    if (open) {
+      var li = steps()[currentStep() - 1];
+      target = li && li.getAttribute("data-target");
+    }
+    document.querySelectorAll(".section").forEach(function (s) {
+      s.classList.toggle("current", open && s.id === target);
+    });
+    return target;
+  }
+
+  function showStep(n, scroll) {
+    var all = steps();
+    if (!all.length) return;
+    n = Math.max(1, Math.min(all.length, n));
+    all.forEach(function (li) { li.hidden = Number(li.getAttribute("data-step")) !== n; });
+    $("tour").hidden = false;
+    $("tour-bar").value = n;
+    $("tour-now").textContent = String(n);
+    $("tour-prev").disabled = n === 1;
+    $("tour-next").disabled = n === all.length;
+    setParam("tour", n, 0);
+    var target = markCurrent();
+    if (scroll !== false && target && $(target)) {
+      if (presenting()) window.scrollTo(0, 0);
+      else $(target).scrollIntoView({ block: "start" });
+    }
+  }
+
+  function closeTour() {
+    $("tour").hidden = true;
+    setParam("tour", 0, 0);
+    if (presenting()) setPresent(false);
+    markCurrent();
+  }
+
+  function setPresent(on) {
+    document.body.classList.toggle("present", on);
+    $("present-toggle").setAttribute("aria-pressed", on ? "true" : "false");
+    setParam("present", on ? 1 : 0, 0);
+    if (on && !tourOpen()) showStep(1);
+    else markCurrent();
+    redrawPlots();
+  }
+
+  // --- theme ---------------------------------------------------------------------------------
+  function redrawPlots() {
+    if (window.explainerDraw) document.querySelectorAll("[data-figure]").forEach(window.explainerDraw);
+  }
+
+  function setTheme(theme) {
+    document.documentElement.setAttribute("data-theme", theme);
+    setParam("theme", theme, "auto");
+    redrawPlots();
+  }
+
+  // --- predict, then reveal --------------------------------------------------------------------
+  function guessKey(box) { return "predict:" + box.getAttribute("data-predict") + ":" + box.getAttribute("data-answer"); }
+
+  function verdict(kind, guess, answer) {
+    if (kind === "number") {
+      var g = Number(guess), a = Number(answer);
+      if (!isFinite(g)) return "";
+      if (g === a) return "Exactly right.";
+      var ratio = a === 0 ? Infinity : g / a;
+      return "You were off by a factor of " + (ratio >= 1 ? ratio : 1 / ratio).toPrecision(3) + ".";
+    }
+    var same = guess.trim().toLowerCase() === String(answer).trim().toLowerCase();
+    return same ? "Right!" : "Not this time.";
+  }
+
+  function gate(box, closed) {
+    var id = box.getAttribute("data-gate"), el = id && document.getElementById(id);
+    if (el) el.classList.toggle("gated", closed);
+  }
+
+  function reveal(box, guess) {
+    gate(box, false);
+    box.querySelector(".predict-guess").textContent = guess;
+    box.querySelector(".predict-verdict").textContent =
+      verdict(box.getAttribute("data-kind"), guess, box.getAttribute("data-answer"));
+    box.querySelector(".predict-reveal").hidden = false;
+    box.querySelector(".predict-commit").disabled = true;
+    box.querySelectorAll("input").forEach(function (i) { i.disabled = true; });
+    box.classList.add("revealed");
+  }
+
+  function commit(box) {
+    var guess;
+    if (box.getAttribute("data-kind") === "choice") {
+      var picked = box.querySelector("input[type=radio]:checked");
+      guess = picked ? picked.value : "";
+    } else {
+      guess = box.querySelector(".predict-input").value;
+    }
+    if (!guess.trim()) {
+      box.querySelector(".predict-q").classList.add("need-guess");
+      return;
+    }
+    try { window.localStorage.setItem(guessKey(box), guess); } catch (e) { /* private mode */ }
+    box.setAttribute("data-guess-recorded", "true");
+    reveal(box, guess);
+  }
+
+  function restorePredictions(root) {
+    root.querySelectorAll(".predict").forEach(function (box) {
+      var saved = null;
+      try { saved = window.localStorage.getItem(guessKey(box)); } catch (e) { /* none */ }
+      if (saved !== null) reveal(box, saved);
+      else gate(box, true);
+    });
+  }
+
+  // --- exports -------------------------------------------------------------------------------
+  var TYPED = { f8: Float64Array, f4: Float32Array, i1: Int8Array, u1: Uint8Array,
+                i2: Int16Array, u2: Uint16Array, i4: Int32Array, u4: Uint32Array };
+
+  // plotly.py writes NumPy arrays as {dtype, bdata (base64), shape}; lists stay lists.
+  function decode(v) {
+    if (!v || typeof v !== "object" || Array.isArray(v) || !v.bdata) return v;
+    var bin = window.atob(v.bdata), bytes = new Uint8Array(bin.length);
+    for (var i = 0; i < bin.length; i++) bytes[i] = bin.charCodeAt(i);
+    var flat = Array.prototype.slice.call(new TYPED[v.dtype](bytes.buffer));
+    var dims = v.shape ? String(v.shape).split(",").map(Number) : [flat.length];
+    if (dims.length !== 2) return flat;
+    var rows = [];
+    for (var r = 0; r < dims[0]; r++) rows.push(flat.slice(r * dims[1], (r + 1) * dims[1]));
+    return rows;
+  }
+
+  function cell(v) {
+    if (v === null || v === undefined) return "";
+    var s = String(v);
+    return /[",\n\r]/.test(s) ? '"' + s.replace(/"/g, '""') + '"' : s;
+  }
+
+  // One row per point: trace, name, x, y, z, text. A heatmap gives one row per cell.
+  function figureCsv(fig) {
+    var lines = ["trace,name,x,y,z,text"];
+    (fig.data || []).forEach(function (t, n) {
+      var x = decode(t.x), y = decode(t.y), z = decode(t.z), text = decode(t.text);
+      var name = t.name || t.type || "";
+      if (Array.isArray(z) && Array.isArray(z[0])) {
+        z.forEach(function (row, i) {
+          row.forEach(function (value, j) {
+            lines.push([n, name, x ? x[j] : j, y ? y[i] : i, value, ""].map(cell).join(","));
+          });
+        });
+        return;
+      }
+      var len = Math.max((x || []).length || 0, (y || []).length || 0, (Array.isArray(z) ? z.length : 0));
+      for (var k = 0; k < len; k++) {
+        lines.push([n, name, x ? x[k] : "", y ? y[k] : "", Array.isArray(z) ? z[k] : "",
+                    Array.isArray(text) ? text[k] : (text || "")].map(cell).join(","));
+      }
+    });
+    return lines.join("\n") + "\n";
+  }
+
+  function plotName(el, i) {
+    var section = el.closest(".section");
+    return (section ? section.id : "figure") + "-" + (i + 1);
+  }
+
+  function download(filename, text) {
+    var url = URL.createObjectURL(new Blob([text], { type: "text/csv" }));
+    var a = document.createElement("a");
+    a.href = url;
+    a.download = filename;
+    document.body.appendChild(a);
+    a.click();
+    a.remove();
+    setTimeout(function () { URL.revokeObjectURL(url); }, 1000);
+  }
+
+  function addExportTools(root) {
+    var plots = Array.prototype.slice.call(document.querySelectorAll(".plot[data-figure]"));
+    plots.forEach(function (el, i) {
+      if (!root.contains(el) && root !== el) return;
+      var next = el.nextElementSibling;
+      if (next && next.classList.contains("plot-tools")) next.remove();
+      var what = el.getAttribute("aria-label") || "this figure";
+      var tools = document.createElement("div");
+      tools.className = "plot-tools";
+      var png = document.createElement("button");
+      png.type = "button";
+      png.textContent = "PNG";
+      png.setAttribute("aria-label", "Download as PNG: " + what);
+      png.addEventListener("click", function () {
+        if (window.Plotly) window.Plotly.downloadImage(el, { format: "png", filename: plotName(el, i) });
+      });
+      var csv = document.createElement("button");
+      csv.type = "button";
+      csv.textContent = "CSV";
+      csv.setAttribute("aria-label", "Download the data as CSV: " + what);
+      csv.addEventListener("click", function () {
+        var fig;
+        try { fig = JSON.parse(el.getAttribute("data-figure")); } catch (e) { return; }
+        download(plotName(el, i) + ".csv", figureCsv(fig));
+      });
+      tools.appendChild(png);
+      tools.appendChild(csv);
+      el.insertAdjacentElement("afterend", tools);
+    });
+  }
+
+  // --- wiring --------------------------------------------------------------------------------
+  function typing(el) {
+    return el && (el.isContentEditable || /^(INPUT|TEXTAREA|SELECT)$/.test(el.tagName));
+  }
+
+  document.addEventListener("keydown", function (e) {
+    if (e.altKey || e.ctrlKey || e.metaKey || typing(e.target)) return;
+    if ((e.key === "ArrowRight" || e.key === "PageDown") && tourOpen()) { showStep(currentStep() + 1); e.preventDefault(); }
+    else if ((e.key === "ArrowLeft" || e.key === "PageUp") && tourOpen()) { showStep(currentStep() - 1); e.preventDefault(); }
+    else if (e.key === "p" || e.key === "P") { setPresent(!presenting()); e.preventDefault(); }
+    else if (e.key === "Escape" && tourOpen()) { closeTour(); e.preventDefault(); }
+  });
+
+  document.addEventListener("click", function (e) {
+    var t = e.target.closest ? e.target.closest("button") : null;
+    if (!t) return;
+    if (t.id === "tour-start") showStep(tourOpen() ? currentStep() : 1);
+    else if (t.id === "tour-next") showStep(currentStep() + 1);
+    else if (t.id === "tour-prev") showStep(currentStep() - 1);
+    else if (t.id === "tour-close") closeTour();
+    else if (t.id === "present-toggle") setPresent(!presenting());
+    else if (t.id === "copy-link") {
+      var status = $("copy-status");
+      var done = function () { status.textContent = "Link copied."; };
+      if (navigator.clipboard && window.isSecureContext) {
+        navigator.clipboard.writeText(window.location.href).then(done, function () { status.textContent = window.location.href; });
+      } else {
+        status.textContent = window.location.href;
+      }
+    } else if (t.classList.contains("predict-commit")) commit(t.closest(".predict"));
+    else if (t.classList.contains("predict-skip")) reveal(t.closest(".predict"), "nothing");
+  });
+
+  document.addEventListener("change", function (e) {
+    if (e.target.id === "theme-select") setTheme(e.target.value);
+  });
+
+  function init(root) {
+    addExportTools(root);
+    restorePredictions(root);
+    markCurrent();
+  }
+
+  document.addEventListener("DOMContentLoaded", function () {
+    if (tourOpen()) showStep(currentStep(), !presenting());
+  });
+  if (typeof htmx !== "undefined") htmx.onLoad(init);
+  else document.addEventListener("DOMContentLoaded", function () { init(document.body); });
+
+})();
