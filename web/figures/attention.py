@@ -16,6 +16,8 @@ from web.figures import base_layout, figure_json, label, typed_array
 MASKED = "#c9ccd3"            # grey of masked cells
 CHOSEN = "#b4451f"            # outline of the chosen head / token
 WEIGHTS = [[0.0, "#ffffff"], [0.15, "#c6dbef"], [0.5, "#4a8fc9"], [1.0, "#08306b"]]
+SCORES = [[0.0, "#b2182b"], [0.25, "#ef8a62"], [0.5, "#ffffff"], [0.75, "#67a9cf"],
+          [1.0, "#2166ac"]]       # red below 0, white at 0, blue above: never the mask's grey
 GRID_GAP = 2                  # empty cells between two panels of the grid
 MASK = -100                   # grid value of a masked cell (its base64 has no "/" to escape)
 
@@ -56,7 +58,7 @@ def head_grid_figure(grid, chosen_layer, chosen_head) -> str:
 def _token_axis(labels, every):
     idx = list(range(0, len(labels), every))
     return dict(tickmode="array", tickvals=idx, ticktext=[f"{label(labels[i])} ·{i}" for i in idx],
-                showgrid=False, zeroline=False, automargin=True)
+                showgrid=False, zeroline=False, automargin=True, tickfont=dict(size=11))
 
 
 def token_matrix_figure(matrix, labels, title, row, *, kind) -> str:
@@ -70,7 +72,7 @@ def token_matrix_figure(matrix, labels, title, row, *, kind) -> str:
         colours = dict(colorscale=WEIGHTS, zmin=0.0, zmax=1.0)
         hover = "query %{y} → key %{x}<br>weight %{z:.4f}<extra></extra>"
     else:
-        colours = dict(colorscale="RdBu", reversescale=True, zmid=0.0)
+        colours = dict(colorscale=SCORES, zmid=0.0)
         hover = "query %{y} → key %{x}<br>score %{z:.3f}<extra></extra>"
     trace = dict(type="heatmap", z=typed_array(np.asarray(matrix, dtype=np.float32)),
                  hoverongaps=False, hovertemplate=hover,
@@ -110,10 +112,11 @@ def head_measures_figure(measures: dict) -> str:
                           "%{z:.3f}<extra></extra>"))
         x0 = i * (width + gap)
         layout["xaxis" + ax] = dict(domain=[x0, x0 + width], dtick=1, anchor="y" + ax,
-                                    title=dict(text="head"))
+                                    title=dict(text="head"), automargin=True, showgrid=False,
+                                    zeroline=False)
         layout["yaxis" + ax] = dict(autorange="reversed", dtick=1, anchor="x" + ax,
-                                    showticklabels=i == 0,
-                                    title=dict(text="layer" if i == 0 else ""))
+                                    showticklabels=i == 0, automargin=True, showgrid=False,
+                                    zeroline=False, title=dict(text="layer" if i == 0 else ""))
         layout["annotations"].append(dict(
             text=MEASURE_TITLES[name], x=x0 + width / 2, y=1.0, xref="paper", yref="paper",
             xanchor="center", yanchor="bottom", showarrow=False))
