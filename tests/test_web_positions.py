@@ -76,7 +76,7 @@ BAD = [
     ({"pos_base": "50"}, "pos_base", "between 100 and 100000"),
     ({"pos_base": "10050"}, "pos_base", "steps of 100"),
     ({"pos_base": "1e4"}, "pos_base", "whole number"),
-    ({"pos_layer": "4"}, "pos_layer", "the model has 4"),
+    ({"pos_layer": "4"}, "pos_layer", "RoPE layer 4 does not exist: the model has 4"),
     ({"pos_head": "8"}, "pos_head", "each layer has 8"),
     ({"pos_q": "999"}, "pos_q", "does not exist"),
     ({"pos_q": "2", "pos_k": "5"}, "pos_k", "comes after the query token"),

@@ -26,15 +26,15 @@ TOP_NEXT = 5                     # next-token predictions listed per order
 SHIFTS = (0, 1, 7, 50, 150)      # q and k moved together by these many positions
 
 PARAMS = (
-    Param("pos_base", "Base", kind="int", default=10000, min=100, max=100000),
-    Param("pos_layer", "Layer", kind="int", default=0, min=0, max=999),
-    Param("pos_head", "Head", kind="int", default=0, min=0, max=999),
-    Param("pos_q", "Query token", kind="int", min=0, max=9999, resets_with_prompt=True),
-    Param("pos_k", "Key token", kind="int", default=0, min=0, max=9999,
+    Param("pos_base", "Sinusoid base", kind="int", default=10000, min=100, max=100000),
+    Param("pos_layer", "RoPE layer", kind="int", default=0, min=0, max=999),
+    Param("pos_head", "RoPE head", kind="int", default=0, min=0, max=999),
+    Param("pos_q", "RoPE query token", kind="int", min=0, max=9999, resets_with_prompt=True),
+    Param("pos_k", "RoPE key token", kind="int", default=0, min=0, max=9999,
           resets_with_prompt=True),
-    Param("pos_a", "First order", default="the dog bites the man.", max_chars=300,
+    Param("pos_a", "First sentence", default="the dog bites the man.", max_chars=300,
           required=True),
-    Param("pos_b", "Second order", default="the man bites the dog.", max_chars=300,
+    Param("pos_b", "Second sentence", default="the man bites the dog.", max_chars=300,
           required=True),
 )
 
@@ -111,12 +111,12 @@ def rope_on_prompt(lm, state) -> dict:
     head = _check_index(state, "pos_head", cfg.n_heads, "each layer has")
     q_at = state.resolve("pos_q", T - 1)
     if q_at >= T:
-        state.reject("pos_q", f"Token {q_at} does not exist: the prompt has {T} tokens "
+        state.reject("pos_q", f"RoPE query token {q_at} does not exist: the prompt has {T} tokens "
                      f"(0 to {T - 1}).")
         q_at = state.resolve("pos_q", T - 1)
     k_at = state["pos_k"]
     if k_at > q_at:
-        state.reject("pos_k", f"Key token {k_at} comes after the query token {q_at}: a token "
+        state.reject("pos_k", f"RoPE key token {k_at} comes after the query token {q_at}: a token "
                      "only attends to itself and the tokens before it.")
         k_at = state["pos_k"]
     kv_head = head // (cfg.n_heads // cfg.n_kv_heads)        # grouped-query: heads share k
