@@ -1,30 +1,13 @@
 """Figures of the transformer-block section.
 
-Built as plain figure dicts (the JSON Plotly reads) rather than `go.Figure`s: these sections
-re-render on every prompt change, and `go.Figure`'s validation cost 20-70 ms per figure here,
-against under 1 ms for a dict. Arrays travel as Plotly's typed-array spec (base64 float32).
+Plain figure dicts (`web.figures.figure_json`) rather than `go.Figure`s: these sections re-render
+on every prompt change, and `go.Figure`'s validation cost 20-70 ms per figure here.
 """
-import base64
-import json
-
 import numpy as np
 
-from web.figures import base_layout, label
+from web.figures import base_layout, figure_json, label, typed_array
 
 ACCENT, MUTED, INK = "#b4451f", "#7a8ba6", "#14213d"
-
-
-def typed(a) -> dict:
-    """An array in Plotly's typed-array form: little-endian float32 bytes, base64 (NaN = gap)."""
-    a = np.ascontiguousarray(a, dtype="<f4")
-    out = {"dtype": "f4", "bdata": base64.b64encode(a.tobytes()).decode("ascii")}
-    if a.ndim > 1:
-        out["shape"] = ", ".join(map(str, a.shape))
-    return out
-
-
-def figure_json(data: list, layout: dict) -> str:
-    return json.dumps({"data": data, "layout": layout}, separators=(",", ":"))
 
 
 def _token_ticks(tokens: list) -> list:
@@ -41,7 +24,7 @@ def tensor_heatmap(matrix, tokens: list, columns, title: str) -> str:
     bound = float(np.abs(finite).max()) if finite.size else 1.0
     diverging = finite.size and finite.min() < 0
     heatmap = dict(
-        type="heatmap", z=typed(z), y=rows,
+        type="heatmap", z=typed_array(z), y=rows,
         colorscale="RdBu" if diverging else "Blues",     # plotly.js RdBu: red = high
         zmin=-bound if diverging else 0, zmax=bound,
         hovertemplate="token %{y}, column %{x}: %{z:.4g}<extra></extra>")
@@ -61,7 +44,8 @@ def norms_heatmap(norms, tokens: list, stages: list) -> str:
     """Size (Euclidean norm) of the residual stream: a row per token, a column per stage."""
     rows = list(range(norms.shape[0]))
     heatmap = dict(
-        type="heatmap", z=typed(norms), x=stages, y=rows, colorscale="Viridis",
+        type="heatmap", z=typed_array(norms.astype(np.float32)), x=stages, y=rows,
+        colorscale="Viridis",
         colorbar=dict(title=dict(text="norm")),
         hovertemplate="token %{y}, %{x}: norm %{z:.3f}<extra></extra>")
     return figure_json([heatmap], base_layout(

@@ -1,6 +1,5 @@
 """Figures of the logits-and-softmax section (plain figure dicts: see web.figures.block)."""
-from web.figures import base_layout, label
-from web.figures.block import figure_json
+from web.figures import base_layout, figure_json, label
 
 ACCENT, MUTED = "#b4451f", "#7a8ba6"
 
