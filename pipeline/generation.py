@@ -95,7 +95,7 @@ class TextStream:
         return self.utf8.decode(b"", final=True)
 
 
-# --- prefill vs decode, measured, and what each step has to read and compute ----------------
+# --- prefill vs decode, measured (the counts of bytes and FLOPs are in pipeline/roofline.py) --
 
 def time_prefill(model, ids, repeats: int = 3) -> float:
     """Median wall time (s) of one parallel pass over `ids` into an empty KV cache."""
@@ -118,50 +118,3 @@ def time_decode(model, ids, n_steps: int = 5) -> float:
         token = int(np.argmax(model.decode(token, kv)))
         times.append(time.perf_counter() - start)
     return float(np.median(times))
-
-
-def _arrays(node):
-    if isinstance(node, dict):
-        return [a for v in node.values() for a in _arrays(v)]
-    if isinstance(node, list):
-        return [a for v in node for a in _arrays(v)]
-    return [node]
-
-
-def weight_bytes_per_token(model) -> int:
-    """Bytes of weights one decode step reads: every block's arrays, the final norm and the
-    whole unembedding (each is used in full for one token), but one row of the embedding
-    table (and of GPT-2's position table)."""
-    p = model.params
-    full = _arrays(p["blocks"]) + _arrays(p["ln_f"]) + [p["unembed"]]
-    rows = [p["wte"][0]] + ([p["wpe"][0]] if "wpe" in p else [])
-    return int(sum(a.nbytes for a in full + rows))
-
-
-def kv_cache_bytes(model, n_tokens: int) -> int:
-    """Bytes of keys and values a step attends over with n_tokens in context: the `nbytes` of
-    the model's own KVCache holding that many tokens."""
-    kv = model.new_kv_cache(capacity=n_tokens)
-    kv.reserve(n_tokens)
-    kv.n_tokens = n_tokens
-    return kv.nbytes
-
-
-def matmul_weights(model) -> int:
-    """Weights in the matrices a token is multiplied by (blocks' projections, unembedding)."""
-    p = model.params
-    return int(sum(a.size for a in _arrays(p["blocks"]) + [p["unembed"]] if a.ndim == 2))
-
-
-def attention_flops(model, n_queries: int, n_keys: int) -> int:
-    """q.k scores and the weighted sum of values: 2 x 2 x layers x heads x hd per (query, key)
-    pair. The engine computes the whole [T, S] square and masks it, so that is counted."""
-    c = model.config
-    return 4 * c.n_layers * c.n_heads * c.head_dim * n_queries * n_keys
-
-
-def forward_flops(model, n_new: int, n_cached: int = 0) -> int:
-    """FLOPs of one pass over n_new tokens with n_cached already in the KV cache: 2 per weight
-    of every matrix per token (a multiply and an add) plus attention; norms, softmax and
-    activations (a few per value, not per weight) are left out."""
-    return 2 * matmul_weights(model) * n_new + attention_flops(model, n_new, n_cached + n_new)

@@ -6,10 +6,9 @@ import re
 import numpy as np
 import pytest
 
-from engine_support import get_model
-from pipeline.generation import (TextStream, forward_flops, kv_cache_bytes,
-                                 weight_bytes_per_token)
+from pipeline.generation import TextStream
 from pipeline.model import softmax
+from pipeline.sampling import SamplerSettings, sampler
 from web import streaming
 from web.sections import generation
 from web_support import (HX, app, chip_ids, client, error_message, model,  # noqa: F401
@@ -62,12 +61,19 @@ def test_each_step_shows_the_sequence_and_the_models_candidates(client, model, s
      "Pause between streamed tokens (ms) must be between 0 and 500; got 501."),
     ({"gen_pace": "1e3"}, "gen_pace",
      "Pause between streamed tokens (ms) must be a whole number, not '1e3'."),
+    ({"gen_choose": "beam"}, "gen_choose", "The token chooser must be greedy or sampler; "
+     "got 'beam'."),
+    ({"gen_choose": "sampler", "s_topp": "0"}, "s_topp",
+     "Top-p must be greater than 0 (0 would remove every token); got 0."),
 ])
 def test_bad_values_are_4xx_with_the_message_next_to_the_control(client, query, name, message):
     for path in ("/", "/section/generation"):
         r = client.get(url(path, **query), headers=HX if path != "/" else {})
         assert r.status_code in (400, 422)
-        assert error_message(text_of(r), name) == message
+        if name.startswith("gen_") or path == "/":
+            assert error_message(text_of(r), name) == message
+        else:   # a sampler setting: its control is in the Sampling section; named here too
+            assert message in html.unescape(text_of(r))
 
 
 def sse_events(body: str) -> list:
@@ -127,6 +133,7 @@ def test_stream_holds_back_a_split_character(client, model, monkeypatch):
 @pytest.mark.parametrize("query, name", [
     ({"gen_max": "500"}, "gen_max"), ({"gen_pace": "-3"}, "gen_pace"),
     ({"prompt": ""}, "prompt"), ({"prompt": "word " * 400}, "prompt"),
+    ({"gen_choose": "beam"}, "gen_choose"), ({"gen_choose": "sampler", "s_temp": "2.5"}, "s_temp"),
 ])
 def test_stream_refuses_bad_values_before_any_work(client, query, name):
     r = client.get(url("/generate/stream", **query))
@@ -159,25 +166,32 @@ def test_generate_button_streams_the_state_on_the_page(client):
     assert sum(e == "token" for e, _ in events) == 12
 
 
-def test_the_counts_are_the_loaded_arrays_and_the_formulas():
-    for name in ("default", "llama_untied", "gpt2"):
-        m = get_model(name)
-        c = m.config
-        d, V = c.d_model, c.vocab_size
-        # a decode step reads every parameter once, but one row of the embedding table(s)
-        rows = d * (2 if c.positions == "learned" else 1)
-        # (a tied table is counted once by n_params and read whole, as the unembedding)
-        expected = m.n_params() - (0 if c.tied_embeddings else V * d) \
-            - (c.n_ctx * d if c.positions == "learned" else 0) + rows
-        assert weight_bytes_per_token(m) == 4 * expected, name
-        per_layer = (d * c.n_heads * c.head_dim + 2 * d * c.n_kv_heads * c.head_dim
-                     + c.n_heads * c.head_dim * d + (3 if c.mlp == "swiglu" else 2) * d * c.d_ff)
-        S = 10
-        assert forward_flops(m, 1, S - 1) == 2 * (c.n_layers * per_layer + d * V) \
-            + 4 * c.n_layers * c.n_heads * c.head_dim * S
-        kv = m.new_kv_cache()
-        m.prefill(list(range(S)), kv)
-        assert kv_cache_bytes(m, S) == kv.nbytes
+def _arrays(node):
+    if isinstance(node, dict):
+        return [a for v in node.values() for a in _arrays(v)]
+    if isinstance(node, list):
+        return [a for v in node for a in _arrays(v)]
+    return [node]
+
+
+def test_the_counts_are_the_loaded_model_s(client, model):
+    lm = client.application.extensions["explainer_model"]
+    c = generation.costs(lm, 10, prefill_s=0.01, decode_s=0.002)
+    # every loaded array once (the tied unembedding is the token table itself)
+    loaded = _arrays({k: v for k, v in model.params.items() if k != "unembed"})
+    assert model.config.tied_embeddings
+    assert c["weight_bytes"] == sum(a.nbytes for a in loaded)
+    # the KV cache read by the step after a 10-token prompt: the engine's own cache, 11 tokens
+    kv = model.new_kv_cache()
+    model.prefill(list(range(11)), kv)
+    assert c["kv_bytes"] == kv.nbytes
+    cfg = model.config
+    attention = 4 * cfg.n_layers * cfg.n_heads * cfg.head_dim * 11
+    assert c["decode"].flops == 2 * model.n_params() + attention
+    assert c["decode"].bytes == c["weight_bytes"] + kv.nbytes
+    assert c["decode_gbps"] == pytest.approx(c["decode"].bytes / 0.002 / 1e9)
+    assert c["prefill_gflops"] == pytest.approx(c["prefill"].flops / 0.01 / 1e9)
+    assert c["per_token_ratio"] == pytest.approx(0.002 / (0.01 / 10))
 
 
 def test_prefill_and_decode_are_measured_for_the_prompt_and_across_lengths(client, model):
@@ -198,3 +212,21 @@ def test_prefill_and_decode_are_measured_for_the_prompt_and_across_lengths(clien
     prefill = re.search(r'id="prefill-ms">([0-9.]+) ms', page)
     decode = re.search(r'id="decode-ms">([0-9.]+) ms', page)
     assert prefill and decode and float(prefill.group(1)) > 0 and float(decode.group(1)) > 0
+
+
+def test_the_sampler_of_the_sampling_section_drives_the_loop_and_the_stream(client, model):
+    query = dict(prompt=PROMPT, gen_choose="sampler", s_temp="0.9", s_topk="40", s_topp="0.95",
+                 s_rep="1.2", s_seed="7", gen_max="12", gen_pace="0")
+    settings = SamplerSettings(repetition_penalty=1.2, temperature=0.9, top_k=40, top_p=0.95)
+    ids = model.tokenizer.encode_ordinary(PROMPT)
+    expected = list(model.generate(ids, 12, sample=sampler(settings, 7)))
+    assert expected != greedy_tokens(model, PROMPT, 12)          # it is not greedy
+    page = text_of(client.get(url("/section/generation", gen_step="11", **query), headers=HX))
+    assert chip_ids(page, "Sequence at this step") == ids + expected
+    assert "temperature 0.9, top-k 40, top-p 0.95, min-p 0; seed 7" in page
+    events = sse_events(text_of(client.get(url("/generate/stream", **query))))
+    assert [d["id"] for e, d in events if e == "token"] == expected
+    # the Generate button carries the same settings
+    full = text_of(client.get(url("/", **query)))
+    stream_url = html.unescape(re.search(r'data-stream-url="([^"]+)"', full).group(1))
+    assert "gen_choose=sampler" in stream_url and "s_seed=7" in stream_url

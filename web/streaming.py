@@ -119,6 +119,7 @@ def answer_events(model, ids, max_new_tokens, pace_seconds, sample, should_stop,
 def stream():
     """The continuation of the prompt, streamed as Server-Sent Events (see the module doc)."""
     lm, state = current_state()
+    sample = None if state.errors else sampler_for(state)    # may refuse a sampler setting
     if state.errors:
         return jsonify(errors=state.errors), state.status
     if not slots.acquire():
@@ -139,7 +140,6 @@ def stream():
     try:
         model = lm.model
         ids = lm.tokenizer.encode_ordinary(state["prompt"])
-        sample = sampler_for(state)
         # waitress: True once it has seen the client's socket close
         gone = request.environ.get("waitress.client_disconnected")
         body = answer_events(model, ids, state["gen_max"], state["gen_pace"] / 1000, sample,

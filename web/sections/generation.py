@@ -9,12 +9,14 @@ import urllib.parse
 
 import numpy as np
 
-from pipeline.generation import (attention_flops, forward_flops, generation_steps,
-                                 kv_cache_bytes, matmul_weights, time_decode, time_prefill,
-                                 weight_bytes_per_token)
+from pipeline.generation import generation_steps, time_decode, time_prefill
+from pipeline.roofline import decode_work, model_costs, prefill_work, roofline
 from web.figures import generation as figures
 from web.forward import prompt_ids
+from pipeline.sampling import sampler
 from web.params import Param
+from web.sections.roofline import machine
+from web.sections.sampling import settings_from
 from web.tokens import pieces
 
 MAX_NEW_TOKENS = 200       # the most a request may generate (a classroom shares 2 cores)
@@ -29,23 +31,52 @@ PARAMS = (
     Param("gen_max", "New-token limit", kind="int", default=30, min=1, max=MAX_NEW_TOKENS),
     Param("gen_pace", "Pause between streamed tokens (ms)", kind="int", default=50, min=0,
           max=500),
+    Param("gen_choose", "Choose the next token with", default="greedy", max_chars=20),
 )
 
 
+CHOOSERS = {"greedy": "the most probable token (greedy)",
+            "sampler": "drawn by the sampler of the Sampling section"}
+
+
+def chooser(state) -> str:
+    """gen_choose, checked ("greedy" or "sampler"); an unknown value is refused, naming it."""
+    value = state["gen_choose"]
+    if value not in CHOOSERS:
+        state.reject("gen_choose", f"The token chooser must be {' or '.join(CHOOSERS)}; "
+                     f"got {value[:20]!r}.", 422)
+        value = state["gen_choose"]
+    return value
+
+
 def sampler_for(state):
-    """The token chooser for the loop and the stream: greedy (the most probable token)."""
-    return None
+    """The token chooser of the loop and of the stream: None (greedy, Model.generate's default)
+    or pipeline.sampling.sampler with the Sampling section's settings and seed (a fresh seeded
+    generator per run, so the same URL gives the same tokens)."""
+    if chooser(state) == "greedy":
+        return None
+    settings = settings_from(state)
+    return sampler(settings, state["s_seed"])
 
 
 def sampler_description(state) -> str:
-    return "greedy: the most probable token at every step"
+    if chooser(state) == "greedy":
+        return "greedily: the most probable token at every step"
+    st = settings_from(state, reject=False)
+    parts = [f"repetition penalty {st.repetition_penalty:g}", f"temperature {st.temperature:g}",
+             f"top-k {st.top_k or 'off'}", f"top-p {st.top_p:g}", f"min-p {st.min_p:g}"]
+    return (f"by the sampler of the Sampling section ({', '.join(parts)}; seed "
+            f"{state['s_seed']})")
 
 
 def sampler_key(state) -> tuple:
-    return ()
+    if chooser(state) == "greedy":
+        return ("greedy",)
+    return ("sampler", settings_from(state, reject=False), state["s_seed"])
 
 
-STREAM_PARAMS = ("prompt", "gen_max", "gen_pace")
+STREAM_PARAMS = ("prompt", "gen_max", "gen_pace", "gen_choose",
+                 "s_rep", "s_temp", "s_topk", "s_topp", "s_minp", "s_seed")
 
 
 def stream_query(state) -> str:
@@ -60,13 +91,13 @@ _runs, _runs_lock = {}, threading.Lock()
 KEEP_RUNS = 16
 
 
-def stepped_run(lm, ids: tuple, max_new_tokens: int, state) -> tuple:
-    key = (id(lm.model), ids, max_new_tokens, sampler_key(state))
+def stepped_run(lm, ids: tuple, max_new_tokens: int, sample, sample_key: tuple) -> tuple:
+    """The loop's steps; `sample_key` names the chooser (a seeded one always draws alike)."""
+    key = (id(lm.model), ids, max_new_tokens, sample_key)
     with _runs_lock:
         if key in _runs:
             return _runs[key]
-    steps = tuple(generation_steps(lm.model, ids, max_new_tokens, sample=sampler_for(state),
-                                   n_top=N_TOP))
+    steps = tuple(generation_steps(lm.model, ids, max_new_tokens, sample=sample, n_top=N_TOP))
     with _runs_lock:
         _runs[key] = steps
         while len(_runs) > KEEP_RUNS:
@@ -133,23 +164,24 @@ SWEEP_TEXT = ("It is a truth universally acknowledged, that a single man in poss
 
 
 def costs(lm, n_prompt: int, prefill_s: float, decode_s: float) -> dict:
-    """What a prefill of the prompt and one decode step read and compute, and how fast."""
+    """What a prefill of the prompt and the decode step after it read and compute (the
+    roofline section's formulas, float32: 4 bytes per weight and per cached value), the
+    speeds the measured times give, and this server's measured roof."""
     model = lm.model
-    weight_bytes = weight_bytes_per_token(model)
-    kv_bytes = kv_cache_bytes(model, n_prompt + 1)       # keys and values the step attends over
-    prefill_flops = forward_flops(model, n_prompt)
-    decode_flops = forward_flops(model, 1, n_prompt)
+    mc = model_costs(model.config, model.n_params(), 4, 4)
+    pre, dec = prefill_work(mc, n_prompt), decode_work(mc, n_prompt)
+    roof = machine()
     return dict(
-        n_params=model.n_params(), matmul_weights=matmul_weights(model),
-        weight_bytes=weight_bytes, kv_bytes=kv_bytes,
-        attention_flops_decode=attention_flops(model, 1, n_prompt + 1),
-        prefill_flops=prefill_flops, decode_flops=decode_flops,
-        prefill_intensity=prefill_flops / weight_bytes,
-        decode_intensity=decode_flops / (weight_bytes + kv_bytes),
-        prefill_gflops=prefill_flops / prefill_s / 1e9,
-        decode_gflops=decode_flops / decode_s / 1e9,
-        decode_gbps=(weight_bytes + kv_bytes) / decode_s / 1e9,
-        prefill_gbps=weight_bytes / prefill_s / 1e9,
+        n_params=model.n_params(), matmul_params=mc.matmul_params,
+        weight_bytes=mc.weight_bytes, kv_bytes=(n_prompt + 1) * mc.kv_bytes_per_token,
+        attention_flops_decode=mc.attn_flops_per_pair * (n_prompt + 1),
+        prefill=pre, decode=dec,
+        prefill_gflops=pre.flops / prefill_s / 1e9, decode_gflops=dec.flops / decode_s / 1e9,
+        decode_gbps=dec.bytes / decode_s / 1e9,
+        peak_gflops=roof.peak_flops / 1e9, bandwidth_gbps=roof.bandwidth / 1e9,
+        ridge=roof.peak_flops / roof.bandwidth,
+        prefill_bound=roofline(pre, roof.peak_flops, roof.bandwidth).bound,
+        decode_bound=roofline(dec, roof.peak_flops, roof.bandwidth).bound,
         per_token_ratio=decode_s / (prefill_s / n_prompt),
     )
 
@@ -160,7 +192,8 @@ def build(lm, state) -> dict:
     """Template context for the generation-loop section."""
     tok = lm.tokenizer
     ids = prompt_ids(lm, state["prompt"])
-    steps = stepped_run(lm, ids, state["gen_max"], state)
+    sample = sampler_for(state)                     # first: it refuses a bad sampler setting
+    steps = stepped_run(lm, ids, state["gen_max"], sample, sampler_key(state))
     step = state["gen_step"]
     if step >= len(steps):
         state.reject("gen_step", f"Step {step} does not exist: with this prompt and limit the "
@@ -181,7 +214,9 @@ def build(lm, state) -> dict:
         generated_chips=[Chip(tok, s.token) for s in steps[:step + 1]],
         steps=steps, step=step, current=current, last_step=len(steps) - 1,
         candidates=candidates, eos_id=lm.model.config.eos_token_id,
-        sampler=sampler_description(state), max_new_tokens=MAX_NEW_TOKENS,
+        sampler=sampler_description(state), choose=chooser(state), choosers=CHOOSERS,
+        sampler_params=STREAM_PARAMS[4:],
+        max_new_tokens=MAX_NEW_TOKENS,
         n_ctx=lm.n_ctx, model_name=lm.name,
         stream_query=stream_query(state),
         prefill_ms=prefill_s * 1000,
