@@ -163,4 +163,6 @@ def test_other_model_families_render(fixture):
         assert "Multi-query attention" in page
     if fixture == "llama_untied":
         assert rows["unembedding"][2] == f"{m.config.vocab_size * m.config.d_model:,}"
-    assert c.get(url("/section/logits", prompt="the cat sat"), headers=HX).status_code == 200
+    r = c.get(url("/section/logits", prompt="the cat sat"), headers=HX)
+    assert r.status_code == 200
+    assert "Jane Austen" not in text_of(r)           # nothing claimed of another checkpoint

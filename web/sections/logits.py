@@ -6,6 +6,8 @@ probabilities and entropy come from `pipeline.sampling`, the same functions the 
 The "confident example" is found by running the model on a fixed list of candidate prompts (famous
 lines and names from its training text), once per model, and keeping the most confident.
 """
+import os
+
 import numpy as np
 
 from pipeline.sampling import entropy_bits, softmax_with_temperature, tokens_holding_mass
@@ -85,6 +87,7 @@ def build(lm, state) -> dict:
         mass50=tokens_holding_mass(pt, 0.5), mass90=tokens_holding_mass(pt, 0.9),
         mass90_1=tokens_holding_mass(p1, 0.9),
         examples=examples, best=examples[0] if examples else None,
+        trained_on_austen=trained_on_austen(lm.model),
         france=next((r for r in examples if r["source"] == "not in the corpus"), None),
         probs_figure=figures.probs_figure(
             [token_text(lm, i) for i in order[:TOP_BARS]], p1[order[:TOP_BARS]],
@@ -92,6 +95,12 @@ def build(lm, state) -> dict:
         entropy_figure=figures.entropy_figure(CURVE_TEMPERATURES.tolist(), curve, temp,
                                               entropy_bits(pt)),
     )
+
+
+def trained_on_austen(model) -> bool:
+    """The project's own models (training/train_model.py writes training_log.json beside them)
+    are trained on Jane Austen's novels; of any other checkpoint the page claims nothing."""
+    return bool(model.path) and os.path.exists(os.path.join(model.path, "training_log.json"))
 
 
 def token_text(lm, i) -> str:
