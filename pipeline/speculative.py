@@ -31,7 +31,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from pipeline.model import Model
-from pipeline.sampling import softmax_with_temperature
+from pipeline.sampling import draw, softmax_with_temperature
 
 
 class DraftMismatch(ValueError):
@@ -53,13 +53,6 @@ def check_draft(target: Model, draft: Model):
     if not same:
         raise DraftMismatch("the draft's tokenizer differs from the target's: the same text "
                             "would become different token ids")
-
-
-def draw(probs, rng: np.random.Generator) -> int:
-    """Inverse-CDF sampling: a uniform u in [0, 1) picks the token whose slice of the
-    cumulative distribution holds it (a token of probability 0 has an empty slice)."""
-    cdf = np.cumsum(np.asarray(probs, dtype=np.float64))
-    return int(min(np.searchsorted(cdf, rng.random() * cdf[-1], side="right"), len(cdf) - 1))
 
 
 def residual(p, q):  # [V], [V] -> [V]: the normalised max(0, p - q)

@@ -10,6 +10,7 @@ import pytest
 from pipeline import load_model
 from pipeline import quantize as Q
 from pipeline.published import PUBLISHED
+from pipeline.sizes import parameter_counts
 from web_support import has_default_model
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -140,17 +141,16 @@ def test_linear_shapes_are_the_loaded_matrices(name, austen):
 
 
 @pytest.mark.parametrize("p", PUBLISHED, ids=lambda p: p.name)
-def test_published_counts_are_linear_layers_plus_embeddings_and_norms(p):
-    """The calculator's split of a published model: its linear layers from the config, and the
-    rest (embeddings, norms, biases) adding up to the publisher's reported count exactly."""
+def test_linear_weights_of_published_configs_match_the_parameter_count(p):
+    """The calculator's linear layers are the blocks' weight matrices of pipeline.sizes'
+    breakdown: its attention and feed-forward counts minus their biases (GPT-2 only)."""
     c = p.config
-    n_linear = Q.weight_memory(c, p.reported_params).n_linear
-    d, n = c.d_model, c.n_layers
-    if c.model_type == "gpt2":        # + wte, wpe, 2 LayerNorms (g, b) per block + final, biases
-        rest = c.vocab_size * d + c.n_ctx * d + n * (4 * d + 3 * d + d + c.d_ff + d) + 2 * d
-    else:                             # + embedding (and a separate output layer), 2 RMSNorms
-        rest = c.vocab_size * d * (1 if c.tied_embeddings else 2) + n * 2 * d + d
-    assert n_linear + rest == p.reported_params
+    counts = parameter_counts(c)
+    n_linear = Q.weight_memory(c, counts.total).n_linear
+    q, kv = c.n_heads * c.head_dim, c.n_kv_heads * c.head_dim
+    biases = q + 2 * kv + c.d_model + c.d_ff + c.d_model if c.model_type == "gpt2" else 0
+    assert n_linear == c.n_layers * (counts.attention + counts.ffn - biases)
+    assert counts.total == p.reported_params
 
 
 def test_weight_memory_of_llama3_8b_by_hand():

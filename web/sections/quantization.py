@@ -11,6 +11,7 @@ import threading
 
 from pipeline import quantize as Q
 from pipeline.published import PUBLISHED
+from pipeline.sizes import parameter_counts
 from web.figures import quantization as figures
 from web.forward import prompt_run
 from web.params import Param
@@ -129,8 +130,9 @@ def calculator(group_size):
     schemes = [("FP16", None), ("INT8", Q.INT8), ("INT4", Q.int4(group_size))]
     rows = []
     for p in PUBLISHED:
-        memories = [Q.weight_memory(p.config, p.reported_params, s) for _, s in schemes]
-        rows.append(dict(name=p.name, repo=p.repo, n_params=p.reported_params,
+        n_params = parameter_counts(p.config).total      # = the checkpoint's reported count
+        memories = [Q.weight_memory(p.config, n_params, s) for _, s in schemes]
+        rows.append(dict(name=p.name, repo=p.repo, n_params=n_params,
                          n_linear=memories[0].n_linear,
                          gb=[m.total_bytes / 1e9 for m in memories],
                          n_groups=[m.n_groups for m in memories]))
