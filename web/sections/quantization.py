@@ -24,7 +24,8 @@ GREEDY_TOKENS = 16           # greedy continuation shown for each scheme
 
 PARAMS = (
     Param("q_group", "Group size (int4)", kind="int", default=32, min=1, max=4096),
-    Param("q_matrix", "Matrix", default=None, max_chars=64),
+    # the default model's first feed-forward output matrix; another model's is found in build
+    Param("q_matrix", "Matrix", default="blocks.0.mlp.w_down", max_chars=64),
 )
 
 
@@ -169,11 +170,12 @@ def build(lm, state) -> dict:
     """Template context for the quantization section."""
     model = lm.model
     names = list(Q.linear_weights(model.params))
-    matrix = state.resolve("q_matrix", default_matrix(names))
-    if matrix not in names:
+    matrix = state["q_matrix"]
+    if matrix not in names and "q_matrix" in state.raw and "q_matrix" not in state.errors:
         state.reject("q_matrix", f"{matrix!r} is not a quantized matrix of this model; choose "
                      f"one of the list ({names[0]} ... {names[-1]}).")
-        matrix = state.resolve("q_matrix", default_matrix(names))
+    if matrix not in names:
+        matrix = default_matrix(names)
     group = state["q_group"]
     if group not in Q.GROUP_SIZES:
         state.reject("q_group", f"Group size must be one of "

@@ -1,0 +1,116 @@
+"""The quantization and speculative-decoding sections in real Chromium: the numbers on screen
+are the pipeline's (recomputed here), controls change them, state round-trips through the URL,
+a bad value gets its message next to the control."""
+import os
+import re
+
+import numpy as np
+from playwright.sync_api import expect
+
+from pipeline import load_model
+from pipeline import quantize as Q
+from pipeline import speculative as S
+from web.sections.quantization import HELDOUT_PATH, HELDOUT_WINDOWS
+
+SLOW = 20_000     # ms: a section answer on a busy 2-core machine (the page has many sections)
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+PROMPT = "Elizabeth was very much surprised"
+
+
+def quantization(page):
+    return page.get_by_role("region", name=re.compile(r"^\d+ Quantization"))
+
+
+def speculative(page):
+    return page.get_by_role("region", name=re.compile(r"^\d+ Speculative decoding"))
+
+
+def scheme_cells(page, scheme):
+    row = quantization(page).get_by_role("table", name="Quantized models compared") \
+        .get_by_role("row", name=re.compile("^" + re.escape(scheme) + " "))
+    return row.locator("td")
+
+
+def heldout_perplexity(model, scheme):
+    windows = Q.heldout_windows(model.tokenizer, open(HELDOUT_PATH, encoding="utf-8").read(),
+                                HELDOUT_WINDOWS, 256)
+    return Q.heldout_perplexity(Q.quantize_model(model, scheme).model, windows).perplexity
+
+
+def test_quantization_numbers_are_the_pipelines(page, model, page_errors):
+    page.goto(f"/?prompt={PROMPT}&q_group=64#quantization")
+    s = Q.int4(64)
+    cells = scheme_cells(page, "int4-g64")
+    expect(cells.nth(0)).to_have_text(f"{Q.quantize_model(model, s).nbytes:,} B")
+    expect(cells.nth(5)).to_have_text(f"{heldout_perplexity(model, s):.3f}")
+    expect(quantization(page).locator(".plot .main-svg").first).to_be_attached()
+
+    quantization(page).get_by_label("Group size (int4)").select_option("128")
+    expect(page).to_have_url(re.compile(r"q_group=128"), timeout=SLOW)
+    s = Q.int4(128)
+    cells = scheme_cells(page, "int4-g128")
+    expect(cells.nth(0)).to_have_text(f"{Q.quantize_model(model, s).nbytes:,} B", timeout=SLOW)
+    expect(cells.nth(5)).to_have_text(f"{heldout_perplexity(model, s):.3f}")
+    calc = quantization(page).get_by_role("table", name="Weight memory of published models")
+    expect(calc.get_by_role("columnheader", name="INT4 (g = 128)")).to_be_visible()
+
+    page.reload()                                     # the state comes back from the URL
+    expect(quantization(page).get_by_label("Group size (int4)")).to_have_value("128")
+    expect(scheme_cells(page, "int4-g128").nth(0)).to_have_text(
+        f"{Q.quantize_model(model, s).nbytes:,} B")
+    assert page_errors == []
+
+
+def test_pick_a_matrix(page, model):
+    page.goto("/#quantization")
+    quantization(page).get_by_label("Matrix").select_option("blocks.2.attn.w_q")
+    expect(page).to_have_url(re.compile(r"q_matrix=blocks\.2\.attn\.w_q"), timeout=SLOW)
+    w = model.params["blocks"][2]["attn"]["w_q"]
+    column = int(np.abs(w).max(0).argmax())
+    expect(quantization(page).get_by_text(f"channel {column} of a 256 × 256 matrix")) \
+        .to_be_visible(timeout=SLOW)
+
+
+def spec_run(model, prompt, gamma, tokens, mode, seed):
+    draft = load_model(os.path.join(ROOT, "models", "austen-draft"))
+    ids = model.tokenizer.encode_ordinary(prompt)
+    return S.speculative_generate(model, draft, ids, tokens, gamma,
+                                  1.0 if mode == "sample" else 0.0, np.random.default_rng(seed))
+
+
+def test_speculative_numbers_are_the_pipelines(page, model, page_errors):
+    page.goto(f"/?prompt={PROMPT}&sp_mode=greedy&sp_gamma=3&sp_tokens=12#speculative")
+    run = spec_run(model, PROMPT, 3, 12, "greedy", 0)
+    section = speculative(page)
+    expect(section.locator("#sp-acceptance")).to_have_text(f"{run.acceptance_rate:.3f}")
+    expect(section.locator("#sp-tokens-per-pass")).to_have_text(f"{run.tokens_per_pass:.2f}")
+    expect(section.get_by_text("Token for token the target's own greedy text.")).to_be_visible()
+    expect(section.get_by_role("list", name=re.compile(r"^Round \d+:"))).to_have_count(
+        len(run.rounds))
+
+    section.get_by_role("slider", name="Draft tokens per round (γ)").fill("5")
+    expect(page).to_have_url(re.compile(r"sp_gamma=5"), timeout=SLOW)
+    run = spec_run(model, PROMPT, 5, 12, "greedy", 0)
+    expect(section.locator("#sp-acceptance")).to_have_text(f"{run.acceptance_rate:.3f}",
+                                                           timeout=SLOW)
+    section.get_by_label("Decoding", exact=True).select_option("sample")
+    expect(page).not_to_have_url(re.compile(r"sp_mode="), timeout=SLOW)   # the default
+    run = spec_run(model, PROMPT, 5, 12, "sample", 0)
+    expect(section.locator("#sp-acceptance")).to_have_text(f"{run.acceptance_rate:.3f}",
+                                                           timeout=SLOW)
+    page.reload()
+    expect(speculative(page).get_by_role("slider", name="Draft tokens per round (γ)")) \
+        .to_have_value("5")
+    assert page_errors == []
+
+
+def test_speculative_bad_seed_gets_a_message(page):
+    page.goto("/#speculative")
+    seed = speculative(page).get_by_label("Seed")
+    seed.fill("12345")
+    expect(speculative(page).get_by_text("Seed must be between 0 and 9999; got 12345.")) \
+        .to_be_visible(timeout=SLOW)
+    expect(seed).to_have_attribute("aria-invalid", "true")
+    seed.fill("42")
+    expect(page).to_have_url(re.compile(r"sp_seed=42"), timeout=SLOW)
+    expect(speculative(page).get_by_text("Seed must be between")).to_have_count(0)
