@@ -4,15 +4,15 @@ Everything comes from `pipeline.speculative` run on the loaded target and draft 
 proposals with both models' probabilities, the accept / reject decisions, and wall times
 measured with `time.perf_counter` while the page was computed (the speculative run, the target
 alone and the draft alone, same prompt and length). One setting is measured once per process
-and then served from the cache, so its timings stay put while one looks at them.
+and then served from the cache (`web.measured`: one measurement at a time, so two never share
+the cores), so its timings stay put while one looks at them.
 """
-import functools
-
 import numpy as np
 
 from pipeline import speculative as S
 from web.figures import speculative as figures
 from web.forward import prompt_ids
+from web.measured import measured, model_key
 from web.params import Param
 from web.tokens import plain
 
@@ -29,17 +29,20 @@ PARAMS = (
 )
 
 
-@functools.lru_cache(maxsize=32)
 def measure(target, draft, ids: tuple, gamma: int, n_tokens: int, mode: str, seed: int):
     """The speculative run and both baselines, each timed live; once per setting."""
     temperature = MODES[mode]
-    alone = S.timed_generate(target, list(ids), n_tokens, temperature,
-                             np.random.default_rng(seed))
-    spec = S.speculative_generate(target, draft, list(ids), n_tokens, gamma, temperature,
-                                  np.random.default_rng(seed))
-    draft_alone = S.timed_generate(draft, list(ids), n_tokens, temperature,
-                                   np.random.default_rng(seed))
-    return spec, alone, draft_alone
+
+    def run():
+        alone = S.timed_generate(target, list(ids), n_tokens, temperature,
+                                 np.random.default_rng(seed))
+        spec = S.speculative_generate(target, draft, list(ids), n_tokens, gamma, temperature,
+                                      np.random.default_rng(seed))
+        draft_alone = S.timed_generate(draft, list(ids), n_tokens, temperature,
+                                       np.random.default_rng(seed))
+        return spec, alone, draft_alone
+    key = ("speculative", model_key(target), model_key(draft), ids, gamma, n_tokens, mode, seed)
+    return measured(key, run)
 
 
 def token_text(tokenizer, token: int) -> str:
