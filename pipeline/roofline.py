@@ -25,6 +25,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from pipeline.kvcache import kv_bytes_per_token
+from pipeline.sizes import parameter_counts
+
 
 @dataclass(frozen=True)
 class Hardware:
@@ -127,16 +130,15 @@ def model_costs(config, n_params: int, bytes_per_weight: float,
     token-embedding table (one row is looked up per token) and GPT-2's position table, unless
     the unembedding shares the token table (tied: that matrix is multiplied by every token).
     Norm scales and biases are counted like matrix weights: they are under 0.1% of them.
+    The breakdown is pipeline.sizes'; the KV entry per token is pipeline.kvcache's.
     """
-    c = config
-    lookup_tables = 0 if c.tied_embeddings else c.vocab_size * c.d_model
-    if c.positions == "learned":
-        lookup_tables += c.n_ctx * c.d_model
+    counts = parameter_counts(config)
+    lookup_only = counts.positions + (0 if config.tied_embeddings else counts.embedding)
     return ModelCosts(
-        matmul_params=n_params - lookup_tables,
+        matmul_params=n_params - lookup_only,
         weight_bytes=n_params * bytes_per_weight,
-        kv_bytes_per_token=2 * c.n_layers * c.n_kv_heads * c.head_dim * bytes_per_kv,
-        attn_flops_per_pair=2 * 2 * c.n_layers * c.n_heads * c.head_dim)
+        kv_bytes_per_token=kv_bytes_per_token(config, bytes_per_kv),
+        attn_flops_per_pair=2 * 2 * config.n_layers * config.n_heads * config.head_dim)
 
 
 @dataclass(frozen=True)
