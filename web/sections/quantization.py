@@ -157,13 +157,13 @@ def histogram_context(model, matrix_name, group_size):
         int8_scale=float(int8.scales[0, column]), int4_scale=float(int4.scales[group, column]),
         int4_zero=int(int4.zero_points()[group, column]),
         int8_figure=figures.levels_histogram(
-            col, int8.levels(0, column), f"{matrix_name}, output channel {column}: int8",
-            f"{len(col)} weights of the channel; {len(int8.levels(0, column))} int8 levels"),
+            col, int8.levels(0, column), f"int8: channel {column}",
+            f"its {len(col)} weights; ticks: the {len(int8.levels(0, column))} int8 levels",
+            ticks=True),
         int4_figure=figures.levels_histogram(
-            chunk, int4.levels(group, column),
-            f"{matrix_name}, channel {column}, inputs {group * g} to "
-            f"{min(group * g + g, w.shape[0]) - 1}: int4",
-            f"{len(chunk)} weights of one group; 16 int4 levels"))
+            chunk, int4.levels(group, column), f"int4: inputs {group * g} to "
+            f"{min(group * g + g, w.shape[0]) - 1} of channel {column}",
+            f"{len(chunk)} weights of one group; lines: the 16 int4 levels", bins=40))
 
 
 def build(lm, state) -> dict:
