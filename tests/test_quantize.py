@@ -208,3 +208,22 @@ def test_scheme_names():
     for bad in ("int4-g48", "int3", "int4-gx"):
         with pytest.raises(ValueError):
             Q.scheme(bad)
+
+
+@pytest.mark.parametrize("name", ["gpt2", "llama_untied", "llama_gqa"])
+def test_other_architectures_quantize_and_run(name):
+    """GPT-2 (biases stay float) and an untied output layer (stays float); 48 inputs do not
+    split into groups of 32, so every column ends in a shorter group."""
+    model = load_model(os.path.join(FIXTURES, name))
+    qmodel = Q.quantize_model(model, Q.int4(32))
+    assert qmodel.nbytes == Q.weight_memory(model.config, model.n_params(), Q.int4(32),
+                                            float_bits=32).total_bytes
+    if "b_q" in model.params["blocks"][0]["attn"]:
+        assert qmodel.model.params["blocks"][0]["attn"]["b_q"] is \
+            model.params["blocks"][0]["attn"]["b_q"]
+    assert qmodel.model.params["unembed"] is model.params["unembed"]
+    for name_, qm in qmodel.matrices.items():
+        w = Q.linear_weights(model.params)[name_]
+        assert (np.abs(w - qm.dequantize()) <= qm.step_sizes() / 2 * (1 + 1e-6)).all()
+    logits = qmodel.model.forward([1, 2, 3, 4])
+    assert logits.dtype == np.float32 and np.isfinite(logits).all()

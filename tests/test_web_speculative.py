@@ -155,3 +155,11 @@ def test_a_draft_with_another_tokenizer_gives_a_message(model):
     text = html.unescape(text_of(app.test_client().get("/section/speculative", headers=HX)))
     assert ("Speculative decoding is off: the draft model cannot serve this model: the draft's "
             "vocabulary has 320 tokens, the target's 4,096") in text
+
+
+def test_help_lists_the_draft_model_option():
+    import subprocess
+    import sys
+    out = subprocess.run([sys.executable, "app.py", "--help"], cwd=ROOT, capture_output=True,
+                         text=True, timeout=120).stdout
+    assert "--draft-model" in out and "LLM_EXPLAINER_DRAFT_MODEL" in out
