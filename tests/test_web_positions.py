@@ -30,6 +30,8 @@ def test_rope_numbers_are_the_engines(client, model):
     _, cache = model.run_with_cache(ids)
     assert (f'<strong id="rope-model-score">'
             f'{cache["blocks.2.attn.hook_attn_scores"][5, 9, 3]:.6f}</strong>') in page
+    rotated = float(re.search(r"which gives\s+(-?\d+\.\d+)", page).group(1))
+    assert abs(rotated - cache["blocks.2.attn.hook_attn_scores"][5, 9, 3]) < 2e-6
     qv, kv = cache["blocks.2.attn.hook_q"][9, 5], cache["blocks.2.attn.hook_k"][3, 5 // 4]
     for label in ("Same distance", "Other distances"):
         for row in table_rows(page, label):

@@ -1,10 +1,14 @@
 """Figures of the positions section."""
 import numpy as np
+import plotly.colors
 import plotly.graph_objects as go
 
-from web.figures import base_layout, label, to_json
+from web.figures import base_layout, figure_json, label, to_json, typed_array
 
 ACCENT, MUTED, INK = "#b4451f", "#7a8ba6", "#14213d"
+# a cyclic scale (an angle of 180 degrees meets -180), as plotly.js has no named cyclic scale
+TWILIGHT = [[i / (len(plotly.colors.cyclical.Twilight) - 1), c]
+            for i, c in enumerate(plotly.colors.cyclical.Twilight)]
 
 
 def rope_wavelengths(inv_freq, n_ctx: int) -> str:
@@ -69,41 +73,37 @@ def sinusoid_heatmap(pe, base: int) -> str:
 
 
 def rope_angles_heatmap(angles, labels: list, q_at: int) -> str:
-    """The angle RoPE turns each pair by at each position of the prompt, in degrees."""
-    deg = np.degrees(np.asarray(angles, dtype=np.float64))
-    fig = go.Figure(go.Heatmap(
-        z=np.round(deg, 1), zmin=-180, zmax=180, colorscale="Twilight",
-        customdata=[[label(t)] * deg.shape[1] for t in labels],
-        hovertemplate=("position %{y} (%{customdata}), pair %{x}: turned %{z:.1f}°"
-                       "<extra></extra>"),
-        colorbar=dict(thickness=12, title=dict(text="°"))))
-    fig.add_shape(type="rect", x0=-0.5, x1=deg.shape[1] - 0.5, y0=q_at - 0.5, y1=q_at + 0.5,
-                  line=dict(color=INK, width=2))
-    fig.update_layout(**base_layout(
+    """The angle RoPE turns each pair by at each position of the prompt, in degrees. A plain
+    figure dict: redrawn for every prompt and choice."""
+    deg = np.degrees(np.asarray(angles, dtype=np.float64)).astype(np.float32)
+    heatmap = dict(
+        type="heatmap", z=typed_array(deg), zmin=-180, zmax=180, colorscale=TWILIGHT,
+        hovertemplate="position %{y}, pair %{x}: turned %{z:.1f}°<extra></extra>",
+        colorbar=dict(thickness=12, title=dict(text="°")))
+    outline = dict(type="rect", x0=-0.5, x1=deg.shape[1] - 0.5, y0=q_at - 0.5, y1=q_at + 0.5,
+                   line=dict(color=INK, width=2))
+    return figure_json([heatmap], base_layout(
         title=dict(text="Angle of each pair at each position (wrapped to ±180°)"),
         xaxis=dict(title=dict(text="dimension pair j")),
         yaxis=dict(tickmode="array", tickvals=list(range(len(labels))),
                    ticktext=[f"{i}: {label(t)}" for i, t in enumerate(labels)],
                    autorange="reversed", automargin=True),
-        height=120 + 20 * len(labels)))
-    return to_json(fig)
+        shapes=[outline], height=120 + 20 * len(labels)))
 
 
 def score_by_distance(curve, offset: int) -> str:
     """The q.k score with q placed `distance` positions after k, for every distance."""
-    fig = go.Figure([
-        go.Scatter(x=list(range(len(curve))), y=np.round(curve, 5), mode="lines",
-                   line=dict(color=MUTED), name="score",
-                   hovertemplate="distance %{x}: score %{y:.4f}<extra></extra>"),
-        go.Scatter(x=[offset], y=[round(float(curve[offset]), 5)], mode="markers",
-                   marker=dict(size=12, color=ACCENT), name="in the prompt",
-                   hovertemplate="distance %{x} (the prompt's): %{y:.4f}<extra></extra>"),
-    ])
-    fig.update_layout(**base_layout(
+    curve = np.asarray(curve, dtype=np.float32)
+    line = dict(type="scatter", x=typed_array(np.arange(len(curve), dtype=np.int32)),
+                y=typed_array(curve), mode="lines", line=dict(color=MUTED), name="score",
+                hovertemplate="distance %{x}: score %{y:.4f}<extra></extra>")
+    here = dict(type="scatter", x=[offset], y=[float(curve[offset])], mode="markers",
+                marker=dict(size=12, color=ACCENT), name="in the prompt",
+                hovertemplate="distance %{x} (the prompt's): %{y:.4f}<extra></extra>")
+    return figure_json([line, here], base_layout(
         title=dict(text="The same q and k, placed at every distance"),
         xaxis=dict(title=dict(text="distance m − n (query position − key position)")),
         yaxis=dict(title=dict(text="score q·k / √head_dim")), showlegend=False))
-    return to_json(fig)
 
 
 def word_order_figure(rows: list) -> str:

@@ -124,6 +124,7 @@ def rope_on_prompt(lm, state) -> dict:
     q = run.cache[prefix + "hook_q"][q_at, head]              # [hd], before rotation
     k = run.cache[prefix + "hook_k"][k_at, kv_head]
     q_rot = run.cache[prefix + "hook_rot_q"][q_at, head]      # [hd], after
+    k_rot = run.cache[prefix + "hook_rot_k"][k_at, kv_head]
     half = cfg.head_dim // 2
     angles = rope_angles(np.arange(T), model.inv_freq)        # [T, hd/2]
     pair_rows = [dict(j=j, freq=float(model.inv_freq[j]), angle=float(angles[q_at, j]),
@@ -147,6 +148,7 @@ def rope_on_prompt(lm, state) -> dict:
         layer=layer, head=head, kv_head=kv_head, q_at=q_at, k_at=k_at, offset=offset,
         token_labels=labels, q_token=labels[q_at], k_token=labels[k_at],
         model_score=float(run.cache[prefix + "hook_attn_scores"][head, q_at, k_at]),
+        rotated_dot=float(q_rot @ k_rot) * cfg.head_dim ** -0.5,
         same_rows=[dict(m=m, n=n, score=float(s)) for (m, n), s in zip(same, same_scores)],
         same_spread=float(same_scores.max() - same_scores.min()),
         other_rows=[dict(m=m, n=n, score=float(s))
