@@ -50,7 +50,7 @@ def test_step_through_the_loop_with_the_state_in_the_url(page, model, page_error
 
 
 def test_the_stream_shows_tokens_one_by_one(page, model, page_errors):
-    page.goto("/?gen_max=30&gen_pace=40#generation")
+    page.goto("/?gen_max=30&gen_pace=100#generation")           # 3 s to watch it grow
     items = page.get_by_role("list", name="Streamed tokens with their times").locator("li")
     status = page.locator(".stream-status")
     page.get_by_role("button", name="Generate").click()
@@ -73,7 +73,7 @@ def test_stop_ends_the_stream_and_the_servers_work(page):
     items = page.get_by_role("list", name="Streamed tokens with their times").locator("li")
     before = len(streaming.slots.finished)
     page.get_by_role("button", name="Generate").click()
-    expect(items).to_have_count(3)
+    expect(items.nth(2)).to_be_attached()                      # 3 tokens (or more) are shown
     page.get_by_role("button", name="Stop").click()
     status = page.locator(".stream-status")
     expect(status).to_contain_text(re.compile(r"Stopped after \d+ tokens"))
@@ -82,7 +82,9 @@ def test_stop_ends_the_stream_and_the_servers_work(page):
         assert streaming.slots.changed.wait_for(
             lambda: len(streaming.slots.finished) > before, timeout=10)
         record = streaming.slots.finished[before]
-    assert record["reason"] == "disconnected" and record["steps"] <= n + 1
+    # the server stopped: past the n tokens shown, at most the few that were already on their
+    # way to the browser (sent, not yet drawn) when Stop was pressed, out of 200
+    assert record["reason"] == "disconnected" and n <= record["steps"] <= n + 3, (record, n)
     expect(items).to_have_count(n)
     expect(page.get_by_role("button", name="Stop")).to_be_disabled()
 

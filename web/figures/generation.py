@@ -1,7 +1,5 @@
-"""Figures of the generation-loop section."""
-import plotly.graph_objects as go
-
-from web.figures import base_layout, to_json
+"""Figures of the generation-loop section (plain Plotly JSON: drawn on every render)."""
+from web.figures import base_layout, figure_json
 
 PREFILL, DECODE, PER_TOKEN = "#b4451f", "#1f5fbf", "#7a8ba6"
 
@@ -11,34 +9,32 @@ def prefill_decode_figure(sweep: list, n_prompt: int, prefill_s: float, decode_s
     one decode step at that context; the current prompt marked."""
     n = [r["n"] for r in sweep]
     ms = 1000.0
-    traces = [
-        go.Scatter(x=n, y=[r["prefill_s"] * ms for r in sweep], mode="lines+markers",
-                   name="prefill: the whole prompt, one pass", line=dict(color=PREFILL),
-                   hovertemplate="%{x} prompt tokens: prefill %{y:.2f} ms<extra></extra>"),
-        go.Scatter(x=n, y=[r["decode_s"] * ms for r in sweep], mode="lines+markers",
-                   name="decode: one new token", line=dict(color=DECODE),
-                   hovertemplate="%{x} tokens in the cache: decode %{y:.2f} ms per token"
-                                 "<extra></extra>"),
-        go.Scatter(x=n, y=[r["prefill_s"] * ms / r["n"] for r in sweep], mode="lines+markers",
-                   name="prefill ÷ prompt tokens", line=dict(color=PER_TOKEN, dash="dot"),
-                   hovertemplate="%{x} prompt tokens: %{y:.3f} ms per prompt token"
-                                 "<extra></extra>"),
-        go.Scatter(x=[n_prompt], y=[prefill_s * ms], mode="markers", name="your prompt",
-                   marker=dict(size=13, color=PREFILL, symbol="diamond",
-                               line=dict(width=2, color="white")),
-                   hovertemplate="your prompt, %{x} tokens: prefill %{y:.2f} ms<extra></extra>"),
+    marker = dict(size=13, symbol="diamond", line=dict(width=2, color="white"))
+    data = [
+        dict(type="scatter", x=n, y=[r["prefill_s"] * ms for r in sweep], mode="lines+markers",
+             name="prefill: the whole prompt, one pass", line=dict(color=PREFILL),
+             hovertemplate="%{x} prompt tokens: prefill %{y:.2f} ms<extra></extra>"),
+        dict(type="scatter", x=n, y=[r["decode_s"] * ms for r in sweep], mode="lines+markers",
+             name="decode: one new token", line=dict(color=DECODE),
+             hovertemplate="%{x} tokens in the cache: decode %{y:.2f} ms per token"
+                           "<extra></extra>"),
+        dict(type="scatter", x=n, y=[r["prefill_s"] * ms / r["n"] for r in sweep],
+             mode="lines+markers", name="prefill ÷ prompt tokens",
+             line=dict(color=PER_TOKEN, dash="dot"),
+             hovertemplate="%{x} prompt tokens: %{y:.3f} ms per prompt token<extra></extra>"),
+        dict(type="scatter", x=[n_prompt], y=[prefill_s * ms], mode="markers",
+             name="your prompt", marker=dict(marker, color=PREFILL),
+             hovertemplate="your prompt, %{x} tokens: prefill %{y:.2f} ms<extra></extra>"),
     ]
     if decode_s is not None:
-        traces.append(go.Scatter(
-            x=[n_prompt], y=[decode_s * ms], mode="markers", showlegend=False,
-            marker=dict(size=13, color=DECODE, symbol="diamond",
-                        line=dict(width=2, color="white")),
+        data.append(dict(
+            type="scatter", x=[n_prompt], y=[decode_s * ms], mode="markers", showlegend=False,
+            marker=dict(marker, color=DECODE),
             hovertemplate="your prompt: decode %{y:.2f} ms per token<extra></extra>"))
-    fig = go.Figure(traces)
-    fig.update_layout(**base_layout(
+    layout = base_layout(
         title=dict(text="Measured on this server: prefill vs decode"),
         height=400, legend=dict(orientation="h", y=-0.25),
         xaxis=dict(title=dict(text="tokens in the prompt (in the cache, for decode)"),
                    rangemode="tozero"),
-        yaxis=dict(title=dict(text="milliseconds"), rangemode="tozero")))
-    return to_json(fig)
+        yaxis=dict(title=dict(text="milliseconds"), rangemode="tozero"))
+    return figure_json(data, layout)

@@ -28,7 +28,7 @@ REPEATS = 3                # prefills timed per length (their median is shown)
 PARAMS = (
     Param("gen_step", "Generation step", kind="int", default=0, min=0,
           max=MAX_NEW_TOKENS - 1, resets_with_prompt=True),
-    Param("gen_max", "New-token limit", kind="int", default=30, min=1, max=MAX_NEW_TOKENS),
+    Param("gen_max", "New-token limit", kind="int", default=20, min=1, max=MAX_NEW_TOKENS),
     Param("gen_pace", "Pause between streamed tokens (ms)", kind="int", default=50, min=0,
           max=500),
     Param("gen_choose", "Choose the next token with", default="greedy", max_chars=20),
@@ -116,15 +116,18 @@ class Chip:
 _timings = {}
 
 
-def prompt_timing(lm, ids: tuple, decode_times: list) -> tuple:
+def prompt_timing(lm, ids: tuple, steps: tuple) -> tuple:
     """(prefill s, decode s per token) for this prompt, measured once per prompt (so a redraw
-    shows the same numbers): the median of REPEATS prefills, and the median of the stepped
-    run's decode steps (or of DECODE_STEPS timed now, if the run had none)."""
+    shows the same numbers): the median of REPEATS prefills (the stepped run's and REPEATS - 1
+    more), and the median of the run's decode steps (or of DECODE_STEPS timed now, if the run
+    had none)."""
     key = (id(lm.model), ids)
     with _runs_lock:
         if key in _timings:
             return _timings[key]
-    prefill_s = time_prefill(lm.model, ids, REPEATS)
+    decode_times = [s.forward_seconds for s in steps if s.phase == "decode"]
+    prefill_s = float(np.median([steps[0].forward_seconds] + [
+        time_prefill(lm.model, ids, 1) for _ in range(REPEATS - 1)]))
     decode_s = float(np.median(decode_times)) if decode_times else \
         time_decode(lm.model, ids, DECODE_STEPS) if len(ids) + DECODE_STEPS <= lm.n_ctx else None
     with _runs_lock:
@@ -206,8 +209,8 @@ def build(lm, state) -> dict:
     if not chosen_in_top:
         candidates.append(dict(chip=Chip(tok, current.token), prob=current.prob, chosen=True))
 
-    decode_times = [s.forward_seconds for s in steps if s.phase == "decode"]
-    prefill_s, decode_s = prompt_timing(lm, ids, decode_times)
+    prefill_s, decode_s = prompt_timing(lm, ids, steps)
+    n_decode_timed = sum(s.phase == "decode" for s in steps)
     sweep = length_sweep(lm)
     return dict(
         n_prompt=len(ids), prompt_chips=[Chip(tok, i) for i in ids],
@@ -219,9 +222,10 @@ def build(lm, state) -> dict:
         max_new_tokens=MAX_NEW_TOKENS,
         n_ctx=lm.n_ctx, model_name=lm.name,
         stream_query=stream_query(state),
+        stream_blocked=any(name in state.errors for name in STREAM_PARAMS),
         prefill_ms=prefill_s * 1000,
         decode_ms=None if decode_s is None else decode_s * 1000,
-        n_decode_timed=len(decode_times),
+        n_decode_timed=n_decode_timed,
         costs=None if decode_s is None else costs(lm, len(ids), prefill_s, decode_s),
         sweep=sweep,
         sweep_figure=figures.prefill_decode_figure(
