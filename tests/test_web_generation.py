@@ -145,13 +145,13 @@ def test_stream_refuses_bad_values_before_any_work(client, query, name):
 def test_stream_answers_503_when_every_slot_is_taken(client):
     taken = [streaming.slots.acquire() for _ in range(streaming.MAX_STREAMS)]
     try:
-        assert all(taken)
+        assert all(p is not None for p in taken)
         r = client.get(url("/generate/stream", gen_max="2"))
         assert r.status_code == 503 and r.headers["Retry-After"] == "5"
         assert "already being generated" in r.get_json()["errors"]["stream"]
     finally:
-        for _ in taken:
-            streaming.slots.release(0, "test")
+        for p in taken:
+            streaming.slots.release(p)
     with client.get(url("/generate/stream", gen_max="2", gen_pace="0")) as r:   # close: free
         assert r.status_code == 200                                              # the slot
     assert streaming.slots.active == 0

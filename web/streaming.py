@@ -45,26 +45,34 @@ SERVER_OPTIONS = {"channel_request_lookahead": 1}
 
 
 class StreamSlots:
-    """How many answers are being generated; a record of the finished ones (tests read it)."""
+    """The answers being generated (each a progress dict {"steps", "reason"}, updated as the
+    loop runs) and the last finished ones: the limit is enforced here, and tests read them."""
 
     def __init__(self, limit: int):
         self.limit = limit
-        self.active = 0
-        self.finished = deque(maxlen=64)    # dicts: {"steps", "reason"} per stream, in order
+        self.running = []                   # progress dicts of the streams now generating
+        self.finished = deque(maxlen=64)    # their final state, in the order they ended
         self.changed = threading.Condition()
 
-    def acquire(self) -> bool:
-        with self.changed:
-            if self.active >= self.limit:
-                return False
-            self.active += 1
-            return True
+    @property
+    def active(self) -> int:
+        return len(self.running)
 
-    def release(self, steps: int, reason: str):
+    def acquire(self):
+        """A new progress dict, or None when `limit` streams are already running."""
         with self.changed:
-            self.active -= 1
-            self.finished.append({"steps": steps, "reason": reason})
-            self.changed.notify_all()
+            if len(self.running) >= self.limit:
+                return None
+            progress = {"steps": 0, "reason": "disconnected"}
+            self.running.append(progress)
+            return progress
+
+    def release(self, progress: dict):
+        with self.changed:
+            if any(p is progress for p in self.running):
+                self.running = [p for p in self.running if p is not progress]
+                self.finished.append(dict(progress))
+                self.changed.notify_all()
 
 
 slots = StreamSlots(MAX_STREAMS)
@@ -122,20 +130,17 @@ def stream():
     sample = None if state.errors else sampler_for(state)    # may refuse a sampler setting
     if state.errors:
         return jsonify(errors=state.errors), state.status
-    if not slots.acquire():
+    progress = slots.acquire()
+    if progress is None:
         response = jsonify(errors={"stream": (
             f"{slots.limit} answers are already being generated on this server, the most it "
             "runs at once so the page stays quick for everyone. Try again in a few seconds.")})
         response.status_code = 503
         response.headers["Retry-After"] = "5"
         return response
-    progress = {"steps": 0, "reason": "disconnected"}
-    released = []
 
-    def release():
-        if not released:
-            released.append(True)
-            slots.release(progress["steps"], progress["reason"])
+    def release():                  # runs twice (the loop's end, the response's close): once
+        slots.release(progress)
 
     try:
         model = lm.model
