@@ -13,8 +13,8 @@ top-k 0, top-p 1, min-p 0); temperature 0 means greedy: the highest score is alw
 The penalty comes first because it edits raw scores (its rule depends on their sign); the
 temperature next because the three filters that follow read probabilities, and those depend on
 the temperature. vLLM's sampler applies the penalties and the temperature first too, but then
-min-p before top-k and top-p; the order of the filters changes which tokens survive only in
-corner cases, and it is stated on the page.
+min-p before top-k and top-p. Each filter reads the renormalised output of the one before, so
+another order can leave other tokens (tests/test_sampling.py shows cases); the page says so.
 
 A removed token's score becomes -inf, so it has probability 0 and the survivors' probabilities
 are renormalised (softmax over what is left).
@@ -27,7 +27,7 @@ import numpy as np
 
 from pipeline.model import softmax
 
-TEMPERATURE_MAX = 2.0          # OpenAI's API and vLLM's front end accept temperature in [0, 2]
+TEMPERATURE_MAX = 2.0          # OpenAI's API accepts [0, 2]; vLLM and HF any value >= 0 / > 0
 REPETITION_PENALTY_MAX = 2.0   # vLLM / HF accept any value > 0; CTRL used 1.2; 2 is plenty
 
 

@@ -79,6 +79,7 @@ def test_a_bad_value_shows_its_message_next_to_the_control(page):
 def test_beam_tree_shows_the_kept_nodes(page, model, page_errors):
     page.goto("/?prompt=" + PROMPT + "#decoding")
     decoding(page).get_by_role("slider", name="Beam width").fill("2")
+    expect(page).to_have_url(re.compile(r"b_width=2"), timeout=SLOW)
     decoding(page).get_by_role("slider", name="New tokens").fill("4")
     expect(page).to_have_url(re.compile(r"b_width=2&b_new=4"), timeout=SLOW)
     ids = model.tokenizer.encode_ordinary(PROMPT)

@@ -56,6 +56,19 @@
     });
   });
 
+  // --- sampling -> greedy vs beam search (helper "sampling") ---
+  // The samples beside the beams are drawn with the sampling section's settings. When that
+  // section alone was re-rendered (one of its controls changed), tell the decoding section to
+  // fetch itself again; a prompt change already re-renders both.
+  document.addEventListener("htmx:afterSwap", function (event) {
+    var info = event.detail && event.detail.pathInfo;
+    if (event.target.id !== "sampling" || !info) return;
+    if (String(info.requestPath).indexOf("/section/sampling") !== 0) return;
+    var refresh = document.getElementById("decoding-refresh");
+    if (refresh && typeof htmx !== "undefined") htmx.trigger(refresh, "sampling-changed");
+  });
+  // --- end of the sampling block ---
+
   if (typeof htmx !== "undefined") {
     htmx.onLoad(init);            // runs for the first page too, and after every swap
   } else {
