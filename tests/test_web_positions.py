@@ -158,3 +158,20 @@ def test_server_time_for_a_32_token_prompt(app, model, monkeypatch):
         times.append(time.perf_counter() - t)
     print(f"positions build: {min(times) * 1e3:.1f} ms")
     assert min(times) < 0.030
+
+
+@pytest.mark.parametrize("fixture", ["llama_untied", "llama_mqa", "gpt2"])
+def test_both_sections_work_on_other_checkpoints(fixture):
+    """llama_untied has embedding rows that no token names (a padded vocabulary), llama_mqa a
+    single key/value head, gpt2 learned positions: each renders, with its own numbers."""
+    from app import create_app
+    m = load_model(f"tests/fixtures/models/{fixture}")
+    client = create_app({"MODEL": m, "TESTING": True, "PROBE_ENCODINGS": False}).test_client()
+    last = (m.config.n_layers - 1, m.config.n_heads - 1)
+    for path in ("/section/embeddings", "/section/positions",
+                 f"/section/positions?pos_layer={last[0]}&pos_head={last[1]}"):
+        r = client.get(path + ("&" if "?" in path else "?") + "prompt=the man and the dog",
+                       headers=HX)
+        assert r.status_code == 200, (path, error_message(text_of(r), "prompt"))
+    assert f"{m.config.vocab_size:,} tokens" in text_of(client.get(
+        "/section/embeddings?prompt=the", headers=HX))

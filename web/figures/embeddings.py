@@ -27,7 +27,7 @@ def token_vectors_heatmap(vectors, labels: list) -> str:
         colorbar=dict(thickness=12))
     return figure_json([heatmap], base_layout(
         title=dict(text=f"Token vectors: {v.shape[0]} tokens x {v.shape[1]} dimensions"),
-        xaxis=dict(title=dict(text="dimension"), showgrid=False),
+        xaxis=dict(title=dict(text="dimension"), showgrid=False, automargin=True),
         yaxis=_token_axis(labels),
         height=110 + 22 * v.shape[0]))
 

@@ -84,7 +84,7 @@ def rope_angles_heatmap(angles, labels: list, q_at: int) -> str:
                    line=dict(color=INK, width=2))
     return figure_json([heatmap], base_layout(
         title=dict(text="Angle of each pair at each position (wrapped to ±180°)"),
-        xaxis=dict(title=dict(text="dimension pair j")),
+        xaxis=dict(title=dict(text="dimension pair j"), automargin=True),
         yaxis=dict(tickmode="array", tickvals=list(range(len(labels))),
                    ticktext=[f"{i}: {label(t)}" for i, t in enumerate(labels)],
                    autorange="reversed", automargin=True),
@@ -102,8 +102,10 @@ def score_by_distance(curve, offset: int) -> str:
                 hovertemplate="distance %{x} (the prompt's): %{y:.4f}<extra></extra>")
     return figure_json([line, here], base_layout(
         title=dict(text="The same q and k, placed at every distance"),
-        xaxis=dict(title=dict(text="distance m − n (query position − key position)")),
-        yaxis=dict(title=dict(text="score q·k / √head_dim")), showlegend=False))
+        xaxis=dict(title=dict(text="distance m − n (query position − key position)"),
+                   automargin=True),
+        yaxis=dict(title=dict(text="score q·k / √head_dim"), automargin=True),
+        showlegend=False))
 
 
 def word_order_figure(rows: list) -> str:
@@ -124,6 +126,9 @@ def word_order_figure(rows: list) -> str:
     ])
     fig.update_layout(**base_layout(
         title=dict(text="How different the two orders are, layer by layer"),
+        annotations=[dict(text="an exact 0 is drawn at 10⁻⁹ (a log axis has no 0)",
+                          xref="paper", yref="paper", x=0, y=1.02, showarrow=False,
+                          xanchor="left", yanchor="bottom", font=dict(size=12, color=MUTED))],
         yaxis=dict(title=dict(text="max |difference|"), type="log", exponentformat="power"),
         legend=dict(orientation="h", y=-0.25)))
     return to_json(fig)

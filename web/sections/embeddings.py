@@ -14,7 +14,8 @@ from pipeline.embedding_space import analogy, cosine_neighbours, pca_2d, rank_of
 from web.figures import embeddings as figures
 from web.forward import prompt_run
 from web.params import Param
-from web.tokens import pieces, plain
+from web.sections.logits import trained_on_austen
+from web.tokens import pieces, plain, token_plain
 
 MAX_HEATMAP_TOKENS = 64       # rows of the token-vector heatmap (more would not be readable)
 MAX_NEIGHBOUR_ROWS = 32       # distinct prompt tokens listed with their neighbours
@@ -55,7 +56,7 @@ def embedding_space(model) -> Space:
     W = model.params["wte"]                                   # [V, d]
     coords, _, explained = pca_2d(W)
     tok = model.tokenizer
-    labels = tuple(plain(tok.decode_single_token_bytes(i)) for i in range(len(W)))
+    labels = tuple(token_plain(tok, i) for i in range(len(W)))
     return Space(unit_rows(W), coords, explained, labels,
                  figures.vocabulary_base(coords, labels, explained))
 
@@ -79,6 +80,7 @@ def build(lm, state) -> dict:
     shown = min(len(ids), MAX_HEATMAP_TOKENS)
     ctx = dict(
         d_model=model.config.d_model, vocab_size=model.config.vocab_size, n_tokens=len(ids),
+        n_params=model.n_params(), austen=trained_on_austen(model),
         n_shown=shown, model_name=lm.name, tied=model.config.tied_embeddings,
         explained=[float(e) for e in space.explained], k=k,
         neighbour_rows=neighbour_rows, n_distinct=len(dict.fromkeys(ids)),

@@ -15,7 +15,7 @@ from pipeline.embedding_space import unit_rows
 from web.figures import positions as figures
 from web.forward import prompt_run
 from web.params import Param
-from web.tokens import plain
+from web.tokens import token_plain
 
 SINUSOID_POSITIONS = 64          # rows of the sinusoidal heatmap
 BASE_STEP = 100                  # the base slider's step
@@ -142,7 +142,7 @@ def rope_on_prompt(lm, state) -> dict:
     scores = rope_relative_scores(q, k, model.inv_freq, same + other)
     offsets = np.arange(cfg.n_ctx)
     curve = rope_relative_scores(q, k, model.inv_freq, [(int(d), 0) for d in offsets])
-    labels = [plain(lm.tokenizer.decode_single_token_bytes(i)) for i in run.ids]
+    labels = [token_plain(lm.tokenizer, i) for i in run.ids]
     same_scores = scores[:len(same)]
     return dict(
         layer=layer, head=head, kv_head=kv_head, q_at=q_at, k_at=k_at, offset=offset,
@@ -171,7 +171,7 @@ def _order_ids(lm, state, name):
 
 
 def _describe(tokenizer, ids) -> str:
-    return ", ".join(f"“{plain(tokenizer.decode_single_token_bytes(i))}”" for i in ids)
+    return ", ".join(f"“{token_plain(tokenizer, i)}”" for i in ids)
 
 
 def word_order(lm, state) -> dict:
@@ -211,14 +211,14 @@ def _word_order_result(model, a, b) -> dict:
     def top(logits):
         p = softmax(logits)
         best = np.argsort(-p, kind="stable")[:TOP_NEXT]
-        return [dict(id=int(i), text=plain(tok.decode_single_token_bytes(int(i))),
+        return [dict(id=int(i), text=token_plain(tok, i),
                      p=float(p[i])) for i in best]
 
     rows = [dict(layer=name, with_pos=d1, without=d0, scale=s1)
             for (name, d1, s1), (_, d0, _) in zip(with_pos[1], without[1])]
     return dict(
-        a=[plain(tok.decode_single_token_bytes(i)) for i in a],
-        b=[plain(tok.decode_single_token_bytes(i)) for i in b],
+        a=[token_plain(tok, i) for i in a],
+        b=[token_plain(tok, i) for i in b],
         positions=positions, rows=rows,
         next_a=top(with_pos[2]), next_b=top(with_pos[3]),
         next_a_nopos=top(without[2]), next_b_nopos=top(without[3]),
