@@ -77,7 +77,7 @@ def beam_beats_greedy(model) -> tuple:
     rows = []
     for prompt in OPENINGS:
         ids = tuple(model.tokenizer.encode_ordinary(prompt))
-        g = cached_continuations(model, ids, EXAMPLE_NEW, SamplerSettings(), 0)[0]
+        g = continue_batch(model, ids, [greedy], EXAMPLE_NEW)[0]
         best = beam_search(model, ids, EXAMPLE_WIDTH, EXAMPLE_NEW, length_penalty=0.0).final[0]
         if len(best.tokens) == len(g.tokens):
             rows.append((best.total - g.total, prompt, g.total, best.total))
