@@ -43,6 +43,7 @@ SETTINGS = [
     dict(s_rep="1.5", s_topp="0.8"),
     dict(s_temp="1.8", s_minp="0.1"),
     dict(s_temp="0", s_rep="1.2"),
+    dict(s_topk="8"),                       # all survivors shown: the others hold exactly 0%
     dict(s_rep="1.3", s_temp="1.2", s_topk="40", s_topp="0.9", s_minp="0.05"),
 ]
 
@@ -65,6 +66,10 @@ def test_stage_table_is_the_pipelines_distribution(client, model, query):
     assert [row[0] for row in rows[:len(shown)]] == names
     for row, t in zip(rows, shown):
         assert row[1:] == [pct(st.probs[t]) if st.kept[t] else "removed" for st in stages]
+    others = np.ones(len(logits), dtype=bool)
+    others[shown] = False
+    assert rows[len(shown)] == ["all other tokens"] + [pct(st.probs[others].sum(dtype=np.float64))
+                                                       for st in stages]
     assert rows[len(shown) + 1] == ["tokens left"] + [f"{int(st.kept.sum()):,}" for st in stages]
     final = stages[-1].probs
     assert f"{int((final > 0).sum()):,} of 4,096 tokens can be drawn" in page

@@ -65,11 +65,11 @@ def _title(st) -> str:
     return f"{head}; tokens not shown: {100 * st.other:.1f}% together"
 
 
-def draws_figure(names, counts, other_count, probs, n) -> str:
+def draws_figure(names, counts, other_count, probs, other_prob, n) -> str:
     """Each shown token's share of the n draws next to its predicted probability."""
     x = [label(t) for t in names] + [OTHERS]
     observed = [c / n for c in counts] + [other_count / n]
-    predicted = list(probs) + [max(0.0, 1.0 - sum(probs))]
+    predicted = list(probs) + [other_prob]
     fig = go.Figure([
         go.Bar(name="predicted probability", x=list(range(len(x))), y=predicted,
                marker_color=KEPT,

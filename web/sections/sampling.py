@@ -100,6 +100,13 @@ def shown_tokens(stages, n=SHOWN) -> list:
     return sorted(picked, key=lambda t: (-model[t], t))
 
 
+def mass_not_shown(probs, idx) -> float:
+    """The probability of every token not in idx, summed (exactly 0 when they are all 0)."""
+    rest = np.ones(probs.shape, dtype=bool)
+    rest[idx] = False
+    return float(probs[rest].sum(dtype=np.float64))
+
+
 def stage_views(stages, shown, settings) -> list:
     values = {"repetition penalty": f"{settings.repetition_penalty:g}",
               "temperature": f"{settings.temperature:g}", "top-k": str(settings.top_k),
@@ -114,7 +121,7 @@ def stage_views(stages, shown, settings) -> list:
             float(before.probs[removed].sum(dtype=np.float64)) if before is not None else 0.0,
             entropy_bits(st.probs), tuple(float(p) for p in st.probs[idx]),
             tuple(bool(k) for k in st.kept[idx]),
-            float(max(0.0, 1.0 - st.probs[idx].sum(dtype=np.float64)))))
+            mass_not_shown(st.probs, idx)))
         before = st
     return out
 
@@ -173,10 +180,11 @@ def build(lm, state) -> dict:
         drawn_p=float(final[one]), drawn_slice=(float(cdf[one] - final[one]), float(cdf[one])),
         n_draws=n, counts=[int(c) for c in drawn_shown], other_drawn=other_drawn,
         final_shown=[float(final[t]) for t in shown],
-        final_other=float(max(0.0, 1.0 - final[idx].sum(dtype=np.float64))),
+        final_other=mass_not_shown(final, idx),
         fit=fit,
         draws_figure=figures.draws_figure(names, [int(c) for c in drawn_shown], other_drawn,
-                                          [float(final[t]) for t in shown], n),
+                                          [float(final[t]) for t in shown],
+                                          mass_not_shown(final, idx), n),
         example=EXAMPLE, example_url=example_url(state), example_top=ex_top,
         example_is_prompt=state["prompt"] == EXAMPLE, pct=pct, stage_text=STAGE_TEXT,
     )
