@@ -17,8 +17,8 @@ from dataclasses import dataclass
 from typing import Callable
 
 from web.params import PROMPT
-from web.sections import (attention, block, decoding, embeddings, feedforward, generation,
-                          kvcache, logits, positions, quantization, roofline, sampling,
+from web.sections import (attention, batching, block, decoding, embeddings, feedforward,
+                          generation, kvcache, logits, positions, quantization, roofline, sampling,
                           speculative, tiling, tokenization)
 from web.tour import PAGE_PARAMS
 
@@ -59,6 +59,8 @@ SECTIONS = (
             generation.PARAMS, generation.build),
     # --- KV cache, batching (helper "kvbatch"): after the generation loop ---
     Section("kvcache", "KV cache", "sections/kvcache.html", kvcache.PARAMS, kvcache.build),
+    Section("batching", "Batching", "sections/batching.html", batching.PARAMS, batching.build,
+            warm=batching.warm),
     # --- quantization, speculative decoding (helper "quantspec"): after batching ---
     Section("quantization", "Quantization", "sections/quantization.html",
             quantization.PARAMS, quantization.build, warm=quantization.warm),

@@ -5,6 +5,7 @@ run on the live model (measured once per prompt and length in this process, see 
 the sizes of other models come from `kv_cache_bytes` applied to their published configs
 (`pipeline.published`).
 """
+import functools
 import time
 
 from pipeline.kvcache import (BYTES_PER_VALUE, attention_kind, cache_vs_recompute,
@@ -70,12 +71,26 @@ def build(lm, state) -> dict:
         ctx=ctx, ctx_choices=sorted(set(CTX_CHOICES) | {ctx}),
         published=published,
         kinds=[next(r for r in published if r["name"] == n) for n in KIND_MODELS],
-        time_figure=figures.step_time_figure(steps),
-        bytes_figure=figures.cache_bytes_figure(steps, START_CAPACITY),
-        context_figure=figures.context_figure(context_curves(), ctx),
-        kinds_figure=figures.kinds_figure(
-            [next(r for r in published if r["name"] == n) for n in KIND_MODELS], ctx),
+        **run_figures(lm.model, ids, n_new),
+        **context_figures(ctx),
     )
+
+
+def run_figures(model, ids: tuple, n_new: int) -> dict:
+    """The measured run's figures, built once per run (Plotly takes longer than the math)."""
+    run = measure(model, ids, n_new)
+    return measured(("kvcache-figures", model_key(model), ids, n_new, run.measured_at),
+                    lambda: dict(time_figure=figures.step_time_figure(run.steps),
+                                 bytes_figure=figures.cache_bytes_figure(run.steps,
+                                                                         START_CAPACITY)))
+
+
+@functools.lru_cache(maxsize=16)
+def context_figures(ctx: int) -> dict:
+    rows = published_rows(ctx)
+    return dict(context_figure=figures.context_figure(context_curves(), ctx),
+                kinds_figure=figures.kinds_figure(
+                    [next(r for r in rows if r["name"] == n) for n in KIND_MODELS], ctx))
 
 
 def step_row(i, s, tokenizer) -> dict:

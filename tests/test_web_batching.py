@@ -1,0 +1,122 @@
+"""The batching section shows the pipeline's schedules of real requests with measured costs."""
+import re
+
+import pytest
+
+from pipeline.batching import page_snapshots
+from pipeline.kvcache import kv_cache_bytes
+from web.sections import batching
+from web_support import (HX, app, client, error_message, model, table_rows,  # noqa: F401
+                         text_of, url)
+
+
+def fragment(client, **q):
+    r = client.get(url("/section/batching", **q), headers=HX)
+    return r, text_of(r)
+
+
+def test_requests_are_the_models_generations(client, model):
+    r, page = fragment(client)
+    assert r.status_code == 200
+    gens = batching.generations(model)
+    assert table_rows(page, "Requests") == [
+        [str(i), f"{g.prompt}", str(len(g.prompt_ids)), g.stop, str(len(g.output_ids))]
+        for i, g in enumerate(gens[:6])]
+    for g in gens[:6]:
+        assert len(g.output_ids) <= batching.MAX_NEW
+
+
+def test_step_costs_on_screen_are_the_measured_ones(client, model):
+    _, page = fragment(client)
+    costs = batching.step_costs(model)
+    assert len(costs.step_ms) == batching.MAX_SLOTS
+    assert table_rows(page, "Measured step costs") == [
+        [str(b), f"{ms:.2f}", f"{ms / b:.2f}", f"{1000 * b / ms:.0f}"]
+        for b, ms in enumerate(costs.step_ms, start=1)]
+
+
+@pytest.mark.parametrize("n, slots, gap", [(6, 4, 0), (8, 3, 120), (2, 8, 0)])
+def test_policy_table_is_the_simulation(client, model, n, slots, gap):
+    _, page = fragment(client, bat_n=n, bat_slots=slots, bat_gap=gap)
+    _, _, runs = batching.schedules(model, n, slots, gap)
+    assert table_rows(page, "Both policies compared") == [
+        [f"{len(s.steps)}", f"{s.makespan_ms:.1f} ms", f"{s.throughput:.1f} tokens/s",
+         f"{s.mean_latency_ms:.1f} ms", f"{s.p95_latency_ms:.1f} ms",
+         f"{s.max_latency_ms:.1f} ms", f"{100 * s.utilisation:.0f}%"]
+        for s in (runs["static"], runs["continuous"])]
+    cont, static = runs["continuous"], runs["static"]
+    assert f"<strong>{cont.throughput:.1f} tokens/s</strong>" in page
+    rows = table_rows(page, "Requests under both policies")
+    assert [int(r[0]) for r in rows] == list(range(n))
+    for row, req in zip(rows, cont.requests):
+        assert row[6] == f"{cont.done_ms[req.id] - req.arrival_ms:.1f} ms"
+        assert row[4] == f"{static.done_ms[req.id] - req.arrival_ms:.1f} ms"
+
+
+def test_block_table_and_memory_at_the_default_step(client, model):
+    _, page = fragment(client, bat_block=8)
+    _, _, runs = batching.schedules(model, 6, 4, 0)
+    snaps = page_snapshots(runs["continuous"], 8, batching.MAX_NEW)
+    step = batching.peak_step(snaps)
+    assert f'id="bat_step-range" type="range" name="bat_step" min="0" max="{len(snaps) - 1}"' \
+        in page
+    assert f"Block table after step {step} " in page
+    snap = snaps[step]
+    assert table_rows(page, "Block table") == [
+        [str(rid), str(snap.tokens[rid]), ", ".join(map(str, snap.block_table[rid])),
+         f"{snap.tokens[rid] - 8 * (len(snap.block_table[rid]) - 1)} / 8",
+         f"{snap.reserved[rid]} tokens"] for rid in sorted(snap.block_table)]
+    # bytes from the live model's per-token KV size (the KV-cache formula)
+    used = kv_cache_bytes(model.config, snap.used_tokens(), 4)
+    paged = kv_cache_bytes(model.config, snap.paged_tokens(8), 4)
+    reserved = kv_cache_bytes(model.config, snap.reserved_tokens(), 4)
+    text = re.sub(r"\s+", " ", page)
+    assert (f"hold {used:,} bytes of keys and values. Pages of 8 tokens: "
+            f"{sum(len(b) for b in snap.block_table.values())} blocks = "
+            f"<strong>{paged:,} bytes</strong>, wasting <strong>{paged - used:,} bytes</strong>. "
+            f"Contiguous reservation: <strong>{reserved:,} bytes</strong>, wasting "
+            f"<strong>{reserved - used:,} bytes</strong>.") in text
+
+
+def test_a_chosen_step_is_shown(client, model):
+    _, page = fragment(client, bat_step=0, bat_block=4)
+    _, _, runs = batching.schedules(model, 6, 4, 0)
+    snap = page_snapshots(runs["continuous"], 4, batching.MAX_NEW)[0]
+    gens = batching.generations(model)
+    # after the first step each of the 4 running requests holds its prompt + 1 token
+    assert snap.tokens == {i: len(gens[i].prompt_ids) + 1 for i in range(4)}
+    assert [r[1] for r in table_rows(page, "Block table")] == \
+        [str(len(gens[i].prompt_ids) + 1) for i in range(4)]
+
+
+@pytest.mark.parametrize("query, name, status, message", [
+    ({"bat_n": "0"}, "bat_n", 422, "Requests in the queue must be between 1 and 8; got 0."),
+    ({"bat_slots": "9"}, "bat_slots", 422, "Slots in a batch must be between 1 and 8; got 9."),
+    ({"bat_gap": "-5"}, "bat_gap", 422, "Time between arrivals (ms) must be between 0 and 500"),
+    ({"bat_block": "big"}, "bat_block", 400, "Block size (tokens) must be a whole number"),
+    ({"bat_step": "5000"}, "bat_step", 422, "Step 5000 does not exist: the continuous schedule "
+                                            "has"),
+])
+def test_bad_values_get_a_message_and_a_4xx(client, query, name, status, message):
+    for path, headers in (("/", {}), ("/section/batching", HX)):
+        r = client.get(url(path, **query), headers=headers)
+        assert r.status_code == status
+        assert message in error_message(text_of(r), name)
+
+
+def test_queue_controls_leave_the_step_out(client):
+    _, page = fragment(client)
+    for name in ("bat_n", "bat_slots", "bat_gap"):
+        assert re.search(rf'name="{name}"[^>]*hx-params="not bat_step"', page)
+
+
+def test_state_round_trips_through_the_url(client):
+    r, _ = fragment(client, bat_n=7, bat_slots=2, bat_gap=50, bat_block=4, bat_step=3)
+    assert r.headers["HX-Push-Url"] == \
+        "/?bat_n=7&bat_slots=2&bat_gap=50&bat_block=4&bat_step=3"
+    page = text_of(client.get(r.headers["HX-Push-Url"]))
+    assert "Block table after step 3 " in page
+    assert re.search(r'id="bat_slots-range"[^>]*value="2"', page)
+    # the default step is computed: it is left out of the address
+    r, _ = fragment(client, bat_n=7)
+    assert r.headers["HX-Push-Url"] == "/?bat_n=7"

@@ -1,0 +1,171 @@
+"""Batching: static vs continuous batching of a queue of real requests, and paged KV memory.
+
+Request lengths are real generations of the running model (seeded sampling from the prompts
+below until a paragraph ends, end-of-text, or MAX_NEW tokens); the cost of a decode step for
+1..MAX_SLOTS rows is measured on the model's own `decode_batch`. Both are measured once per
+process (web.measured) and do not depend on the page's prompt. The schedules, latencies and
+memory are `pipeline.batching` replaying that queue with those costs.
+"""
+import time
+
+from pipeline.batching import (generate_request, make_queue, measure_step_costs,
+                               page_snapshots, simulate)
+from pipeline.kvcache import kv_bytes_per_token
+from web.figures import batching as figures
+from web.figures.kvcache import human_bytes
+from web.measured import measured, model_key
+from web.params import Param
+
+MAX_REQUESTS = 8
+MAX_SLOTS = 8
+MAX_NEW = 64            # most tokens a request may generate (and what a contiguous cache reserves)
+SEED = 0                # request i is sampled with seed SEED + i
+TEMPERATURE = 0.8
+PROMPTS = (             # one per request, in queue order
+    "Mr. Darcy",
+    "Elizabeth looked at her sister and said",
+    "It was a fine morning in",
+    "\"My dear Mr. Bennet,\" said his lady to him one day,",
+    "Emma Woodhouse, handsome, clever, and rich,",
+    "The evening passed",
+    "Captain Wentworth",
+    "Mrs. Jennings was",
+)
+assert len(PROMPTS) == MAX_REQUESTS
+
+PARAMS = (
+    Param("bat_n", "Requests in the queue", kind="int", default=6, min=1, max=MAX_REQUESTS),
+    Param("bat_slots", "Slots in a batch", kind="int", default=4, min=1, max=MAX_SLOTS),
+    Param("bat_gap", "Time between arrivals (ms)", kind="int", default=0, min=0, max=500),
+    Param("bat_block", "Block size (tokens)", kind="int", default=16, min=1, max=MAX_NEW),
+    Param("bat_step", "Step of the continuous schedule", kind="int", min=0, max=9999),
+)
+
+
+def generations(model) -> tuple:
+    """The real generations behind the requests (measured once per process)."""
+    return measured(("batching-generations", model_key(model), PROMPTS, MAX_NEW, SEED,
+                     TEMPERATURE),
+                    lambda: tuple(generate_request(model, p, MAX_NEW, SEED + i, TEMPERATURE)
+                                  for i, p in enumerate(PROMPTS)))
+
+
+def step_costs(model):
+    """decode_batch timed for 1..MAX_SLOTS rows, with the requests' prompts in the caches."""
+    gens = generations(model)
+    return measured(("batching-costs", model_key(model), MAX_SLOTS),
+                    lambda: measure_step_costs(model, [g.prompt_ids for g in gens], MAX_SLOTS))
+
+
+def warm(lm):
+    step_costs(lm.model)
+
+
+def schedules(model, n: int, slots: int, gap: int):
+    costs = step_costs(model)
+    queue = make_queue(generations(model), n, gap)
+    return queue, costs, {p: simulate(queue, slots, costs.step_ms, p)
+                          for p in ("static", "continuous")}
+
+
+def peak_step(snapshots) -> int:
+    """The step whose running requests hold the most tokens (the first such step)."""
+    return max(range(len(snapshots)), key=lambda k: (snapshots[k].used_tokens(), -k))
+
+
+def build(lm, state) -> dict:
+    model, tok = lm.model, lm.tokenizer
+    n, slots, gap, block = (state[p] for p in ("bat_n", "bat_slots", "bat_gap", "bat_block"))
+    gens = generations(model)
+    queue, costs, runs = schedules(model, n, slots, gap)
+    cont = runs["continuous"]
+    snaps = page_snapshots(cont, block, MAX_NEW)
+    step = state.resolve("bat_step", peak_step(snaps))
+    if step >= len(snaps):
+        state.reject("bat_step", f"Step {step} does not exist: the continuous schedule has "
+                     f"{len(snaps)} steps (0 to {len(snaps) - 1}).")
+        step = state.resolve("bat_step", peak_step(snaps))
+    per_token = kv_bytes_per_token(model.config, 4)
+    snap = snaps[step]
+    return dict(
+        model_name=lm.name, n=n, slots=slots, gap=gap, block=block, max_new=MAX_NEW,
+        temperature=TEMPERATURE, max_slots=MAX_SLOTS, max_requests=MAX_REQUESTS,
+        requests=[dict(id=i, prompt=g.prompt, prompt_tokens=len(g.prompt_ids),
+                       length=len(g.output_ids), stop=g.stop, text=tok.decode(list(g.output_ids)),
+                       queued=i < n, arrival_ms=i * gap)
+                  for i, g in enumerate(gens)],
+        costs=[dict(rows=b, ms=ms, per_token_ms=ms / b, tokens_per_s=1000.0 * b / ms)
+               for b, ms in enumerate(costs.step_ms, start=1)],
+        cost_context=costs.context_tokens, cost_rounds=len(costs.samples[0]),
+        costs_measured_at=time.strftime("%H:%M:%S UTC", time.gmtime(costs.measured_at)),
+        policies=[policy_row(runs[p]) for p in ("static", "continuous")],
+        per_request=[dict(id=r.id, arrival_ms=r.arrival_ms, length=r.length,
+                          static=request_row(runs["static"], r),
+                          continuous=request_row(cont, r)) for r in queue],
+        speedup=runs["continuous"].throughput / runs["static"].throughput,
+        step=step, n_steps=len(snaps),
+        pages=page_rows(snap, block, per_token),
+        per_token=per_token, human_bytes=human_bytes,
+        memory=memory_row(snap, block, per_token),
+        peak=memory_peaks(snaps, block, per_token),
+        **queue_figures(model, n, slots, gap),
+        memory_figure=memory_figure(model, n, slots, gap, block),
+    )
+
+
+def queue_figures(model, n: int, slots: int, gap: int) -> dict:
+    """Figures of one queue, built once (Plotly takes longer than the simulation)."""
+    _, costs, runs = schedules(model, n, slots, gap)
+    return measured(("batching-figures", model_key(model), costs.measured_at, n, slots, gap),
+                    lambda: dict(
+                        costs_figure=figures.step_costs_figure(costs.step_ms, costs.samples),
+                        static_figure=figures.timeline_figure(runs["static"], "Static batching"),
+                        continuous_figure=figures.timeline_figure(runs["continuous"],
+                                                                  "Continuous batching")))
+
+
+def memory_figure(model, n: int, slots: int, gap: int, block: int) -> str:
+    _, costs, runs = schedules(model, n, slots, gap)
+    per_token = kv_bytes_per_token(model.config, 4)
+    return measured(("batching-memory", model_key(model), costs.measured_at, n, slots, gap,
+                     block),
+                    lambda: figures.memory_figure(
+                        [memory_row(s, block, per_token)
+                         for s in page_snapshots(runs["continuous"], block, MAX_NEW)], block))
+
+
+def policy_row(s) -> dict:
+    return dict(policy=s.policy, steps=len(s.steps), makespan_ms=s.makespan_ms,
+                tokens=s.tokens, throughput=s.throughput, mean_ms=s.mean_latency_ms,
+                p95_ms=s.p95_latency_ms, max_ms=s.max_latency_ms, utilisation=s.utilisation)
+
+
+def request_row(s, r) -> dict:
+    slot = next(i for i, rid in enumerate(s.steps[s.first_step[r.id]].slots) if rid == r.id)
+    return dict(slot=slot, first=s.first_step[r.id], last=s.last_step[r.id],
+                done_ms=s.done_ms[r.id], latency_ms=s.done_ms[r.id] - r.arrival_ms)
+
+
+def page_rows(snap, block: int, per_token: int) -> list:
+    rows = []
+    for rid, blocks in snap.block_table.items():
+        tokens = snap.tokens[rid]
+        rows.append(dict(id=rid, tokens=tokens, blocks=blocks,
+                         last_fill=tokens - (len(blocks) - 1) * block,
+                         reserved=snap.reserved[rid]))
+    return sorted(rows, key=lambda r: r["id"])
+
+
+def memory_row(snap, block: int, per_token: int) -> dict:
+    used = snap.used_tokens() * per_token
+    paged = snap.paged_tokens(block) * per_token
+    contiguous = snap.reserved_tokens() * per_token
+    return dict(step=snap.step, used=used, paged=paged, contiguous=contiguous,
+                paged_waste=paged - used, contiguous_waste=contiguous - used,
+                n_blocks=sum(len(b) for b in snap.block_table.values()))
+
+
+def memory_peaks(snaps, block: int, per_token: int) -> dict:
+    rows = [memory_row(s, block, per_token) for s in snaps]
+    return {k: max(r[k] for r in rows) for k in ("used", "paged", "contiguous")}
+
