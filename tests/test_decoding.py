@@ -9,7 +9,7 @@ import pytest
 
 from pipeline.decoding import beam_search, length_penalised, log_softmax, sequence_logprobs
 from pipeline.model import softmax
-from tests.engine_support import get_model
+from engine_support import get_model
 
 
 def test_log_softmax_is_the_log_of_softmax_and_does_not_underflow():

@@ -9,7 +9,6 @@ import pytest
 
 from pipeline.sampling import (SamplerSettings, draw, goodness_of_fit, sample_next,
                                sampling_stages)
-from web.forward import prompt_ids
 from web.sections.sampling import EXAMPLE, pct, shown_tokens
 from web.tokens import plain
 from web_support import app, client, error_message, model, text_of, url  # noqa: F401
@@ -73,7 +72,8 @@ def test_stage_table_is_the_pipelines_distribution(client, model, query):
     assert rows[len(shown) + 1] == ["tokens left"] + [f"{int(st.kept.sum()):,}" for st in stages]
     final = stages[-1].probs
     assert f"{int((final > 0).sum()):,} of 4,096 tokens can be drawn" in page
-    heads = re.findall(r'<th scope="col">([a-z -]+)', page.split('aria-label="Distribution after each stage"')[1])
+    table = page.split('aria-label="Distribution after each stage"')[1]
+    heads = re.findall(r'<th scope="col">([a-z -]+)', table)
     assert [h.strip() for h in heads[1:7]] == STAGES
 
 

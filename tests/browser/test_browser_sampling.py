@@ -70,7 +70,8 @@ def test_top_k_and_the_seeded_draw(page, model):
 def test_a_bad_value_shows_its_message_next_to_the_control(page):
     page.goto("/?s_topp=0#sampling")
     expect(page.locator("#error-s_topp")).to_have_text(re.compile("Top-p must be greater than 0"))
-    expect(sampling(page).get_by_role("slider", name="Top-p")).to_have_attribute("aria-invalid", "true")
+    top_p = sampling(page).get_by_role("slider", name="Top-p")
+    expect(top_p).to_have_attribute("aria-invalid", "true")
     sampling(page).get_by_role("slider", name="Top-p").fill("0.5")
     expect(page.locator("#error-s_topp")).to_have_text("", timeout=SLOW)
     expect(page).to_have_url(re.compile(r"s_topp=0.5"), timeout=SLOW)

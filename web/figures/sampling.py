@@ -14,7 +14,8 @@ def stages_figure(stages, names) -> str:
     """One row per stage, the same tokens in every row. A survivor's bar is its probability
     after the stage (renormalised); a token the stage removed keeps a grey bar of the
     probability it had just before. The mass of every token not shown is written in the
-    row's title (as a bar it would dwarf the others). Written as a plain figure dict: Plotly's graph objects cost ~150 ms for six rows."""
+    row's title (as a bar it would dwarf the others). Written as a plain figure dict: Plotly's
+    graph objects cost ~150 ms for six rows."""
     x = [label(n) for n in names]
     n_rows, gap = len(stages), 0.035
     height = (1 - gap * (n_rows - 1)) / n_rows
