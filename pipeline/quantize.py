@@ -158,7 +158,7 @@ class QuantizedMatrix:
         return unpack_nibbles(self.zeros, self.scales.size).reshape(
             self.scales.shape).astype(np.float32)
 
-    def per_weight(self, per_group):  # [n_groups, d_out] -> [d_in, d_out]: each weight's
+    def per_weight(self, per_group):  # [n_groups, d_out] -> [d_in, d_out]: its group's value
         return np.repeat(per_group, self.group_size, axis=0)[:self.shape[0]]
 
     def dequantize(self):  # -> float32 [d_in, d_out]: scale * (code - zero)
@@ -169,7 +169,7 @@ class QuantizedMatrix:
     def step_sizes(self):  # -> float32 [d_in, d_out]: each weight's scale (its grid step)
         return self.per_weight(self.scales.astype(np.float32))
 
-    def levels(self, group: int, column: int):  # -> float32 [2^bits]: values one group can hold
+    def levels(self, group: int, column: int):  # -> float32: the values one group can hold
         scale = np.float32(self.scales[group, column])
         zero = self.zero_points()[group, column]
         codes = np.arange(self.scheme.levels, dtype=np.float32)

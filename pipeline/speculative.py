@@ -137,8 +137,8 @@ def expected_speedup(a: float, gamma: int, c: float) -> float:
 
 
 def distribution_at(temperature: float):
-    """probs(logits [V], context) -> [V]: what both models draw from (temperature 0: greedy)."""
-    def probs(logits, context=()):
+    """probs(logits [V]) -> [V]: what both models draw from (temperature 0: greedy)."""
+    def probs(logits):
         return softmax_with_temperature(logits, temperature)
     return probs
 
@@ -175,7 +175,7 @@ def speculative_generate(target: Model, draft: Model, prompt, max_new_tokens: in
         if g:
             logits = draft.prefill(x[len(d_kv):], d_kv)[-1]
             for i in range(g):
-                q = probs(logits, x + drafts)
+                q = probs(logits)
                 drafts.append(draw(q, rng))
                 qs.append(q)
                 if i < g - 1:
@@ -190,7 +190,7 @@ def speculative_generate(target: Model, draft: Model, prompt, max_new_tokens: in
         # 3. accept in order until the first rejection
         proposals, extra = [], None
         for i, (d, q) in enumerate(zip(drafts, qs)):
-            p = probs(logits[i], x + drafts[:i])
+            p = probs(logits[i])
             accepted, u, extra = accept_or_resample(d, p, q, rng)
             proposals.append(Proposal(d, float(q[d]), float(p[d]), u, accepted))
             if not accepted:
@@ -198,7 +198,7 @@ def speculative_generate(target: Model, draft: Model, prompt, max_new_tokens: in
                 break
         else:
             # 4. all accepted: the target's distribution after the last one gives a bonus token
-            p = probs(logits[g], x + drafts)
+            p = probs(logits[g])
             extra = draw(p, rng)
             kind, p_extra = "bonus", float(p[extra])
         accepted = [pr.token for pr in proposals if pr.accepted]
@@ -239,7 +239,7 @@ def timed_generate(model: Model, prompt, max_new_tokens: int, temperature: float
 
     def sample(logits, history):
         stamps.append(time.perf_counter())
-        return draw(probs(logits, history), rng)
+        return draw(probs(logits), rng)
 
     start = time.perf_counter()
     tokens = list(model.generate(prompt, max_new_tokens, sample, stop_at_eos=stop_at_eos))

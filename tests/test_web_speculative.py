@@ -84,7 +84,9 @@ def test_outcome_of_every_chip(client, model, draft):
     ids = model.tokenizer.encode_ordinary(
         "It is a truth universally acknowledged, that a single man in possession of a good "
         "fortune, must be in want of a")
-    run = S.speculative_generate(model, draft, ids, 16, 4, 1.0, np.random.default_rng(3))
+    from web.sections.speculative import PARAMS
+    n_tokens = next(p.default for p in PARAMS if p.name == "sp_tokens")
+    run = S.speculative_generate(model, draft, ids, n_tokens, 4, 1.0, np.random.default_rng(3))
     titles = re.findall(r'<li class="chip sp (\w+)"\s+title="([^"]*)"', page)
     expected = []
     for r in run.rounds:

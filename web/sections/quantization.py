@@ -20,7 +20,7 @@ from web.tokens import plain
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 HELDOUT_PATH = os.path.join(ROOT, "tests", "data", "heldout_pride_and_prejudice_ch10.txt")
 HELDOUT_WINDOWS = 2          # 256-token windows of the held-out chapter (510 predictions)
-GREEDY_TOKENS = 16           # greedy continuation shown for each scheme
+GREEDY_TOKENS = 12           # greedy continuation shown for each scheme
 
 PARAMS = (
     Param("q_group", "Group size (int4)", kind="int", default=32, min=1, max=4096),
