@@ -1,27 +1,60 @@
 """The explainer's web app: `python app.py [--host H] [--port P] [--model DIR]`.
 
-Serves the page with waitress, a production WSGI server (4 worker threads, its default). The
-model is loaded once, when the app is created, and shared by every request: the default model
-`models/austen`, or the directory given by --model or the LLM_EXPLAINER_MODEL environment
-variable (a Hugging Face layout: config.json, model.safetensors, tokenizer files). The draft
-model of the speculative-decoding section is loaded once too: --draft-model /
-LLM_EXPLAINER_DRAFT_MODEL, else `<model dir>-draft` next to the model when it exists
-(models/austen-draft for the default model).
+Serves the page with waitress, a production WSGI server, set up for a classroom on 2 cores
+(web/limits.py: threads, connection limit, idle timeout, and the gate that answers 503 at once
+when too many requests compute). The model is loaded once, when the app is created, and shared
+by every request: the default model `models/austen`, or the directory given by --model or the
+LLM_EXPLAINER_MODEL environment variable (a Hugging Face layout: config.json,
+model.safetensors, tokenizer files). The draft model of the speculative-decoding section is
+loaded once too: --draft-model / LLM_EXPLAINER_DRAFT_MODEL, else `<model dir>-draft` next to
+the model when it exists (models/austen-draft for the default model).
 """
-import argparse
 import os
 import threading
 
-from flask import Flask
+# One BLAS thread per process, set before NumPy is first imported (it reads these once): the
+# models are small and the server computes several requests at once on 2 cores, where
+# OpenBLAS's own threads only fight each other. The Makefile sets the same; an explicit value
+# in the environment wins.
+os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+os.environ.setdefault("OMP_NUM_THREADS", "1")
 
-from web import assets, streaming, views
-from web.loaded import LoadedModel
-from web.registry import SECTIONS
+import argparse  # noqa: E402
+import sys  # noqa: E402
+
+from flask import Flask, g, render_template, request  # noqa: E402
+
+from web import assets, limits, streaming, views  # noqa: E402
+from web.loaded import LoadedModel  # noqa: E402
+from web.registry import SECTIONS  # noqa: E402
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-CSP = ("default-src 'self'; script-src 'self'; style-src 'self' 'unsafe-inline'; "
-       "img-src 'self' data: blob:; object-src 'none'; base-uri 'none'; form-action 'self'; "
-       "frame-ancestors 'none'")
+# Content-Security-Policy: scripts only from this server (no inline script, no eval), nothing
+# from any other origin, no plugins, no framing. The one loosening is for Plotly:
+#   style-src 'unsafe-inline'  plotly.js (4.x) writes its CSS rules into a <style> element it
+#                              creates at run time (lib/dom.js addStyleRule: the modebar, hover
+#                              and drag cursors) and sets style="" attributes on the SVG it
+#                              draws; without it the figures draw unstyled hover labels and
+#                              Chromium reports a violation per figure. Inline *styles* cannot
+#                              run code; inline scripts stay forbidden.
+# img-src is 'self' only: no data: or blob: (the page needs neither: the favicon is a file).
+CSP = ("default-src 'none'; script-src 'self'; style-src 'self' 'unsafe-inline'; "
+       "img-src 'self'; font-src 'self'; connect-src 'self'; object-src 'none'; "
+       "base-uri 'none'; form-action 'self'; frame-ancestors 'none'")
+SECURITY_HEADERS = {
+    "Content-Security-Policy": CSP,
+    "X-Content-Type-Options": "nosniff",
+    "X-Frame-Options": "DENY",                   # frame-ancestors for old browsers
+    "Referrer-Policy": "no-referrer",            # the URL holds the prompt: never send it on
+    "Cross-Origin-Opener-Policy": "same-origin",
+    "Cross-Origin-Resource-Policy": "same-origin",
+    "Permissions-Policy": "camera=(), microphone=(), geolocation=(), interest-cohort=()",
+}
+
+
+def gated(endpoint) -> bool:
+    """Routes that compute pass through the gate; static files and 404s do not."""
+    return endpoint is not None and endpoint != "static" and not endpoint.startswith("assets.")
 
 
 def load(path):
@@ -75,7 +108,10 @@ def create_app(test_config=None):
                 static_folder=os.path.join(HERE, "web", "static"))
     app.config.from_mapping(MODEL_PATH=os.environ.get("LLM_EXPLAINER_MODEL") or None,
                             DRAFT_MODEL_PATH=os.environ.get("LLM_EXPLAINER_DRAFT_MODEL") or None,
-                            PROBE_ENCODINGS=True)
+                            PROBE_ENCODINGS=True,
+                            MAX_CONTENT_LENGTH=limits.MAX_CONTENT_LENGTH,
+                            GATE_SLOTS=limits.GATE_SLOTS, GATE_WAITING=limits.GATE_WAITING,
+                            GATE_WAIT_SECONDS=limits.GATE_WAIT_SECONDS)
     if test_config:
         app.config.from_mapping(test_config)
     model = app.config.get("MODEL") or load(app.config["MODEL_PATH"])
@@ -95,11 +131,37 @@ def create_app(test_config=None):
     def page_globals():
         return dict(all_sections=SECTIONS)
 
+    gate = limits.Gate(app.config["GATE_SLOTS"], app.config["GATE_WAITING"],
+                       app.config["GATE_WAIT_SECONDS"])
+    app.extensions["explainer_gate"] = gate
+
+    @app.before_request
+    def enter_gate():
+        if gated(request.endpoint):
+            gate.acquire()                       # raises limits.Busy: a 503 at once
+            g.holds_gate_slot = True
+
+    @app.teardown_request
+    def leave_gate(exc=None):
+        if g.pop("holds_gate_slot", False):
+            gate.release()
+
+    @app.errorhandler(limits.Busy)
+    def busy(e):
+        # htmx requests get the message as text (app.js shows it in the page's status line);
+        # a whole-page load gets a small page saying the same.
+        if request.headers.get("HX-Request") == "true":
+            body, mimetype = str(e), "text/plain"
+        else:
+            body, mimetype = render_template("busy.html", message=str(e)), "text/html"
+        response = app.response_class(body, status=503, mimetype=mimetype)
+        response.headers["Retry-After"] = str(limits.RETRY_AFTER_SECONDS)
+        response.headers["Cache-Control"] = "no-store"
+        return response
+
     @app.after_request
     def security_headers(response):
-        # Plotly draws with inline styles; scripts come only from this server.
-        response.headers.setdefault("Content-Security-Policy", CSP)
-        response.headers.setdefault("X-Content-Type-Options", "nosniff")
+        response.headers.update(SECURITY_HEADERS)
         return response
 
     return app
@@ -115,17 +177,25 @@ def main(argv=None):
     parser.add_argument("--draft-model", default=None, help="draft model directory for "
                         "speculative decoding (default: $LLM_EXPLAINER_DRAFT_MODEL, else "
                         "<model dir>-draft if it exists)")
-    parser.add_argument("--threads", type=int, default=4, help="waitress worker threads")
+    parser.add_argument("--threads", type=int, default=limits.SERVER_THREADS,
+                        help="waitress worker threads (default %(default)s: see web/limits.py)")
     args = parser.parse_args(argv)
     config = {k: v for k, v in (("MODEL_PATH", args.model),
                                 ("DRAFT_MODEL_PATH", args.draft_model)) if v}
-    app = create_app(config or None)
+    from pipeline import ModelLoadError
+    try:
+        app = create_app(config or None)
+    except ModelLoadError as e:          # its message names the file (and the tensor)
+        print(f"app.py: cannot load the model: {e}", file=sys.stderr)
+        return 2
     from waitress import serve
     print(f"Serving the explainer on http://{args.host}:{args.port}/ (Ctrl-C stops it)",
           flush=True)
     serve(app, host=args.host, port=args.port, threads=args.threads,
+          **limits.SERVER_SETTINGS,
           **streaming.SERVER_OPTIONS)    # notices a closed stream at once
+    return 0
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

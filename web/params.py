@@ -9,8 +9,9 @@ import re
 import urllib.parse
 from dataclasses import dataclass, field
 
-MAX_QUERY_BYTES = 64 * 1024          # more than any valid state needs, percent-encoded
-_INT = re.compile(r"[+-]?[0-9]{1,9}")
+from web.limits import INT_DIGITS, LIMITED, LIMITS, MAX_QUERY_BYTES, Deadline, cap
+
+_INT = re.compile(r"[+-]?[0-9]{1,%d}" % INT_DIGITS)
 _FLOAT = re.compile(r"[+-]?(?:[0-9]{1,9}(?:\.[0-9]{0,9})?|\.[0-9]{1,9})")  # no exponent, nan, inf
 # Control characters other than tab, newline and carriage return: NUL and other binary.
 _CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
@@ -38,6 +39,17 @@ class Param:
     max_chars: int = None              # text: most characters (code points)
     required: bool = False             # text: must not be empty after stripping whitespace
     resets_with_prompt: bool = False   # meaningless for another prompt: dropped when it changes
+    limit: str = None                  # a name in web.limits.LIMITS: the server's cap on `max`
+
+    def __post_init__(self):
+        # The server's caps (web/limits.py): a section cannot ask for more than the table allows,
+        # and free text is never longer than text_chars.
+        if self.limit is None and self.name in LIMITED:
+            object.__setattr__(self, "limit", LIMITED[self.name])
+        if self.limit is not None:
+            object.__setattr__(self, "max", cap(self.limit, self.max))
+        if self.kind == "text" and self.max_chars is None:
+            object.__setattr__(self, "max_chars", LIMITS["text_chars"])
 
     def parse(self, raw: str):
         if self.kind == "int":
@@ -50,9 +62,12 @@ class Param:
         if not _INT.fullmatch(raw.strip()):
             raise ParamError(f"{self.label} must be a whole number, not {_shorten(raw)!r}.", 400)
         value = int(raw)
-        if not self.min <= value <= self.max:
-            raise ParamError(f"{self.label} must be between {self.min} and {self.max}; "
-                             f"got {value}.")
+        low = self.min if self.min is not None else -10 ** INT_DIGITS
+        high = self.max if self.max is not None else 10 ** INT_DIGITS
+        if not low <= value <= high:
+            raise ParamError(f"{self.label} must be between {low} and {high}; got {value}."
+                             + (" (the server's limit per request)"
+                                if self.limit is not None and value > high else ""))
         return value
 
     def _parse_float(self, raw: str) -> float:
@@ -87,7 +102,7 @@ def _shorten(raw: str, n: int = 20) -> str:
 
 PROMPT = Param("prompt", "The prompt", default=(
     "It is a truth universally acknowledged, that a single man in possession of a good "
-    "fortune, must be in want of a"), max_chars=2000, required=True)
+    "fortune, must be in want of a"), max_chars=LIMITS["prompt_chars"], required=True)
 
 
 @dataclass
@@ -99,6 +114,7 @@ class State:
     errors: dict = field(default_factory=dict)    # name -> message for the page
     statuses: dict = field(default_factory=dict)  # name -> 400 / 422
     computed: dict = field(default_factory=dict)  # name -> default worked out by a section
+    deadline: Deadline = field(default_factory=Deadline)  # this request's time budget
 
     def __getitem__(self, name):
         return self.values[name]
@@ -108,6 +124,12 @@ class State:
         self.errors[name] = message
         self.statuses[name] = status
         self.values[name] = self.params[name].default
+
+    def check_time(self, name: str):
+        """Call inside a loop whose length the control `name` sets: past the request's time
+        budget (web.limits.REQUEST_SECONDS) it raises OverBudget, and the view shows the
+        message next to that control and rebuilds the section with its default."""
+        self.deadline.check(name)
 
     def resolve(self, name: str, value):
         """Fill in a default the section computed (it is left out of the canonical URL)."""
@@ -126,6 +148,10 @@ class State:
     @property
     def status(self) -> int:
         return max(self.statuses.values(), default=200)
+
+    def status_of(self, names) -> int:
+        """The status for an answer that shows only these parameters' messages."""
+        return max((self.statuses[n] for n in names if n in self.statuses), default=200)
 
     def query_string(self) -> str:
         """The canonical query: valid values that were given and differ from the default."""

@@ -11,6 +11,7 @@ the message next to the control and a 4xx status (htmx is configured to swap tho
 from flask import Blueprint, abort, current_app, render_template, request
 from markupsafe import Markup
 
+from web.limits import Deadline, OverBudget
 from web.params import parse_state
 from web.registry import SECTIONS, all_params, section as find_section
 from web.tour import page_context
@@ -30,9 +31,21 @@ def current_state():
     return lm, state
 
 
+def build_in_budget(lm, state, s) -> dict:
+    """The section's context. A build that runs past the request's time budget (it called
+    `state.check_time(name)` too late) is rebuilt once with that control's default, and the
+    control shows why (web/limits.py)."""
+    try:
+        return s.build(lm, state)
+    except OverBudget as e:
+        state.reject(e.name, e.message)
+        state.deadline = Deadline()
+        return s.build(lm, state)
+
+
 def render_section(lm, state, s):
     """A section's partial (Markup); only a note pointing at the prompt while it is invalid."""
-    ctx = {} if "prompt" in state.errors else s.build(lm, state)
+    ctx = {} if "prompt" in state.errors else build_in_budget(lm, state, s)
     return Markup(render_template(s.template, lm=lm, state=state, section=s,
                                   num=SECTIONS.index(s) + 2, **ctx))
 
@@ -50,10 +63,11 @@ def is_partial_request() -> bool:
             and request.headers.get("HX-History-Restore-Request") != "true")
 
 
-def respond(body, state):
-    response = current_app.make_response((body, state.status))
+def respond(body, state, status=None):
+    status = state.status if status is None else status
+    response = current_app.make_response((body, status))
     response.headers["Vary"] = "HX-Request, HX-History-Restore-Request"
-    if is_partial_request() and state.status == 200:
+    if is_partial_request() and status == 200:
         response.headers["HX-Push-Url"] = state.url("/")
     return response
 
@@ -80,4 +94,6 @@ def section(section_id):
     body = render_section(lm, state, s)
     if "prompt" in state.errors:              # the message belongs next to the prompt box
         body += Markup(render_template("prompt_error.html", state=state))
-    return respond(body, state)
+    # Only the values this answer shows a message for decide its status: a bad value of another
+    # section (sent along with the whole form) is that section's to show, not this one's.
+    return respond(body, state, state.status_of(["prompt"] + [p.name for p in s.params]))

@@ -194,4 +194,29 @@
     if (button) start(button);
   });
   window.addEventListener("pagehide", function () { if (running) running.controller.abort(); });
+
+// --- Hardening: a request the server could not answer is said so, in the page's status line.
+// The server answers 503 with a plain-text message at once when it is overloaded (web/limits.py);
+// htmx does not swap 5xx answers, so without this a busy server would look like nothing
+// happened. The message is set as text, never as HTML.
+(function () {
+  "use strict";
+  function say(text) {
+    var line = document.getElementById("server-status");
+    if (line) line.textContent = text;
+  }
+  document.addEventListener("htmx:responseError", function (event) {
+    var xhr = event.detail.xhr;
+    var plain = (xhr.getResponseHeader("Content-Type") || "").indexOf("text/plain") === 0;
+    say(plain && xhr.responseText ? xhr.responseText
+        : "The server could not answer this request (HTTP " + xhr.status + "). Try again.");
+  });
+  document.addEventListener("htmx:sendError", function () {
+    say("The server could not be reached. Check the connection, then try again.");
+  });
+  document.addEventListener("htmx:afterRequest", function (event) {
+    var xhr = event.detail.xhr;
+    if (xhr && xhr.status > 0 && xhr.status < 500) say("");
+  });
+})();
 })();
