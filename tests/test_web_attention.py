@@ -50,7 +50,8 @@ def test_clicked_tokens_weights_are_the_models(client, model, layer, head):
     if head == "mean":
         np.testing.assert_allclose(want, pattern[:, t, :t + 1].mean(0), rtol=1e-6)
     shown = shown_percents(page)
-    assert shown == ["%.1f%%" % (100 * w) for w in want] + ["masked"] * (len(run.ids) - t - 1)
+    masked = ["masked"] * (len(run.ids) - t - 1)
+    assert shown == ["%.1f%%" % (100 * float(w)) for w in want] + masked
 
 
 def test_the_default_is_the_last_token_of_the_last_layer_head_0(client, model):
@@ -58,7 +59,7 @@ def test_the_default_is_the_last_token_of_the_last_layer_head_0(client, model):
     page = text_of(client.get(url("/", prompt=PROMPT)))
     L, T = model.config.n_layers, len(run.ids)
     want = run.cache[f"blocks.{L - 1}.attn.hook_pattern"][0, T - 1]
-    assert shown_percents(page) == ["%.1f%%" % (100 * w) for w in want]
+    assert shown_percents(page) == ["%.1f%%" % (100 * float(w)) for w in want]
     assert '<option value="3" selected>layer 3</option>' in page
 
 
@@ -96,6 +97,22 @@ def test_grid_holds_every_heads_pattern_with_the_mask_marked(client, model):
         assert (got[~below] == MASK).all()                      # masked: marked, not 0
         np.testing.assert_array_equal(got[below], np.rint(want[below] * 100))
     assert len(json.dumps(grid)) < 60_000
+
+
+def test_large_views_are_the_heads_scores_and_weights_with_the_mask_grey(client, model):
+    run = run_of(model)
+    page = text_of(client.get(url("/", prompt=PROMPT, att_layer=1, att_head=6, att_token=4)))
+    _, scores_fig, pattern_fig, _ = figures_of(page)
+    T = len(run.ids)
+    masked = ~np.tri(T, T, dtype=bool)
+    for fig, name in [(scores_fig, "attn_scores"), (pattern_fig, "pattern")]:
+        under, trace = fig["data"]
+        assert under["hoverinfo"] == "skip" and under["colorscale"][0][1] == "#c9ccd3"
+        z = np.frombuffer(base64.b64decode(trace["z"]["bdata"]), np.float32).reshape(T, T)
+        want = run.cache[f"blocks.1.attn.hook_{name}"][6]
+        assert np.isnan(z[masked]).all()                       # a gap: the grey shows through
+        np.testing.assert_array_equal(z[~masked], want[~masked])
+        assert fig["layout"]["shapes"][0]["y0"] == 3.5          # the clicked row outlined
 
 
 def test_long_prompts_are_shown_in_blocks(client, model):
@@ -193,7 +210,7 @@ def test_section_works_on_other_checkpoints(fixture):
     ids = m.tokenizer.encode_ordinary("hello world, hello there")
     _, cache = m.run_with_cache(ids)
     want = cache[f"blocks.{m.config.n_layers - 1}.attn.hook_pattern"][m.config.n_heads - 1, 2]
-    assert shown_percents(page)[:3] == ["%.1f%%" % (100 * w) for w in want[:3]]
+    assert shown_percents(page)[:3] == ["%.1f%%" % (100 * float(w)) for w in want[:3]]
     sharing = ("Every head has its own keys and values" if fixture == "gpt2"
                else "share one key/value head")
     assert sharing in page

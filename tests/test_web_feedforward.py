@@ -48,7 +48,7 @@ def test_top_neurons_are_the_caches(client, model, layer, t):
     want = top_neurons(post, 10)
     assert [int(r[0]) for r in rows] == want.tolist()
     for r, n in zip(rows, want):
-        assert r[1:] == ["%.4f" % gate[n], "%.4f" % silu(gate[n:n + 1])[0], "%.4f" % up[n],
+        assert r[1:] == ["%.4f" % gate[n], "%.4f" % silu(gate)[n], "%.4f" % up[n],
                          "%.4f" % post[n]]
     # the default neuron is the most active one, shown across the prompt
     column = cache[b + "hook_post"][:, want[0]]

@@ -6,6 +6,9 @@ from playwright.sync_api import expect
 
 from pipeline.feedforward import top_neurons
 
+# The whole page (every section) answers each change; on a busy 2-core machine that can take
+# longer than expect's 5 s default.
+SLOW = 30_000
 PROMPT = "Mr. Darcy bowed to Elizabeth, and Elizabeth smiled at Mr. Darcy."
 
 
@@ -17,31 +20,31 @@ def post(model, layer):
 def test_layer_token_and_neuron_choices(page, model, page_errors):
     page.goto("/?prompt=" + PROMPT)
     page.get_by_label("Feed-forward layer").select_option("1")
-    expect(page).to_have_url(re.compile(r"ffn_layer=1"))
+    expect(page).to_have_url(re.compile(r"ffn_layer=1"), timeout=SLOW)
     rows = page.get_by_role("table", name="Most active neurons").locator("tbody tr")
     values = post(model, 1)
     T = values.shape[0]
     top = top_neurons(values[T - 1], 10)
-    expect(rows.first.locator("td").first).to_have_text(str(top[0]))
-    expect(rows.first.locator("td").last).to_have_text("%.4f" % values[T - 1, top[0]])
+    expect(rows.first.locator("td").first).to_have_text(str(top[0]), timeout=SLOW)
+    expect(rows.first.locator("td").last).to_have_text("%.4f" % values[T - 1, top[0]], timeout=SLOW)
 
     neuron_row = page.get_by_role("list", name=f"Neuron {top[0]} at each token")
     neuron_row.get_by_role("button").nth(3).click()                 # choose token 3
-    expect(page).to_have_url(re.compile(r"ffn_token=3"))
-    expect(page.get_by_label("Feed-forward token")).to_have_value("3")
+    expect(page).to_have_url(re.compile(r"ffn_token=3"), timeout=SLOW)
+    expect(page.get_by_label("Feed-forward token")).to_have_value("3", timeout=SLOW)
     top3 = top_neurons(values[3], 10)
-    expect(rows.first.locator("td").first).to_have_text(str(top3[0]))
+    expect(rows.first.locator("td").first).to_have_text(str(top3[0]), timeout=SLOW)
 
     rows.nth(2).get_by_role("button").click()                       # the third most active
-    expect(page).to_have_url(re.compile(rf"ffn_neuron={top3[2]}"))
+    expect(page).to_have_url(re.compile(rf"ffn_neuron={top3[2]}"), timeout=SLOW)
     chips = page.get_by_role("list", name=f"Neuron {top3[2]} at each token").locator(".pct")
-    expect(chips).to_have_text(["%.3f" % v for v in values[:, top3[2]]])
-    expect(page.locator("#feedforward .plot .main-svg").first).to_be_attached()
+    expect(chips).to_have_text(["%.3f" % v for v in values[:, top3[2]]], timeout=SLOW)
+    expect(page.locator("#feedforward .plot .main-svg").first).to_be_attached(timeout=SLOW)
 
     page.reload()
-    expect(page.get_by_label("Feed-forward layer")).to_have_value("1")
-    expect(page.get_by_label("Neuron", exact=True)).to_have_value(str(top3[2]))
-    expect(chips).to_have_text(["%.3f" % v for v in values[:, top3[2]]])
+    expect(page.get_by_label("Feed-forward layer")).to_have_value("1", timeout=SLOW)
+    expect(page.get_by_label("Neuron", exact=True)).to_have_value(str(top3[2]), timeout=SLOW)
+    expect(chips).to_have_text(["%.3f" % v for v in values[:, top3[2]]], timeout=SLOW)
     assert page_errors == []
 
 
@@ -50,5 +53,7 @@ def test_a_bad_neuron_shows_its_message(page):
     box = page.get_by_label("Neuron", exact=True)
     box.fill("5000")
     box.dispatch_event("change")
-    expect(page.get_by_text("Neuron 5000 does not exist: this layer has 768 neurons")).to_be_visible()
-    expect(page.get_by_label("Neuron", exact=True)).to_have_attribute("aria-invalid", "true")
+    message = page.get_by_text("Neuron 5000 does not exist: this layer has 768 neurons")
+    expect(message).to_be_visible(timeout=SLOW)
+    expect(page.get_by_label("Neuron", exact=True)).to_have_attribute("aria-invalid", "true",
+                                                                      timeout=SLOW)

@@ -2,9 +2,9 @@
 scores), and the measured behaviour of every head.
 
 Masked cells (a query cannot see later keys) are drawn grey, never as a 0 weight: in the large
-views they are gaps (NaN) over a grey plot area; in the grid, whose weights travel as whole
-percents in one byte each to keep the figure small, they are the value MASK, which the colour
-scale paints grey.
+views they are gaps (NaN) over a grey layer drawn underneath (not the plot background, which the
+dark theme recolours); in the grid, whose weights travel as whole percents in one byte each to
+keep the figure small, they are the value MASK, which the colour scale paints grey.
 
 Written as plain Plotly JSON (web.figures.figure_json): validating 32 heatmap traces through
 graph_objects cost ~35 ms per render.
@@ -31,13 +31,14 @@ def _grid_colorscale():
 
 def head_grid_figure(grid, chosen_layer, chosen_head) -> str:
     """Small multiples: grid [L, H, n, n] of attention weights (NaN = masked), one panel per
-    head, layers down, heads across; the chosen head (None: its whole layer) outlined."""
+    head, layers down, heads across; the chosen head (None: its whole layer) outlined. Each
+    panel's `meta` is [layer, head]: the page's script chooses that head when it is clicked."""
     L, H, n, _ = grid.shape
     percent = np.where(np.isnan(grid), MASK, np.rint(np.nan_to_num(grid) * 100)).astype(np.int8)
     step = n + GRID_GAP
     data = [dict(type="heatmap", z=typed_array(percent[layer, h]), x0=h * step, dx=1,
-                 y0=layer * step, dy=1, coloraxis="coloraxis",
-                 hovertemplate=f"layer {layer}, head {h}<extra></extra>")
+                 y0=layer * step, dy=1, coloraxis="coloraxis", meta=[layer, h],
+                 hovertemplate=f"layer {layer}, head {h} (click to show it large)<extra></extra>")
             for layer in range(L) for h in range(H)]
     first, last = (0, H - 1) if chosen_head is None else (chosen_head, chosen_head)
     outline = dict(type="rect", x0=first * step - 0.9, x1=(last + 1) * step - GRID_GAP - 0.1,
@@ -74,6 +75,8 @@ def token_matrix_figure(matrix, labels, title, row, *, kind) -> str:
     else:
         colours = dict(colorscale=SCORES, zmid=0.0)
         hover = "query %{y} → key %{x}<br>score %{z:.3f}<extra></extra>"
+    under = dict(type="heatmap", z=typed_array(np.ones((T, T), dtype=np.int8)),
+                 colorscale=[[0, MASKED], [1, MASKED]], showscale=False, hoverinfo="skip")
     trace = dict(type="heatmap", z=typed_array(np.asarray(matrix, dtype=np.float32)),
                  hoverongaps=False, hovertemplate=hover,
                  colorbar=dict(title=dict(text="weight" if kind == "pattern" else "score"),
@@ -81,13 +84,13 @@ def token_matrix_figure(matrix, labels, title, row, *, kind) -> str:
     outline = dict(type="rect", x0=-0.5, x1=row + 0.5, y0=row - 0.5, y1=row + 0.5,
                    line=dict(color=CHOSEN, width=3))
     layout = base_layout(
-        title=dict(text=title), height=min(620, 160 + 14 * T) + 60, plot_bgcolor=MASKED,
+        title=dict(text=title), height=min(620, 160 + 14 * T) + 60,
         shapes=[outline],
         xaxis=dict(title=dict(text="key: the token looked at"), tickangle=-60,
                    **_token_axis(labels, every)),
         yaxis=dict(title=dict(text="query: the token looking"), autorange="reversed",
                    **_token_axis(labels, every)))
-    return figure_json([trace], layout)
+    return figure_json([under, trace], layout)
 
 
 MEASURE_TITLES = {"previous": "previous token", "first": "first token",

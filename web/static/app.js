@@ -220,3 +220,30 @@
   });
 })();
 })();
+
+// ---- attention: click a picture of a figure to choose it ---------------------------------
+// A figure with data-click-controls="id1 id2" sets those controls (selects of the section) to
+// the clicked trace's meta values [v1, v2] and fires "change" on the last one, so htmx asks for
+// the section just as if they had been chosen in the selects (which stay the keyboard way).
+(function () {
+  "use strict";
+  function wire(el) {
+    if (el._clickControls || typeof el.on !== "function") return;
+    el._clickControls = true;
+    el.on("plotly_click", function (event) {
+      var meta = event.points && event.points[0] && event.points[0].data.meta;
+      var ids = el.getAttribute("data-click-controls").split(" ");
+      if (!meta || meta.length !== ids.length) return;
+      var controls = ids.map(function (id) { return document.getElementById(id); });
+      if (controls.some(function (c) { return !c; })) return;
+      controls.forEach(function (c, i) { c.value = String(meta[i]); });
+      controls[controls.length - 1].dispatchEvent(new Event("change", { bubbles: true }));
+    });
+  }
+  function init(root) {
+    var els = root.matches && root.matches("[data-click-controls]") ? [root] : [];
+    root.querySelectorAll("[data-click-controls]").forEach(function (el) { els.push(el); });
+    els.forEach(wire);
+  }
+  if (typeof htmx !== "undefined") htmx.onLoad(init);    // after the figures are drawn
+})();
