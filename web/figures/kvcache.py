@@ -5,6 +5,7 @@ import plotly.graph_objects as go
 from web.figures import base_layout, label, to_json
 
 ACCENT, MUTED, DARK = "#b4451f", "#7a8ba6", "#2b3a55"
+GIB = 2 ** 30
 PALETTE = ("#2b3a55", "#b4451f", "#3c8d5a", "#8a5fb5", "#c08a1e", "#4d8fbf")
 
 
@@ -35,7 +36,7 @@ def step_time_figure(steps) -> str:
     return to_json(fig)
 
 
-def cache_bytes_figure(steps, start_capacity: int) -> str:
+def cache_bytes_figure(steps) -> str:
     """KVCache.nbytes (the tokens held) and allocated_nbytes (the buffers) after every step."""
     xs = [s.n_tokens for s in steps]
     fig = go.Figure([
@@ -49,7 +50,7 @@ def cache_bytes_figure(steps, start_capacity: int) -> str:
                    hovertemplate="%{x} tokens: %{y:,} bytes<extra>nbytes</extra>"),
     ])
     fig.update_layout(**base_layout(
-        title=dict(text=f"Cache size after each step (buffers start at {start_capacity} tokens)"),
+        title=dict(text="Cache bytes after each step"),
         xaxis=dict(title=dict(text="tokens in the cache")),
         yaxis=dict(title=dict(text="bytes"), rangemode="tozero", tickformat=","),
         legend=dict(orientation="h", y=-0.25)))
@@ -67,7 +68,8 @@ def context_figure(curves, ctx: int) -> str:
     fig.update_layout(**base_layout(
         title=dict(text="fp16 KV cache of one sequence vs context length"),
         xaxis=dict(title=dict(text="context length (tokens, log scale)"), type="log"),
-        yaxis=dict(title=dict(text="bytes (log scale)"), type="log"),
+        yaxis=dict(title=dict(text="bytes (log scale; k, M, G = thousand, million, billion)"),
+                   type="log", exponentformat="SI"),
         height=420, legend=dict(orientation="h", y=-0.3)))
     return to_json(fig)
 
@@ -76,15 +78,14 @@ def kinds_figure(rows, ctx: int) -> str:
     """Multi-head vs grouped-query vs multi-query: fp16 and int8 bytes at ctx tokens."""
     names = [f"{label(r['name'])}<br>{r['kind']} ({r['n_kv_heads']} kv heads)" for r in rows]
     fig = go.Figure([
-        go.Bar(x=names, y=[r["fp16"] for r in rows], name="fp16", marker_color=DARK,
-               text=[human_bytes(r["fp16"]) for r in rows], textposition="auto",
-               hovertemplate="%{x}: %{y:,} bytes<extra>fp16</extra>"),
-        go.Bar(x=names, y=[r["int8"] for r in rows], name="int8", marker_color=ACCENT,
-               text=[human_bytes(r["int8"]) for r in rows], textposition="auto",
-               hovertemplate="%{x}: %{y:,} bytes<extra>int8</extra>"),
+        go.Bar(x=names, y=[r[kind] / GIB for r in rows], name=kind, marker_color=colour,
+               text=[human_bytes(r[kind]) for r in rows], textposition="auto",
+               customdata=[r[kind] for r in rows],
+               hovertemplate="%{x}: %{customdata:,} bytes<extra>" + kind + "</extra>")
+        for kind, colour in (("fp16", DARK), ("int8", ACCENT))
     ])
     fig.update_layout(**base_layout(
         title=dict(text=f"KV cache of one {ctx:,}-token sequence"), barmode="group",
-        yaxis=dict(title=dict(text="bytes"), rangemode="tozero"),
+        yaxis=dict(title=dict(text="GiB (1024³ bytes)"), rangemode="tozero"),
         legend=dict(orientation="h", y=-0.25), height=380))
     return to_json(fig)

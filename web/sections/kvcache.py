@@ -81,8 +81,7 @@ def run_figures(model, ids: tuple, n_new: int) -> dict:
     run = measure(model, ids, n_new)
     return measured(("kvcache-figures", model_key(model), ids, n_new, run.measured_at),
                     lambda: dict(time_figure=figures.step_time_figure(run.steps),
-                                 bytes_figure=figures.cache_bytes_figure(run.steps,
-                                                                         START_CAPACITY)))
+                                 bytes_figure=figures.cache_bytes_figure(run.steps)))
 
 
 @functools.lru_cache(maxsize=16)
