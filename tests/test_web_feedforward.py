@@ -50,6 +50,8 @@ def test_top_neurons_are_the_caches(client, model, layer, t):
     for r, n in zip(rows, want):
         assert r[1:] == ["%.4f" % gate[n], "%.4f" % silu(gate)[n], "%.4f" % up[n],
                          "%.4f" % post[n]]
+    share = 100 * np.abs(post[want]).sum() / np.abs(post).sum()
+    assert re.search(r"most active neurons carry\s+%s%% of the total size" % ("%.1f" % share), page)
     # the default neuron is the most active one, shown across the prompt
     column = cache[b + "hook_post"][:, want[0]]
     assert neuron_values(page, int(want[0])) == ["%.3f" % v for v in column]

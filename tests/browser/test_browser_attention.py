@@ -2,6 +2,7 @@
 URL keeping every choice; the weights on screen are the model's."""
 import re
 
+import pytest
 from playwright.sync_api import expect
 
 from pipeline.attention_analysis import attention_row
@@ -9,6 +10,15 @@ from pipeline.attention_analysis import attention_row
 # The whole page (every section) answers each change; on a busy 2-core machine that can take
 # longer than expect's 5 s default.
 SLOW = 30_000
+LOAD = 180_000        # the first page of a run computes every section's per-model caches
+
+
+@pytest.fixture(autouse=True)
+def patient(page):
+    page.set_default_navigation_timeout(LOAD)
+    page.set_default_timeout(SLOW)
+
+
 PROMPT = "Mr. Darcy bowed to Elizabeth, and Elizabeth smiled at Mr. Darcy."
 
 

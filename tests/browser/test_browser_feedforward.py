@@ -2,6 +2,7 @@
 a layer, clicking a token and a neuron update the view and the URL."""
 import re
 
+import pytest
 from playwright.sync_api import expect
 
 from pipeline.feedforward import top_neurons
@@ -9,6 +10,15 @@ from pipeline.feedforward import top_neurons
 # The whole page (every section) answers each change; on a busy 2-core machine that can take
 # longer than expect's 5 s default.
 SLOW = 30_000
+LOAD = 180_000        # the first page of a run computes every section's per-model caches
+
+
+@pytest.fixture(autouse=True)
+def patient(page):
+    page.set_default_navigation_timeout(LOAD)
+    page.set_default_timeout(SLOW)
+
+
 PROMPT = "Mr. Darcy bowed to Elizabeth, and Elizabeth smiled at Mr. Darcy."
 
 

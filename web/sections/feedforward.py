@@ -75,6 +75,7 @@ def build(lm, state) -> dict:
         layer_error=formula_error(cfg.mlp, pre_all, up_all, post_all),
         n_positive=int((post > 0).sum()), n_negative=int((post < 0).sum()),
         n_small=int((np.abs(post) < 0.1 * np.abs(post).max()).sum()),
+        top_share=100 * float(np.abs(post[top]).sum() / max(float(np.abs(post).sum()), 1e-30)),
         top_rows=[dict(neuron=int(n), pre=float(pre[n]), act=float(act_pre[n]),
                        up=None if up is None else float(up[n]), post=float(post[n]))
                   for n in top],
