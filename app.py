@@ -37,9 +37,12 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 #                              draws; without it the figures draw unstyled hover labels and
 #                              Chromium reports a violation per figure. Inline *styles* cannot
 #                              run code; inline scripts stay forbidden.
-# img-src is 'self' only: no data: or blob: (the page needs neither: the favicon is a file).
+#   img-src data:              plotly.js draws a heatmap into a <canvas> and shows it as an SVG
+#                              <image> whose href is canvas.toDataURL() (traces/heatmap/plot.js);
+#                              without data: every heatmap is blank. An image cannot run code
+#                              (an SVG loaded as an image runs no script). No blob:, no origins.
 CSP = ("default-src 'none'; script-src 'self'; style-src 'self' 'unsafe-inline'; "
-       "img-src 'self'; font-src 'self'; connect-src 'self'; object-src 'none'; "
+       "img-src 'self' data:; font-src 'self'; connect-src 'self'; object-src 'none'; "
        "base-uri 'none'; form-action 'self'; frame-ancestors 'none'")
 SECURITY_HEADERS = {
     "Content-Security-Policy": CSP,

@@ -25,7 +25,7 @@ def test_typed_prompt_becomes_the_tokenizers_ids(page, model, page_errors):
 def test_step_through_a_bpe_replay(page, model):
     page.goto("/?prompt=" + "Miss Bennet was unaccountably cheerful")
     page.get_by_label("Word to replay").select_option(label="3: ·unaccountably")
-    expect(page.get_by_text("Step 0 of")).to_be_visible()
+    expect(page.locator("#replay-caption")).to_contain_text("Step 0 of")
     pieces = token_ids(page, "Pieces of the word at this step")
     expect(pieces).to_have_count(len(" unaccountably".encode()))
     next_button = page.get_by_role("button", name="Next merge")
