@@ -24,7 +24,7 @@ import sys  # noqa: E402
 
 from flask import Flask, g, render_template, request  # noqa: E402
 
-from web import assets, limits, streaming, views  # noqa: E402
+from web import assets, limits, shading, streaming, views  # noqa: E402
 from web.loaded import LoadedModel  # noqa: E402
 from web.registry import SECTIONS  # noqa: E402
 
@@ -132,7 +132,7 @@ def create_app(test_config=None):
 
     @app.context_processor
     def page_globals():
-        return dict(all_sections=SECTIONS)
+        return dict(all_sections=SECTIONS, chip_style=shading.chip_style)
 
     gate = limits.Gate(app.config["GATE_SLOTS"], app.config["GATE_WAITING"],
                        app.config["GATE_WAIT_SECONDS"])

@@ -247,3 +247,36 @@
   }
   if (typeof htmx !== "undefined") htmx.onLoad(init);    // after the figures are drawn
 })();
+
+// ---- scrollable boxes: reachable by keyboard -----------------------------------------------
+// A table wider or taller than its box scrolls inside it. A keyboard user can scroll it only
+// if the box can take the focus, so such a box becomes a focusable region named after what it
+// holds (WCAG 2.1.1; axe's scrollable-region-focusable). Boxes that fit are left alone.
+(function () {
+  "use strict";
+  var BOXES = ".scroll, .table-scroll, .att-scroll";
+  function name(box) {
+    var inner = box.querySelector("[aria-label], caption, h3, h4");
+    var text = inner && (inner.getAttribute("aria-label") || inner.textContent.trim());
+    return (text ? text.slice(0, 80) : "Table") + " (scrolls)";
+  }
+  function mark(box) {
+    var scrolls = box.scrollWidth > box.clientWidth + 1 || box.scrollHeight > box.clientHeight + 1;
+    if (scrolls && !box.hasAttribute("tabindex")) {
+      box.setAttribute("tabindex", "0");
+      box.setAttribute("role", "region");
+      box.setAttribute("aria-label", name(box));
+    } else if (!scrolls && box.getAttribute("role") === "region") {
+      box.removeAttribute("tabindex");
+      box.removeAttribute("role");
+      box.removeAttribute("aria-label");
+    }
+  }
+  function init(root) {
+    var boxes = root.matches && root.matches(BOXES) ? [root] : [];
+    root.querySelectorAll(BOXES).forEach(function (b) { boxes.push(b); });
+    boxes.forEach(mark);
+  }
+  if (typeof htmx !== "undefined") htmx.onLoad(init);
+  window.addEventListener("resize", function () { init(document.body); });
+})();
