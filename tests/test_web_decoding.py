@@ -140,3 +140,11 @@ def test_a_prompt_near_the_context_limit(client, model, n_prompt, shown):
         assert f"Only {shown} new tokens fit" in page
         assert all(row[2] == str(shown)
                    for row in rows_with_headers(page, "Final beams"))
+
+
+def test_beam_vs_greedy_verdict():
+    from web.sections.decoding import VERDICTS, beam_vs_greedy
+    assert beam_vs_greedy(True, 0.01) == "more probable" == VERDICTS[0]
+    assert beam_vs_greedy(True, 0.0004) == beam_vs_greedy(True, -0.0004) == "the same"
+    assert beam_vs_greedy(True, -0.01) == "less probable"
+    assert beam_vs_greedy(False, 5.0) == "a different length"

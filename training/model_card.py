@@ -251,7 +251,8 @@ def write_card(main_dir, results, train_ids, held_ids):
             "- It knows only Austen's English of 1811-1817 and about a million tokens of it: "
             "modern words split into many tokens and it has no facts about the world.",
             "- Greedy decoding soon falls into loops; sampling reads better but wanders. It "
-            "memorises famous passages better than it generalises.",
+            "knows the names the novels repeat, not the famous sentences they say once: the "
+            "original next word of a famous line is usually in its top few dozen, rarely first.",
             "- Context is 256 tokens: the engine refuses longer inputs.",
             "- The draft model is much weaker; it exists to propose tokens cheaply.", "",
             "## Reproduce", "",

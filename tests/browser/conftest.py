@@ -61,3 +61,16 @@ def page_errors(page):
     page.on("pageerror", lambda e: errors.append(str(e)))
     page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
     return errors
+
+
+EXPECT_TIMEOUT_MS = 20_000
+
+
+@pytest.fixture(autouse=True)
+def patient_expect():
+    """Every expect() waits up to 20 s (Playwright's default is 5 s): a prompt change
+    recomputes all sections and redraws ~40 figures, which on a loaded 2-core machine (CI, other
+    jobs) can take longer than 5 s. A passing test waits no longer than it needs to."""
+    from playwright.sync_api import expect
+    expect.set_options(timeout=EXPECT_TIMEOUT_MS)
+    yield

@@ -87,6 +87,56 @@ def test_a_prediction_is_recorded_before_the_reveal(page, model):
     expect(box.locator(".predict-guess")).to_have_text("of")
 
 
+def test_number_and_choice_predictions_compare_with_the_models_answer(page, model):
+    """The KV cache's bytes (a number), top-p 0.5's survivors (a number) and beam vs greedy (a
+    choice): each guess is recorded, then compared with the value the pipeline computes."""
+    from pipeline.decoding import beam_search, sequence_logprobs
+    from pipeline.kvcache import kv_cache_bytes
+    from pipeline.sampling import softmax_with_temperature, top_p_keep
+    from web.sections.decoding import beam_vs_greedy
+    from web.sections.kvcache import PARAMS as KV_PARAMS
+
+    prompt = "Emma Woodhouse, handsome, clever, and rich"
+    ids = model.tokenizer.encode(prompt)
+    page.goto("/?prompt=" + prompt)
+
+    kv = page.locator("#kvcache .predict")
+    n_tokens = len(ids) + next(p.default for p in KV_PARAMS if p.name == "kv_new")
+    nbytes = kv_cache_bytes(model.config, n_tokens, 4)
+    expect(page.locator("#kv-live")).to_have_class(re.compile(r"\bgated\b"))
+    kv.get_by_label("Your guess").fill(str(nbytes // 2))
+    kv.get_by_role("button", name="Lock in my guess").click()
+    expect(kv.locator(".predict-answer")).to_have_text(f"{nbytes:,} bytes")
+    expect(kv.locator(".predict-verdict")).to_have_text("You were off by a factor of 2.00.")
+    expect(page.locator("#kv-live")).not_to_have_class(re.compile(r"\bgated\b"))
+
+    half = int(top_p_keep(softmax_with_temperature(model.forward(ids)[-1], 1.0), 0.5).sum())
+    tp = page.locator("#sampling .predict")
+    tp.get_by_label("Your guess").fill(str(half))
+    tp.get_by_role("button", name="Lock in my guess").click()
+    expect(tp.locator(".predict-answer")).to_contain_text(f"{half:,} kept")
+    expect(tp.locator(".predict-verdict")).to_have_text("Exactly right.")
+
+    beam = page.locator("#decoding .predict")
+    expect(page.locator("#dec-live")).to_have_class(re.compile(r"\bgated\b"))
+    beam.get_by_role("radio", name="the same").check()
+    beam.get_by_role("button", name="Lock in my guess").click()
+    expect(beam.locator(".predict-guess")).to_have_text("the same")
+    greedy = []                                     # greedy by hand: argmax, 6 tokens or EOS
+    while len(greedy) < 6 and (not greedy or greedy[-1] != model.config.eos_token_id):
+        greedy.append(int(np.argmax(model.forward(ids + greedy)[-1])))
+    greedy_total = sum(sequence_logprobs(model, ids, greedy))
+    best = beam_search(model, ids, 3, 6, 1.0).final[0]
+    verdict = beam_vs_greedy(len(best.tokens) == len(greedy), best.total - greedy_total)
+    expect(beam.locator(".predict-answer")).to_contain_text(verdict + " (")
+    expect(beam.locator(".predict-verdict")).to_have_text(
+        "Right!" if verdict == "the same" else "Not this time.")
+    stored = dict(page.evaluate("() => Object.entries(localStorage)"))
+    assert stored[f"predict:kv-bytes:{nbytes}"] == str(nbytes // 2)
+    assert stored[f"predict:top-p-half:{half}"] == str(half)
+    assert stored[f"predict:beam-vs-greedy:{verdict}"] == "the same"
+
+
 def decode(v):
     """plotly.py's typed arrays ({dtype, bdata, shape}) as lists, as the page decodes them."""
     if isinstance(v, dict) and "bdata" in v:

@@ -130,6 +130,8 @@ def build(lm, state) -> dict:
         greedy=greedy_line, samples=samples, settings=settings, seed=seed, rows=rows,
         pruned=pruned, n_nodes=len(search.nodes), same_length=same_length,
         gain=best.total - greedy_line.total,
+        verdict=beam_vs_greedy(same_length, best.total - greedy_line.total),
+        verdicts=VERDICTS,
         greedy_pruned_at=(len(greedy_nodes) if len(greedy_nodes) < len(g.tokens) else None),
         tree_figure=figures.tree_figure(search, names, greedy_nodes, best_nodes),
         ex_prompt=ex_prompt, ex_greedy=ex_greedy, ex_beam=ex_beam, ex_tried=ex_tried,
@@ -138,6 +140,19 @@ def build(lm, state) -> dict:
         eos_name=(token_name(tok, model.config.eos_token_id)
                   if model.config.eos_token_id is not None else None),
     )
+
+
+VERDICTS = ("more probable", "the same", "less probable", "a different length")
+
+
+def beam_vs_greedy(same_length: bool, gain: float) -> str:
+    """How the best beam's total log-probability compares with greedy's continuation (equal
+    within 0.0005 nats counts as the same: the totals are float32 sums)."""
+    if not same_length:
+        return VERDICTS[3]
+    if gain > 0.0005:
+        return VERDICTS[0]
+    return VERDICTS[1] if gain > -0.0005 else VERDICTS[2]
 
 
 def greedy_path(search, tokens) -> list:

@@ -13,7 +13,7 @@ import numpy as np
 
 from pipeline.sampling import (
     REPETITION_PENALTY_MAX, TEMPERATURE_MAX, SamplerSettings, draw, entropy_bits,
-    goodness_of_fit, inverse_cdf, sampling_stages)
+    goodness_of_fit, inverse_cdf, sampling_stages, top_p_keep)
 from web.figures import sampling as figures
 from web.forward import prompt_run
 from web.params import Param
@@ -165,6 +165,9 @@ def build(lm, state) -> dict:
     drawn_shown = counts[idx]
     other_drawn = int(n - drawn_shown.sum())
     surviving = int((final > 0).sum())
+    # Predict-then-reveal: what top-p = 0.5 alone keeps of the model's own distribution.
+    model_probs = stages[0].probs
+    half = top_p_keep(model_probs, 0.5)
 
     ex = prompt_run(lm, EXAMPLE)
     ex_stages = sampling_stages(ex.logits[-1], list(ex.ids), settings)
@@ -187,4 +190,6 @@ def build(lm, state) -> dict:
                                           mass_not_shown(final, idx), n),
         example=EXAMPLE, example_url=example_url(state), example_top=ex_top,
         example_is_prompt=state["prompt"] == EXAMPLE, pct=pct, stage_text=STAGE_TEXT,
+        topp_half_kept=int(half.sum()),
+        topp_half_mass=float(model_probs[half].sum(dtype=np.float64)),
     )

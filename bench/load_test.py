@@ -1,0 +1,246 @@
+"""A classroom on one server: simulated students moving the page's controls at once.
+
+Each student is a thread with its own keep-alive connection, as a browser has. Every ~2 s
+(uniformly 1.5-2.5 s, the first one at a random moment of the first 2 s) a student does what the
+page's htmx does when a control moves: GET /section/<id>?<whole state> with `HX-Request: true`,
+the control's new value in it; one interaction in ten is a new prompt instead, which asks `/` for
+every section at once. The controls and values are real ones of the registered sections
+(web/registry.py), chosen at random with a fixed seed.
+
+By default the script starts the app itself as `make run` serves it (app.py, waitress, the
+default model) on a free port of 127.0.0.1, waits until it answers, runs the class and stops the
+server. `--url` points it at a server already running, on this machine only (127.0.0.0/8,
+localhost, ::1): the script refuses any other address.
+
+It prints, for all requests: how many, answered 200 / refused busy (503, the overload gate) /
+errors (anything else: a 4xx, a 5xx other than 503, a timeout, a dropped connection); p50, p95
+and max latency of the 200s and of the 503s; requests per second.
+
+    python bench/load_test.py [--students 60] [--seconds 60] [--url http://127.0.0.1:8000]
+"""
+import argparse
+import http.client
+import ipaddress
+import os
+import random
+import socket
+import statistics
+import subprocess
+import sys
+import threading
+import time
+import urllib.parse
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, ROOT)
+
+PROMPTS = [
+    "It is a truth universally acknowledged, that a single man in possession of a good fortune",
+    "Mr. Darcy bowed to Elizabeth, and Elizabeth smiled at Mr. Darcy.",
+    "Emma Woodhouse, handsome, clever, and rich, with a comfortable home",
+    "The weather was fine, and they walked to Meryton.",
+    "It was a beautiful",
+    "<img src=x onerror=alert(1)> a student pastes HTML",
+]
+# (section, parameter, values a student might pick): real controls, valid values.
+MOVES = [
+    ("tokenization", "merges", range(0, 61)),
+    ("tokenization", "step", range(0, 4)),
+    ("embeddings", "emb_k", range(1, 21)),
+    ("positions", "pos_base", [100, 1000, 10000, 50000, 100000]),
+    ("positions", "pos_layer", range(0, 4)),
+    ("block", "blk_layer", range(0, 4)),
+    ("block", "blk_part", ["q", "k", "v", "pattern", "z", "attn_out", "resid_mid", "ln2"]),
+    ("attention", "att_layer", range(0, 4)),
+    ("attention", "att_head", ["mean", "0", "1", "2", "3", "4", "5", "6", "7"]),
+    ("attention", "att_token", range(0, 8)),
+    ("feedforward", "ffn_layer", range(0, 4)),
+    ("feedforward", "ffn_token", range(0, 8)),
+    ("logits", "lg_temp", [0.0, 0.3, 0.5, 0.7, 1.0, 1.3, 1.5, 2.0]),
+    ("sampling", "s_temp", [0.2, 0.5, 0.7, 1.0, 1.5, 2.0]),
+    ("sampling", "s_topk", [0, 1, 5, 10, 40, 100]),
+    ("sampling", "s_topp", [0.5, 0.8, 0.9, 0.95, 1.0]),
+    ("sampling", "s_minp", [0.0, 0.02, 0.05, 0.1]),
+    ("sampling", "s_seed", range(0, 100)),
+    ("decoding", "b_width", range(1, 9)),
+    ("decoding", "b_new", range(1, 13)),
+    ("generation", "gen_step", range(0, 20)),
+    ("kvcache", "kv_ctx", [1024, 8192, 32768, 131072]),
+    ("batching", "bat_slots", range(1, 9)),
+    ("batching", "bat_block", [4, 8, 16, 32, 64]),
+    ("quantization", "q_group", [32, 64, 128]),
+    ("speculative", "sp_gamma", range(1, 9)),
+    ("speculative", "sp_seed", range(0, 100)),
+    ("tiling", "til_bq", [4, 8, 16, 32]),
+    ("tiling", "til_bk", [4, 8, 16, 32]),
+    ("roofline", "rf_batch", [1, 4, 16, 64, 256]),
+    ("roofline", "rf_len", [256, 1024, 8192, 32768]),
+]
+NEW_PROMPT_SHARE = 0.1
+
+
+def loopback_only(url: str) -> urllib.parse.SplitResult:
+    parts = urllib.parse.urlsplit(url)
+    host = parts.hostname or ""
+    try:
+        ok = host == "localhost" or ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        ok = False
+    if parts.scheme != "http" or not ok:
+        raise SystemExit(f"load_test.py: {url!r} is not an http address of this machine "
+                         "(127.0.0.0/8, localhost or ::1); refusing to send load there")
+    return parts
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def start_server(port: int) -> subprocess.Popen:
+    env = dict(os.environ, OPENBLAS_NUM_THREADS="1", OMP_NUM_THREADS="1")
+    proc = subprocess.Popen([sys.executable, os.path.join(ROOT, "app.py"), "--port", str(port)],
+                            cwd=ROOT, env=env, stdout=subprocess.DEVNULL)
+    deadline = time.time() + 120
+    while time.time() < deadline:
+        try:
+            conn = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
+            conn.request("GET", "/")            # also warms the default page's caches
+            if conn.getresponse().status == 200:
+                conn.close()
+                return proc
+        except OSError:
+            time.sleep(0.5)
+    proc.kill()
+    raise SystemExit("load_test.py: the server did not answer within 120 s")
+
+
+class Student(threading.Thread):
+    def __init__(self, n, parts, stop_at, rng_seed, results, lock):
+        super().__init__(daemon=True)
+        self.rng = random.Random(rng_seed)
+        self.parts, self.stop_at = parts, stop_at
+        self.results, self.lock = results, lock
+        self.prompt = PROMPTS[n % 3] if self.rng.random() < 0.7 else self.rng.choice(PROMPTS)
+        self.state = {}
+        self.conn = None
+
+    def connect(self):
+        self.conn = http.client.HTTPConnection(self.parts.hostname, self.parts.port or 80,
+                                               timeout=30)
+
+    def one(self):
+        if self.rng.random() < NEW_PROMPT_SHARE:
+            self.prompt = self.rng.choice([p for p in PROMPTS if p != self.prompt])
+            self.state = {}                      # the page drops per-prompt choices
+            path, kind = "/", "new prompt"
+        else:
+            section, name, values = self.rng.choice(MOVES)
+            self.state[name] = self.rng.choice(list(values))
+            path, kind = f"/section/{section}", section
+        query = urllib.parse.urlencode({"prompt": self.prompt, **self.state},
+                                       quote_via=urllib.parse.quote)
+        t0 = time.perf_counter()
+        try:
+            if self.conn is None:
+                self.connect()
+            self.conn.request("GET", f"{path}?{query}", headers={"HX-Request": "true"})
+            response = self.conn.getresponse()
+            response.read()
+            status = response.status
+            if response.getheader("Connection", "").lower() == "close":
+                self.conn.close()
+                self.conn = None
+        except (OSError, http.client.HTTPException) as e:
+            status = type(e).__name__
+            if self.conn is not None:
+                self.conn.close()
+            self.conn = None
+        with self.lock:
+            self.results.append((kind, status, time.perf_counter() - t0))
+
+    def run(self):
+        time.sleep(self.rng.uniform(0, 2))
+        while time.time() < self.stop_at:
+            started = time.time()
+            self.one()
+            pause = self.rng.uniform(1.5, 2.5) - (time.time() - started)
+            if pause > 0:
+                time.sleep(min(pause, max(0.0, self.stop_at - time.time())))
+        if self.conn is not None:
+            self.conn.close()
+
+
+def pct(values, q):
+    if not values:
+        return float("nan")
+    values = sorted(values)
+    return values[min(len(values) - 1, int(round(q / 100 * (len(values) - 1))))]
+
+
+def report(results, seconds):
+    ok = [t for _, s, t in results if s == 200]
+    busy = [t for _, s, t in results if s == 503]
+    errors = [(k, s) for k, s, _ in results if s not in (200, 503)]
+    print(f"requests: {len(results)} in {seconds:.0f} s ({len(results) / seconds:.1f}/s)")
+    print(f"  200: {len(ok)}   503 busy: {len(busy)}   errors: {len(errors)}")
+    if ok:
+        print(f"  latency of 200s: p50 {pct(ok, 50) * 1000:.0f} ms, p95 {pct(ok, 95) * 1000:.0f} ms, "
+              f"max {max(ok) * 1000:.0f} ms, mean {statistics.mean(ok) * 1000:.0f} ms")
+    if busy:
+        print(f"  latency of 503s: p50 {pct(busy, 50) * 1000:.0f} ms, "
+              f"p95 {pct(busy, 95) * 1000:.0f} ms, max {max(busy) * 1000:.0f} ms")
+    everything = [t for _, _, t in results]
+    if everything:
+        print(f"  all answers: p50 {pct(everything, 50) * 1000:.0f} ms, "
+              f"p95 {pct(everything, 95) * 1000:.0f} ms")
+    kinds = sorted({k for k, _, _ in results})
+    print("  per kind: " + ", ".join(
+        f"{k} {pct([t for kk, s, t in results if kk == k and s == 200], 95) * 1000:.0f} ms p95"
+        for k in kinds if any(kk == k and s == 200 for kk, s, _ in results)))
+    if errors:
+        print("  errors: " + ", ".join(f"{k}: {s}" for k, s in errors[:20]))
+    return len(errors)
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--students", type=int, default=60)
+    ap.add_argument("--seconds", type=float, default=60.0)
+    ap.add_argument("--url", help="a server already running on this machine "
+                                  "(default: start app.py on a free port)")
+    ap.add_argument("--seed", type=int, default=0)
+    args = ap.parse_args(argv)
+    if not 1 <= args.students <= 500 or not 1 <= args.seconds <= 600:
+        raise SystemExit("load_test.py: --students 1..500 and --seconds 1..600")
+
+    server = None
+    if args.url:
+        parts = loopback_only(args.url)
+    else:
+        port = free_port()
+        parts = loopback_only(f"http://127.0.0.1:{port}")
+        server = start_server(port)
+    try:
+        results, lock = [], threading.Lock()
+        start = time.time()
+        stop_at = start + args.seconds
+        students = [Student(n, parts, stop_at, args.seed * 1000 + n, results, lock)
+                    for n in range(args.students)]
+        for s in students:
+            s.start()
+        for s in students:
+            s.join(timeout=args.seconds + 60)    # a request times out after 30 s
+        print(f"{args.students} students, one interaction every ~2 s each, {args.seconds:.0f} s, "
+              f"against {parts.geturl()}")
+        errors = report(results, time.time() - start)
+    finally:
+        if server is not None:
+            server.terminate()
+            server.wait(timeout=30)
+    return 1 if errors else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
