@@ -52,7 +52,8 @@ def test_each_step_shows_the_sequence_and_the_models_candidates(client, model, s
 
 @pytest.mark.parametrize("query, name, message", [
     ({"gen_max": "0"}, "gen_max", "New-token limit must be between 1 and 200; got 0."),
-    ({"gen_max": "201"}, "gen_max", "New-token limit must be between 1 and 200; got 201."),
+    ({"gen_max": "201"}, "gen_max", "New-token limit must be between 1 and 200 "
+     "(the server's limit per request); got 201."),
     ({"gen_max": "ten"}, "gen_max", "New-token limit must be a whole number, not 'ten'."),
     ({"gen_step": "-1"}, "gen_step", "Generation step must be between 0 and 199; got -1."),
     ({"gen_max": "3", "gen_step": "5"}, "gen_step",

@@ -65,9 +65,9 @@ class Param:
         low = self.min if self.min is not None else -10 ** INT_DIGITS
         high = self.max if self.max is not None else 10 ** INT_DIGITS
         if not low <= value <= high:
-            raise ParamError(f"{self.label} must be between {low} and {high}; got {value}."
-                             + (" (the server's limit per request)"
-                                if self.limit is not None and value > high else ""))
+            why = (" (the server's limit per request)"
+                   if self.limit is not None and value > high else "")
+            raise ParamError(f"{self.label} must be between {low} and {high}{why}; got {value}.")
         return value
 
     def _parse_float(self, raw: str) -> float:

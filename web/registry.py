@@ -32,6 +32,8 @@ class Section:
     build: Callable         # build(app_model, state) -> template context (a dict)
     warm: Callable = None   # warm(app_model): fill prompt-independent caches; run once, in a
                             #   background thread, when the app starts (None: nothing to warm)
+    borrows: tuple = ()     # names of other sections' parameters this section uses and whose
+                            #   messages it shows too (they count in its answer's status)
 
 
 SECTIONS = (
@@ -56,7 +58,7 @@ SECTIONS = (
             decoding.PARAMS, decoding.build),
     # --- generation loop (helper "genloop"): after decoding, before the KV cache ---
     Section("generation", "Generation loop", "sections/generation.html",
-            generation.PARAMS, generation.build),
+            generation.PARAMS, generation.build, borrows=generation.BORROWED),
     # --- KV cache, batching (helper "kvbatch"): after the generation loop ---
     Section("kvcache", "KV cache", "sections/kvcache.html", kvcache.PARAMS, kvcache.build),
     Section("batching", "Batching", "sections/batching.html", batching.PARAMS, batching.build,

@@ -96,4 +96,5 @@ def section(section_id):
         body += Markup(render_template("prompt_error.html", state=state))
     # Only the values this answer shows a message for decide its status: a bad value of another
     # section (sent along with the whole form) is that section's to show, not this one's.
-    return respond(body, state, state.status_of(["prompt"] + [p.name for p in s.params]))
+    return respond(body, state,
+                   state.status_of(["prompt", *s.borrows] + [p.name for p in s.params]))

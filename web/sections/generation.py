@@ -75,8 +75,8 @@ def sampler_key(state) -> tuple:
     return ("sampler", settings_from(state, reject=False), state["s_seed"])
 
 
-STREAM_PARAMS = ("prompt", "gen_max", "gen_pace", "gen_choose",
-                 "s_rep", "s_temp", "s_topk", "s_topp", "s_minp", "s_seed")
+BORROWED = ("s_rep", "s_temp", "s_topk", "s_topp", "s_minp", "s_seed")   # the Sampling section's
+STREAM_PARAMS = ("prompt", "gen_max", "gen_pace", "gen_choose", *BORROWED)
 
 
 def stream_query(state) -> str:
@@ -218,7 +218,7 @@ def build(lm, state) -> dict:
         steps=steps, step=step, current=current, last_step=len(steps) - 1,
         candidates=candidates, eos_id=lm.model.config.eos_token_id,
         sampler=sampler_description(state), choose=chooser(state), choosers=CHOOSERS,
-        sampler_params=STREAM_PARAMS[4:],
+        sampler_params=BORROWED,
         max_new_tokens=MAX_NEW_TOKENS,
         n_ctx=lm.n_ctx, model_name=lm.name,
         stream_query=stream_query(state),
