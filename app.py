@@ -1,9 +1,9 @@
 """The explainer's web app: `python app.py [--host H] [--port P] [--model DIR]`.
 
 Serves the page with waitress, a production WSGI server, set up for a classroom on 2 cores
-(web/limits.py: threads, connection limit, idle timeout, and the gate that answers 503 at once
-when too many requests compute). The model is loaded once, when the app is created, and shared
-by every request: the default model `models/austen`, or the directory given by --model or the
+(web/limits.py: two worker processes forked after the model is loaded, threads, connection
+limit, idle timeout, and the gate that answers 503 at once when too many requests compute).
+The model is loaded once, before the workers are forked, and shared by every request: the default model `models/austen`, or the directory given by --model or the
 LLM_EXPLAINER_MODEL environment variable (a Hugging Face layout: config.json,
 model.safetensors, tokenizer files). The draft model of the speculative-decoding section is
 loaded once too: --draft-model / LLM_EXPLAINER_DRAFT_MODEL, else `<model dir>-draft` next to
@@ -20,6 +20,8 @@ os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 os.environ.setdefault("OMP_NUM_THREADS", "1")
 
 import argparse  # noqa: E402
+import signal  # noqa: E402
+import socket  # noqa: E402
 import sys  # noqa: E402
 
 from flask import Flask, g, render_template, request  # noqa: E402
@@ -89,17 +91,25 @@ def load_draft(model, config):
     return draft, ""
 
 
+def warm(app, lm, page: bool = False):
+    """Run each section's `warm` (prompt-independent caches) one after another; with page=True
+    also render the default page once (it fills the default prompt's caches and loads every
+    module a section uses). A failure is only logged."""
+    for s in SECTIONS:
+        if s.warm is not None:
+            try:
+                s.warm(lm)
+            except Exception:
+                app.logger.exception("warming the %s section failed", s.id)
+    if page:
+        status = app.test_client().get("/").status_code
+        if status != 200:
+            app.logger.warning("warming: the default page answered %s", status)
+
+
 def warm_sections(app, lm):
-    """Run each section's `warm` (prompt-independent caches) one after another in a background
-    thread, so the first page does not wait for all of them; a failure is only logged."""
-    def run():
-        for s in SECTIONS:
-            if s.warm is not None:
-                try:
-                    s.warm(lm)
-                except Exception:
-                    app.logger.exception("warming the %s section failed", s.id)
-    threading.Thread(target=run, name="warm-sections", daemon=True).start()
+    """warm() in a background thread, so the first page does not wait for it."""
+    threading.Thread(target=warm, args=(app, lm), name="warm-sections", daemon=True).start()
 
 
 def create_app(test_config=None):
@@ -170,6 +180,65 @@ def create_app(test_config=None):
     return app
 
 
+def listening_socket(host: str, port: int) -> socket.socket:
+    """The server's socket, bound before the workers start so that they all accept from it."""
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    return socket.create_server((host, port), family=family, backlog=1024)
+
+
+def serve(app, sock, threads: int):
+    from waitress import serve as waitress_serve
+    waitress_serve(app, sockets=[sock], threads=threads, **limits.SERVER_SETTINGS,
+                   **streaming.SERVER_OPTIONS)    # notices a closed stream at once
+
+
+def serve_workers(app, sock, workers: int, threads: int) -> int:
+    """Fork `workers` processes that serve `app` from the one listening socket (the kernel hands
+    each new connection to one of them). Python runs one thread at a time per process, so one
+    process uses one core however many threads it has: two workers use both cores of the
+    classroom server. The model is loaded before the fork and shared (copy-on-write); each
+    worker warms and keeps its own caches. The first worker to stop (or SIGTERM / Ctrl-C to
+    this process) stops them all."""
+    pids = []
+    for _ in range(workers):
+        pid = os.fork()
+        if pid == 0:                                  # a worker
+            code = 0
+            try:
+                signal.signal(signal.SIGTERM, signal.SIG_DFL)
+                # Warm before serving: connections that arrive meanwhile wait in the socket's
+                # backlog a second or two instead of meeting a cold worker.
+                warm(app, app.extensions["explainer_model"], page=True)
+                serve(app, sock, threads)
+            except KeyboardInterrupt:
+                pass
+            except BaseException:
+                import traceback
+                traceback.print_exc()
+                code = 1
+            finally:
+                os._exit(code)
+        pids.append(pid)
+
+    def stop(signum=None, frame=None):
+        for pid in pids:
+            try:
+                os.kill(pid, signal.SIGTERM)
+            except ProcessLookupError:
+                pass
+
+    signal.signal(signal.SIGTERM, stop)
+    signal.signal(signal.SIGINT, stop)
+    first, left = None, set(pids)
+    while left:
+        pid, status = os.wait()
+        left.discard(pid)
+        if first is None:
+            first = os.waitstatus_to_exitcode(status)
+            stop()
+    return 0 if first in (0, -signal.SIGTERM, -signal.SIGINT) else 1
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--host", default="127.0.0.1", help="address to listen on "
@@ -180,23 +249,37 @@ def main(argv=None):
     parser.add_argument("--draft-model", default=None, help="draft model directory for "
                         "speculative decoding (default: $LLM_EXPLAINER_DRAFT_MODEL, else "
                         "<model dir>-draft if it exists)")
+    parser.add_argument("--workers", type=int, default=limits.SERVER_WORKERS,
+                        help="server processes (default %(default)s, one per core: see "
+                        "web/limits.py); 1 serves from this process")
     parser.add_argument("--threads", type=int, default=limits.SERVER_THREADS,
-                        help="waitress worker threads (default %(default)s: see web/limits.py)")
+                        help="waitress threads per worker (default %(default)s: see "
+                        "web/limits.py)")
     args = parser.parse_args(argv)
+    if args.workers < 1 or args.threads < 1:
+        parser.error("--workers and --threads must be at least 1")
     config = {k: v for k, v in (("MODEL_PATH", args.model),
                                 ("DRAFT_MODEL_PATH", args.draft_model)) if v}
+    forked = args.workers > 1 and hasattr(os, "fork")
+    if forked:
+        config["WARM_CACHES"] = False        # each worker warms its own, after the fork
     from pipeline import ModelLoadError
     try:
-        app = create_app(config or None)
+        app = create_app(config)
     except ModelLoadError as e:          # its message names the file (and the tensor)
         print(f"app.py: cannot load the model: {e}", file=sys.stderr)
         return 2
-    from waitress import serve
-    print(f"Serving the explainer on http://{args.host}:{args.port}/ (Ctrl-C stops it)",
-          flush=True)
-    serve(app, host=args.host, port=args.port, threads=args.threads,
-          **limits.SERVER_SETTINGS,
-          **streaming.SERVER_OPTIONS)    # notices a closed stream at once
+    try:
+        sock = listening_socket(args.host, args.port)
+    except OSError as e:
+        print(f"app.py: cannot listen on {args.host}:{args.port}: {e.strerror}", file=sys.stderr)
+        return 2
+    print(f"Serving the explainer on http://{args.host}:{args.port}/ "
+          f"({args.workers if forked else 1} worker(s) x {args.threads} threads; "
+          "Ctrl-C stops it)", flush=True)
+    if forked:
+        return serve_workers(app, sock, args.workers, args.threads)
+    serve(app, sock, args.threads)
     return 0
 
 

@@ -16,9 +16,11 @@ It prints, for all requests: how many, answered 200 / refused busy (503, the ove
 errors (anything else: a 4xx, a 5xx other than 503, a timeout, a dropped connection); p50, p95
 and max latency of the 200s and of the 503s; requests per second.
 
-    python bench/load_test.py [--students 60] [--seconds 60] [--url http://127.0.0.1:8000]
+    python bench/load_test.py [--students 60] [--seconds 60] [--workers N]
+                              [--url http://127.0.0.1:8000]
 """
 import argparse
+import collections
 import http.client
 import ipaddress
 import os
@@ -53,9 +55,9 @@ MOVES = [
     ("block", "blk_part", ["q", "k", "v", "pattern", "z", "attn_out", "resid_mid", "ln2"]),
     ("attention", "att_layer", range(0, 4)),
     ("attention", "att_head", ["mean", "0", "1", "2", "3", "4", "5", "6", "7"]),
-    ("attention", "att_token", range(0, 8)),
+    ("attention", "att_token", range(0, 4)),        # the shortest prompt has 4 tokens
     ("feedforward", "ffn_layer", range(0, 4)),
-    ("feedforward", "ffn_token", range(0, 8)),
+    ("feedforward", "ffn_token", range(0, 4)),
     ("logits", "lg_temp", [0.0, 0.3, 0.5, 0.7, 1.0, 1.3, 1.5, 2.0]),
     ("sampling", "s_temp", [0.2, 0.5, 0.7, 1.0, 1.5, 2.0]),
     ("sampling", "s_topk", [0, 1, 5, 10, 40, 100]),
@@ -74,7 +76,7 @@ MOVES = [
     ("tiling", "til_bq", [4, 8, 16, 32]),
     ("tiling", "til_bk", [4, 8, 16, 32]),
     ("roofline", "rf_batch", [1, 4, 16, 64, 256]),
-    ("roofline", "rf_len", [256, 1024, 8192, 32768]),
+    ("roofline", "rf_len", [256, 1024, 4096, 8192]),   # the default model (Llama 3 8B) reads 8,192
 ]
 NEW_PROMPT_SHARE = 0.1
 
@@ -98,10 +100,11 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def start_server(port: int) -> subprocess.Popen:
+def start_server(port: int, workers: int = None) -> subprocess.Popen:
     env = dict(os.environ, OPENBLAS_NUM_THREADS="1", OMP_NUM_THREADS="1")
-    proc = subprocess.Popen([sys.executable, os.path.join(ROOT, "app.py"), "--port", str(port)],
-                            cwd=ROOT, env=env, stdout=subprocess.DEVNULL)
+    extra = ["--workers", str(workers)] if workers else []
+    proc = subprocess.Popen([sys.executable, os.path.join(ROOT, "app.py"), "--port", str(port),
+                             *extra], cwd=ROOT, env=env, stdout=subprocess.DEVNULL)
     deadline = time.time() + 120
     while time.time() < deadline:
         try:
@@ -158,7 +161,7 @@ class Student(threading.Thread):
                 self.conn.close()
             self.conn = None
         with self.lock:
-            self.results.append((kind, status, time.perf_counter() - t0))
+            self.results.append((kind, status, time.perf_counter() - t0, time.time()))
 
     def run(self):
         time.sleep(self.rng.uniform(0, 2))
@@ -179,10 +182,10 @@ def pct(values, q):
     return values[min(len(values) - 1, int(round(q / 100 * (len(values) - 1))))]
 
 
-def report(results, seconds):
-    ok = [t for _, s, t in results if s == 200]
-    busy = [t for _, s, t in results if s == 503]
-    errors = [(k, s) for k, s, _ in results if s not in (200, 503)]
+def report(results, seconds, start):
+    ok = [t for _, s, t, _ in results if s == 200]
+    busy = [t for _, s, t, _ in results if s == 503]
+    errors = [(k, s) for k, s, _, _ in results if s not in (200, 503)]
     print(f"requests: {len(results)} in {seconds:.0f} s ({len(results) / seconds:.1f}/s)")
     print(f"  200: {len(ok)}   503 busy: {len(busy)}   errors: {len(errors)}")
     if ok:
@@ -191,14 +194,22 @@ def report(results, seconds):
     if busy:
         print(f"  latency of 503s: p50 {pct(busy, 50) * 1000:.0f} ms, "
               f"p95 {pct(busy, 95) * 1000:.0f} ms, max {max(busy) * 1000:.0f} ms")
-    everything = [t for _, _, t in results]
+    if busy:
+        windows = [0] * (int(seconds // 10) + 1)
+        for _, s, _, at in results:
+            if s == 503:
+                windows[min(len(windows) - 1, int((at - start) // 10))] += 1
+        print("  503s per 10 s: " + " ".join(map(str, windows)) + "   by kind: " + ", ".join(
+            f"{k} {n}" for k, n in sorted(collections.Counter(
+                k for k, s, _, _ in results if s == 503).items())))
+    everything = [t for _, _, t, _ in results]
     if everything:
         print(f"  all answers: p50 {pct(everything, 50) * 1000:.0f} ms, "
               f"p95 {pct(everything, 95) * 1000:.0f} ms")
-    kinds = sorted({k for k, _, _ in results})
+    kinds = sorted({k for k, _, _, _ in results})
     print("  per kind: " + ", ".join(
-        f"{k} {pct([t for kk, s, t in results if kk == k and s == 200], 95) * 1000:.0f} ms p95"
-        for k in kinds if any(kk == k and s == 200 for kk, s, _ in results)))
+        f"{k} {pct([t for kk, s, t, _ in results if kk == k and s == 200], 95) * 1000:.0f} ms p95"
+        for k in kinds if any(kk == k and s == 200 for kk, s, _, _ in results)))
     if errors:
         print("  errors: " + ", ".join(f"{k}: {s}" for k, s in errors[:20]))
     return len(errors)
@@ -211,6 +222,8 @@ def main(argv=None):
     ap.add_argument("--url", help="a server already running on this machine "
                                   "(default: start app.py on a free port)")
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--workers", type=int, help="app.py's --workers for the server this script "
+                                                "starts (default: app.py's own default)")
     args = ap.parse_args(argv)
     if not 1 <= args.students <= 500 or not 1 <= args.seconds <= 600:
         raise SystemExit("load_test.py: --students 1..500 and --seconds 1..600")
@@ -221,7 +234,7 @@ def main(argv=None):
     else:
         port = free_port()
         parts = loopback_only(f"http://127.0.0.1:{port}")
-        server = start_server(port)
+        server = start_server(port, args.workers)
     try:
         results, lock = [], threading.Lock()
         start = time.time()
@@ -234,7 +247,7 @@ def main(argv=None):
             s.join(timeout=args.seconds + 60)    # a request times out after 30 s
         print(f"{args.students} students, one interaction every ~2 s each, {args.seconds:.0f} s, "
               f"against {parts.geturl()}")
-        errors = report(results, time.time() - start)
+        errors = report(results, time.time() - start, start)
     finally:
         if server is not None:
             server.terminate()

@@ -34,26 +34,84 @@ def _free_port():
         return s.getsockname()[1]
 
 
-@needs_weights
-def test_python_app_py_serves_with_waitress_on_localhost():
-    port = _free_port()
-    proc = subprocess.Popen([sys.executable, "app.py", "--port", str(port)], cwd=ROOT,
-                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-    try:
-        deadline = time.monotonic() + 30
-        while True:
+def _children(pid: int) -> set:
+    """Process ids whose parent is pid (from /proc)."""
+    out = set()
+    for name in os.listdir("/proc"):
+        if name.isdigit():
             try:
-                with urllib.request.urlopen(f"http://127.0.0.1:{port}/", timeout=5) as r:
-                    assert r.status == 200 and b"Tokenization" in r.read()
-                    assert "waitress" in r.headers.get("Server", "")
-                break
-            except (ConnectionError, urllib.error.URLError):
-                assert proc.poll() is None, proc.stdout.read()
-                assert time.monotonic() < deadline, "the server did not answer"
-                time.sleep(0.2)
+                with open(f"/proc/{name}/stat") as f:
+                    fields = f.read().rsplit(")", 1)[1].split()
+            except OSError:
+                continue
+            if int(fields[1]) == pid:
+                out.add(int(name))
+    return out
+
+
+def _serve(*args):
+    port = _free_port()
+    proc = subprocess.Popen([sys.executable, "app.py", "--port", str(port), *args], cwd=ROOT,
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    deadline = time.monotonic() + 60
+    while True:
+        try:
+            with urllib.request.urlopen(f"http://127.0.0.1:{port}/", timeout=10) as r:
+                assert r.status == 200 and b"Tokenization" in r.read()
+                assert "waitress" in r.headers.get("Server", "")
+            return proc, port
+        except (ConnectionError, urllib.error.URLError):
+            assert proc.poll() is None, proc.stdout.read()
+            assert time.monotonic() < deadline, "the server did not answer"
+            time.sleep(0.2)
+
+
+def _refused(port: int) -> bool:
+    try:
+        socket.create_connection(("127.0.0.1", port), timeout=2).close()
+        return False
+    except OSError:
+        return True
+
+
+@needs_weights
+def test_python_app_py_serves_from_two_workers_and_sigterm_stops_them_all():
+    if not hasattr(os, "fork"):
+        pytest.skip("no fork on this system: app.py serves from one process")
+    proc, port = _serve()
+    try:
+        workers = _children(proc.pid)
+        assert len(workers) == 2, workers             # limits.SERVER_WORKERS
+        assert "2 worker(s) x 24 threads" in proc.stdout.readline()
+        for _ in range(6):                            # every connection is answered
+            with urllib.request.urlopen(f"http://127.0.0.1:{port}/section/logits",
+                                        timeout=10) as r:
+                assert r.status == 200
     finally:
         proc.terminate()
-        proc.wait(10)
+        assert proc.wait(20) == 0
+    for pid in workers:                               # no worker outlives the server
+        assert not os.path.exists(f"/proc/{pid}") or \
+            open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()[0] == "Z"
+    assert _refused(port)
+
+
+@needs_weights
+def test_python_app_py_workers_1_serves_from_one_process():
+    proc, port = _serve("--workers", "1")
+    try:
+        assert _children(proc.pid) == set()
+        assert "1 worker(s)" in proc.stdout.readline()
+    finally:
+        proc.terminate()
+        proc.wait(20)
+    assert _refused(port)
+
+
+def test_workers_must_be_at_least_one():
+    run = subprocess.run([sys.executable, "app.py", "--workers", "0"], cwd=ROOT,
+                         capture_output=True, text=True, timeout=60)
+    assert run.returncode == 2 and "--workers and --threads must be at least 1" in run.stderr
 
 
 def test_help_lists_host_port_and_model():

@@ -31,9 +31,17 @@ Limits on requests:
                                   (`state.check_time(name)`): over it, a 422 next to the control
                                   `name` whose value asked for the work, and the section is
                                   rebuilt with that control's default
-    GATE_SLOTS           3        requests computing at once (2 cores, one BLAS thread each)
-    GATE_WAITING         9        requests waiting for a slot; one more is refused at once
-    GATE_WAIT_SECONDS    1.0 s    how long a request waits for a slot; then 503 + Retry-After
+    SERVER_WORKERS       2        server processes (app.py forks them after loading the model):
+                                  one per core, since a Python process runs one thread at a
+                                  time; each has its own gate, caches and SERVER_THREADS
+    GATE_SLOTS           2        requests computing at once, per worker (one BLAS thread each)
+    GATE_WAITING         16       requests waiting for a slot, per worker; one more is refused
+                                  at once
+    GATE_WAIT_SECONDS    2.0 s    how long a request waits for a slot; then 503 + Retry-After
+
+Measured by bench/load_test.py (README, "Serving a classroom"): with one process the class of
+60 got about 1 % refusals (while the caches were cold) and a p95 over 400 ms; with two workers,
+each warmed before it accepts (the default page rendered once), none and under 200 ms.
 
 The gate is why overload gives fast 503s instead of timeouts: waitress runs more threads
 (SERVER_THREADS) than the gate lets compute or wait, so a request that cannot compute soon is
@@ -63,14 +71,15 @@ INT_DIGITS = 9
 MAX_QUERY_BYTES = 64 * 1024          # more than any valid state needs, percent-encoded
 MAX_CONTENT_LENGTH = 64 * 1024
 REQUEST_SECONDS = 5.0
-GATE_SLOTS = 3
-GATE_WAITING = 9
-GATE_WAIT_SECONDS = 1.0
+GATE_SLOTS = 2
+GATE_WAITING = 16
+GATE_WAIT_SECONDS = 2.0
 RETRY_AFTER_SECONDS = 2
 # waitress, chosen for 2 cores (see README "Serving a classroom"): threads well above
 # GATE_SLOTS + GATE_WAITING so refusals never queue; enough connections for 60 browsers with
 # keep-alive; idle connections closed after 30 s instead of waitress's default 120 s; request
 # bodies and headers capped by waitress itself (413 / 431), well above what the page sends.
+SERVER_WORKERS = 2
 SERVER_THREADS = 24
 SERVER_SETTINGS = dict(
     connection_limit=300,
