@@ -9,7 +9,8 @@ For every registered section it prints the median, over --repeat renders, of
 and, once, the forward pass with the activation cache that the forward-pass sections share.
 Times are this process's CPU time (time.process_time), so other jobs on the machine change them
 less than wall-clock time; with one BLAS thread the two are the same on an idle machine.
-Target (issue 5): the forward-pass sections' data together < 30 ms.
+Target (issue 5): the forward-pass sections' data together < 30 ms. Then the heaviest
+requests a section allows (HEAVIEST), each the first render for a new prompt.
 
     python bench/bench_sections.py [--repeat N] [--only attention,feedforward]
 """
@@ -26,6 +27,12 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 PROMPT = ("It is a truth universally acknowledged, that a single man in possession of a good "
           "fortune, must be in want of a wife. However little known")
 FORWARD_FAMILY = ("embeddings", "positions", "block", "attention", "feedforward", "logits")
+# The most work one request may ask of a section (web/limits.py), each timed on its first render
+# for a prompt not seen before (nothing cached but the model), the median over --repeat prompts.
+HEAVIEST = (
+    ("sampling", "100,000 draws at temperature 0.9", {"s_draws": 100000, "s_temp": 0.9}, 0.5),
+    ("decoding", "beam search, 8 beams x 12 new tokens", {"b_width": 8, "b_new": 12}, 1.0),
+)
 
 
 class FigureTimer:
@@ -95,6 +102,21 @@ def main(argv=None):
             family_data += data
         print(f"{s.id:14s} {build * 1000:9.1f} {fig * 1000:9.1f} {data * 1000:9.1f}")
     print(f"forward-pass sections, data together: {family_data * 1000:.1f} ms (target < 30 ms)")
+
+    print("heaviest requests (first render for a new prompt, median of "
+          f"{args.repeat} prompts):")
+    by_id = {s.id: s for s in SECTIONS}
+    for section_id, what, values, target in HEAVIEST:
+        if only and section_id not in only:
+            continue
+        times = []
+        for i in range(args.repeat):
+            q = urllib.parse.urlencode({"prompt": f"{PROMPT} {section_id} {i}", **values})
+            t0 = time.process_time()
+            by_id[section_id].build(lm, parse_state(q.encode(), all_params()))
+            times.append(time.process_time() - t0)
+        print(f"  {section_id}: {what}: {statistics.median(times) * 1000:.0f} ms "
+              f"(target < {target * 1000:.0f} ms)")
 
 
 if __name__ == "__main__":

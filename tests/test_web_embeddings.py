@@ -4,7 +4,6 @@ import base64
 import html
 import json
 import re
-import time
 import urllib.parse
 
 import numpy as np
@@ -135,27 +134,3 @@ def test_html_in_a_word_is_inert(client):
     assert r.status_code == 422
     body = text_of(r)
     assert "<b>x</b>" not in body and "&lt;b&gt;x&lt;/b&gt;" in body
-
-
-def test_server_time_for_a_32_token_prompt(app, model, monkeypatch):
-    """The section's own work (figure JSON excluded) stays in the tens of milliseconds."""
-    from web.figures import embeddings as figs
-    from web.params import parse_state
-    from web.registry import all_params
-    prompt = prompt_of(model.tokenizer, 32)
-    assert len(model.tokenizer.encode(prompt)) == 32
-    lm = app.extensions["explainer_model"]
-    monkeypatch.setattr(figs, "token_vectors_heatmap", lambda *a: "")
-    monkeypatch.setattr(figs, "vocabulary_map", lambda *a: "")
-    state = parse_state(urllib.parse.urlencode({"prompt": prompt}).encode(), all_params())
-    section.build(lm, state)                           # once-per-model work and the prompt run
-    best = min(_timed(lambda: section.build(lm, parse_state(
-        urllib.parse.urlencode({"prompt": prompt}).encode(), all_params()))) for _ in range(5))
-    print(f"embeddings build: {best * 1e3:.1f} ms")
-    assert best < 0.030
-
-
-def _timed(fn):
-    t = time.perf_counter()
-    fn()
-    return time.perf_counter() - t

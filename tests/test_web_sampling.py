@@ -154,14 +154,6 @@ def test_neutral_values_leave_the_url_and_others_stay(client):
     assert r.headers["HX-Push-Url"] == "/?s_temp=0.7"
 
 
-def test_section_is_fast(client):
-    import time
-    client.get(url("/section/sampling", prompt=PROMPT))
-    t = time.process_time()      # CPU time of this process: other jobs on the machine do not count
-    client.get(url("/section/sampling", prompt=PROMPT, s_temp="0.9", s_draws="100000"))
-    assert time.process_time() - t < 0.5
-
-
 def test_plotly_labels_escape_markup_with_references_plotly_decodes():
     from web.figures import label
     assert label('<b>"a" & \'b\'</b>') == "&lt;b&gt;&#34;a&#34; &amp; &#39;b&#39;&lt;/b&gt;"
