@@ -67,6 +67,13 @@ def hover_texts(page, plot, want, tries=24):
     seen = []
     hover = plot.locator(".hoverlayer")
     for x, y in hover_spots(plot, tries):
+        # leave the figure and wait for its label to go, so the next one read is the new spot's
+        # (Plotly throttles hover events: read at once, the label can still be the last one)
+        page.mouse.move(0, 0)
+        try:
+            expect(hover).to_have_text("", timeout=2000)
+        except AssertionError:
+            pass
         page.mouse.move(x, y)
         try:
             expect(hover).not_to_have_text("", timeout=2000)
