@@ -3,7 +3,8 @@
 Serves the page with waitress, a production WSGI server, set up for a classroom on 2 cores
 (web/limits.py: two worker processes forked after the model is loaded, threads, connection
 limit, idle timeout, and the gate that answers 503 at once when too many requests compute).
-The model is loaded once, before the workers are forked, and shared by every request: the default model `models/austen`, or the directory given by --model or the
+The model is loaded once, before the workers are forked, and shared by every request: the
+default model `models/austen`, or the directory given by --model or the
 LLM_EXPLAINER_MODEL environment variable (a Hugging Face layout: config.json,
 model.safetensors, tokenizer files). The draft model of the speculative-decoding section is
 loaded once too: --draft-model / LLM_EXPLAINER_DRAFT_MODEL, else `<model dir>-draft` next to

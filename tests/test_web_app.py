@@ -9,6 +9,7 @@ import urllib.request
 import pytest
 
 from pipeline import DEFAULT_MODEL_DIR
+from web import limits
 from web_support import has_default_model
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -81,8 +82,9 @@ def test_python_app_py_serves_from_two_workers_and_sigterm_stops_them_all():
     proc, port = _serve()
     try:
         workers = _children(proc.pid)
-        assert len(workers) == 2, workers             # limits.SERVER_WORKERS
-        assert "2 worker(s) x 24 threads" in proc.stdout.readline()
+        assert len(workers) == limits.SERVER_WORKERS == 2, workers
+        assert (f"{limits.SERVER_WORKERS} worker(s) x {limits.SERVER_THREADS} threads"
+                in proc.stdout.readline())
         for _ in range(6):                            # every connection is answered
             with urllib.request.urlopen(f"http://127.0.0.1:{port}/section/logits",
                                         timeout=10) as r:

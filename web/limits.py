@@ -39,9 +39,8 @@ Limits on requests:
                                   at once
     GATE_WAIT_SECONDS    2.0 s    how long a request waits for a slot; then 503 + Retry-After
 
-Measured by bench/load_test.py (README, "Serving a classroom"): with one process the class of
-60 got about 1 % refusals (while the caches were cold) and a p95 over 400 ms; with two workers,
-each warmed before it accepts (the default page rendered once), none and under 200 ms.
+bench/load_test.py measures these settings (its last figures, with one process and with two
+workers, are in the README, "Serving a classroom").
 
 The gate is why overload gives fast 503s instead of timeouts: waitress runs more threads
 (SERVER_THREADS) than the gate lets compute or wait, so a request that cannot compute soon is

@@ -30,8 +30,9 @@ class Section:
     template: str           # partial template, used by the page and as the htmx swap
     params: tuple           # the Params this section owns (the prompt is shared by all)
     build: Callable         # build(app_model, state) -> template context (a dict)
-    warm: Callable = None   # warm(app_model): fill prompt-independent caches; run once, in a
-                            #   background thread, when the app starts (None: nothing to warm)
+    warm: Callable = None   # warm(app_model): fill prompt-independent caches; run once per
+                            #   process, before app.py's workers serve (one process: in a
+                            #   background thread at start); None: nothing to warm
     borrows: tuple = ()     # names of other sections' parameters this section uses and whose
                             #   messages it shows too (they count in its answer's status)
 

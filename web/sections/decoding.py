@@ -123,14 +123,13 @@ def build(lm, state) -> dict:
 
     ex_prompt, ex_greedy, ex_beam, ex_tried = beam_beats_greedy(model)
     best = finals[0]
-    same_length = len(best.tokens) == len(greedy_line.tokens)
+    gain = best.total - greedy_line.total
     return dict(
         full=False, room=room, asked=state["b_new"],
         width=width, n_new=n, alpha=alpha, steps=search.steps, finals=finals,
         greedy=greedy_line, samples=samples, settings=settings, seed=seed, rows=rows,
-        pruned=pruned, n_nodes=len(search.nodes), same_length=same_length,
-        gain=best.total - greedy_line.total,
-        verdict=beam_vs_greedy(same_length, best.total - greedy_line.total),
+        pruned=pruned, n_nodes=len(search.nodes), gain=gain,
+        verdict=beam_vs_greedy(len(best.tokens) == len(greedy_line.tokens), gain),
         verdicts=VERDICTS,
         greedy_pruned_at=(len(greedy_nodes) if len(greedy_nodes) < len(g.tokens) else None),
         tree_figure=figures.tree_figure(search, names, greedy_nodes, best_nodes),
