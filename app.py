@@ -31,7 +31,6 @@ from web import assets, limits, shading, streaming, views  # noqa: E402
 from web.loaded import LoadedModel  # noqa: E402
 from web.registry import SECTIONS  # noqa: E402
 
-HERE = os.path.dirname(os.path.abspath(__file__))
 # Content-Security-Policy: scripts only from this server (no inline script, no eval), nothing
 # from any other origin, no plugins, no framing. The one loosening is for Plotly:
 #   style-src 'unsafe-inline'  plotly.js (4.x) writes its CSS rules into a <style> element it
@@ -118,8 +117,7 @@ def create_app(test_config=None):
     MODEL_PATH, DRAFT_MODEL (a loaded draft model) or DRAFT_MODEL_PATH, PROBE_ENCODINGS
     (False skips looking for other tiktoken encodings) and WARM_CACHES (False: no background
     warm-up of the sections' caches)."""
-    app = Flask(__name__, template_folder=os.path.join(HERE, "web", "templates"),
-                static_folder=os.path.join(HERE, "web", "static"))
+    app = Flask(__name__)
     app.config.from_mapping(MODEL_PATH=os.environ.get("LLM_EXPLAINER_MODEL") or None,
                             DRAFT_MODEL_PATH=os.environ.get("LLM_EXPLAINER_DRAFT_MODEL") or None,
                             PROBE_ENCODINGS=True,
