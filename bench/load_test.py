@@ -1,33 +1,37 @@
-"""A classroom on one server: simulated students moving the page's controls at once.
+"""A classroom on one server: simulated students reading the page, typing prompts of their own
+and moving its controls at once.
 
-Each student is a thread with its own keep-alive connection, as a browser has. Every ~2 s
-(uniformly 1.5-2.5 s, the first one at a random moment of the first 2 s) a student does what the
-page's htmx does when a control moves: GET /section/<id>?<whole state> with `HX-Request: true`,
-the control's new value in it; one interaction in ten is a new prompt instead, which asks `/` for
-every section at once. The controls and values are real ones of the registered sections
-(web/registry.py), chosen at random with a fixed seed.
+Each student is a thread with its own keep-alive connection, as a browser has. A student first
+loads the page (GET /: the prompt and the first sections), then every ~2 s (uniformly 1.5-2.5 s,
+the first one at a random moment of the first 2 s) does what the page's htmx does:
+- one time in ten, types a new prompt of their own (a passage cut at random from a held-out
+  chapter of Pride and Prejudice, so no two students share one; with --fixed-prompts, one of six
+  fixed prompts instead): GET / with `X-Sections` naming the sections on their screen;
+- one time in five, scrolls on to another section, which loads itself: GET /section/<id>;
+- otherwise moves a real control of the section on their screen to a valid value:
+  GET /section/<id>?<whole state>.
+Controls and values are real ones of the registered sections (web/registry.py), chosen at random
+with a fixed seed.
 
-By default the script starts the app itself as `make run` serves it (app.py, waitress, the
-default model) on a free port of 127.0.0.1, waits until it answers, runs the class and stops the
-server. `--url` points it at a server already running, on this machine only (127.0.0.0/8,
-localhost, ::1): the script refuses any other address.
+By default the script starts the app itself as `make run` serves it (app.py, the default model)
+on a free port of 127.0.0.1, waits until it answers, runs the class and stops the server. `--url`
+points it at a server already running, on this machine only (127.0.0.0/8, localhost, ::1): the
+script refuses any other address.
 
 It prints, for all requests: how many, answered 200 / refused busy (503, the overload gate) /
 errors (anything else: a 4xx, a 5xx other than 503, a timeout, a dropped connection); p50, p95
-and max latency of the 200s and of the 503s; requests per second.
+and max latency of the 200s and of the 503s; p95 per kind; and saves the same as
+bench/results/load_test.json (with date, machine and commit) unless --no-save.
 
-    python bench/load_test.py [--students 60] [--seconds 60] [--workers N]
-                              [--url http://127.0.0.1:8000]
+    python bench/load_test.py [--students 60] [--seconds 60] [--workers N] [--fixed-prompts]
+                              [--url http://127.0.0.1:8000] [--no-save]
 """
 import argparse
 import collections
 import http.client
-import ipaddress
 import os
 import random
-import socket
 import statistics
-import subprocess
 import sys
 import threading
 import time
@@ -35,7 +39,12 @@ import urllib.parse
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
+sys.path.insert(0, os.path.join(ROOT, "bench"))
 
+from local_server import (free_port, loopback_only, save_result, start_server,  # noqa: E402
+                          stop_server)
+
+HELD_OUT = os.path.join(ROOT, "tests", "data", "heldout_pride_and_prejudice_ch10.txt")
 PROMPTS = [
     "It is a truth universally acknowledged, that a single man in possession of a good fortune",
     "Mr. Darcy bowed to Elizabeth, and Elizabeth smiled at Mr. Darcy.",
@@ -81,65 +90,67 @@ MOVES = [
 NEW_PROMPT_SHARE = 0.1
 
 
-def loopback_only(url: str) -> urllib.parse.SplitResult:
-    parts = urllib.parse.urlsplit(url)
-    host = parts.hostname or ""
-    try:
-        ok = host == "localhost" or ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        ok = False
-    if parts.scheme != "http" or not ok:
-        raise SystemExit(f"load_test.py: {url!r} is not an http address of this machine "
-                         "(127.0.0.0/8, localhost or ::1); refusing to send load there")
-    return parts
+SECTION_ORDER = [m[0] for m in MOVES]
+SECTION_ORDER = sorted(set(SECTION_ORDER), key=SECTION_ORDER.index)
+NEW_SECTION_SHARE = 0.2
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def start_server(port: int, workers: int = None) -> subprocess.Popen:
-    env = dict(os.environ, OPENBLAS_NUM_THREADS="1", OMP_NUM_THREADS="1")
-    extra = ["--workers", str(workers)] if workers else []
-    proc = subprocess.Popen([sys.executable, os.path.join(ROOT, "app.py"), "--port", str(port),
-                             *extra], cwd=ROOT, env=env, stdout=subprocess.DEVNULL)
-    deadline = time.time() + 120
-    while time.time() < deadline:
-        try:
-            conn = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
-            conn.request("GET", "/")            # also warms the default page's caches
-            if conn.getresponse().status == 200:
-                conn.close()
-                return proc
-        except OSError:
-            time.sleep(0.5)
-    proc.kill()
-    raise SystemExit("load_test.py: the server did not answer within 120 s")
+def own_prompt(rng: random.Random, words: list) -> str:
+    """A prompt a student might type: 3-30 consecutive words of the held-out chapter, cut at a
+    random place, sometimes lower-cased or with a question added."""
+    n = rng.randint(3, 30)
+    start = rng.randrange(0, len(words) - n)
+    text = " ".join(words[start:start + n])
+    r = rng.random()
+    if r < 0.15:
+        text = text.lower()
+    elif r < 0.25:
+        text += " What will " + rng.choice(["Elizabeth", "Mr. Darcy", "Jane", "she"]) + " say?"
+    return text
 
 
 class Student(threading.Thread):
-    def __init__(self, n, parts, stop_at, rng_seed, results, lock):
+    def __init__(self, n, parts, stop_at, rng_seed, results, lock, words):
         super().__init__(daemon=True)
         self.rng = random.Random(rng_seed)
         self.parts, self.stop_at = parts, stop_at
         self.results, self.lock = results, lock
-        self.prompt = PROMPTS[n % 3] if self.rng.random() < 0.7 else self.rng.choice(PROMPTS)
+        self.words = words
+        self.prompt = self.next_prompt()
         self.state = {}
         self.conn = None
+        self.section = self.rng.choice(SECTION_ORDER[:2])      # the first sections are on screen
+        self.loaded = set(SECTION_ORDER[:2])
+
+    def next_prompt(self) -> str:
+        if self.words is None:
+            return self.rng.choice([p for p in PROMPTS if p != getattr(self, "prompt", None)])
+        return own_prompt(self.rng, self.words)
 
     def connect(self):
         self.conn = http.client.HTTPConnection(self.parts.hostname, self.parts.port or 80,
                                                timeout=30)
 
-    def one(self):
-        if self.rng.random() < NEW_PROMPT_SHARE:
-            self.prompt = self.rng.choice([p for p in PROMPTS if p != self.prompt])
+    def one(self, first=False):
+        headers = {"HX-Request": "true"}
+        r = self.rng.random()
+        if first:
+            path, kind, headers = "/", "first page", {}
+        elif r < NEW_PROMPT_SHARE:
+            self.prompt = self.next_prompt()
             self.state = {}                      # the page drops per-prompt choices
+            i = SECTION_ORDER.index(self.section)
+            self.loaded = set(SECTION_ORDER[i:i + 2])
+            headers["X-Sections"] = ",".join(self.loaded)
             path, kind = "/", "new prompt"
+        elif r < NEW_PROMPT_SHARE + NEW_SECTION_SHARE or self.section not in self.loaded:
+            self.section = self.rng.choice(SECTION_ORDER)
+            self.loaded.add(self.section)
+            headers["HX-Trigger"] = self.section
+            path, kind = f"/section/{self.section}", "section load"
         else:
-            section, name, values = self.rng.choice(MOVES)
+            section, name, values = self.rng.choice(
+                [m for m in MOVES if m[0] == self.section])
             self.state[name] = self.rng.choice(list(values))
             path, kind = f"/section/{section}", section
         query = urllib.parse.urlencode({"prompt": self.prompt, **self.state},
@@ -148,7 +159,7 @@ class Student(threading.Thread):
         try:
             if self.conn is None:
                 self.connect()
-            self.conn.request("GET", f"{path}?{query}", headers={"HX-Request": "true"})
+            self.conn.request("GET", f"{path}?{query}", headers=headers)
             response = self.conn.getresponse()
             response.read()
             status = response.status
@@ -165,6 +176,7 @@ class Student(threading.Thread):
 
     def run(self):
         time.sleep(self.rng.uniform(0, 2))
+        self.one(first=True)
         while time.time() < self.stop_at:
             started = time.time()
             self.one()
@@ -212,7 +224,21 @@ def report(results, seconds, start):
         for k in kinds if any(kk == k and s == 200 for kk, s, _, _ in results)))
     if errors:
         print("  errors: " + ", ".join(f"{k}: {s}" for k, s in errors[:20]))
-    return len(errors)
+    ms = lambda v: round(v * 1000, 1)                                    # noqa: E731
+    return {
+        "requests": len(results), "seconds": round(seconds, 1), "ok": len(ok),
+        "busy": len(busy), "errors": len(errors),
+        "busy_share": round(len(busy) / len(results), 4) if results else None,
+        "ok_ms": {"p50": ms(pct(ok, 50)), "p95": ms(pct(ok, 95)), "max": ms(max(ok))} if ok else None,
+        "busy_ms": {"p95": ms(pct(busy, 95)), "max": ms(max(busy))} if busy else None,
+        "all_p95_ms": ms(pct(everything, 95)) if everything else None,
+        "per_kind": {k: {"n": sum(1 for kk, _, _, _ in results if kk == k),
+                         "busy": sum(1 for kk, s, _, _ in results if kk == k and s == 503),
+                         "p95_ms": ms(pct([t for kk, s, t, _ in results
+                                           if kk == k and s == 200], 95))}
+                     for k in kinds},
+        "error_samples": [f"{k}: {s}" for k, s in errors[:20]],
+    }
 
 
 def main(argv=None):
@@ -224,10 +250,17 @@ def main(argv=None):
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--workers", type=int, help="app.py's --workers for the server this script "
                                                 "starts (default: app.py's own default)")
+    ap.add_argument("--fixed-prompts", action="store_true",
+                    help="new prompts from a fixed list of six instead of each student's own")
+    ap.add_argument("--no-save", action="store_true", help="do not write bench/results/")
     args = ap.parse_args(argv)
     if not 1 <= args.students <= 500 or not 1 <= args.seconds <= 600:
         raise SystemExit("load_test.py: --students 1..500 and --seconds 1..600")
 
+    words = None
+    if not args.fixed_prompts:
+        with open(HELD_OUT, encoding="utf-8") as f:
+            words = f.read().split()
     server = None
     if args.url:
         parts = loopback_only(args.url)
@@ -239,20 +272,27 @@ def main(argv=None):
         results, lock = [], threading.Lock()
         start = time.time()
         stop_at = start + args.seconds
-        students = [Student(n, parts, stop_at, args.seed * 1000 + n, results, lock)
+        students = [Student(n, parts, stop_at, args.seed * 1000 + n, results, lock, words)
                     for n in range(args.students)]
         for s in students:
             s.start()
         for s in students:
             s.join(timeout=args.seconds + 60)    # a request times out after 30 s
         print(f"{args.students} students, one interaction every ~2 s each, {args.seconds:.0f} s, "
-              f"against {parts.geturl()}")
-        errors = report(results, time.time() - start, start)
+              f"{'fixed' if args.fixed_prompts else 'their own'} prompts, against {parts.geturl()}")
+        summary = report(results, time.time() - start, start)
     finally:
-        if server is not None:
-            server.terminate()
-            server.wait(timeout=30)
-    return 1 if errors else 0
+        stop_server(server)
+    if not args.no_save:
+        name = "load_test" + ("_fixed_prompts" if args.fixed_prompts else "") + (
+            f"_workers{args.workers}" if args.workers else "") + (
+            f"_students{args.students}" if args.students != 60 else "")
+        summary.update(students=args.students, workers=args.workers or "default",
+                       prompts="fixed" if args.fixed_prompts else "own", server=args.url or
+                       "app.py started by the script")
+        print("saved", save_result(name, summary, "load_test.py",
+                                   argv if argv is not None else sys.argv[1:]))
+    return 1 if summary["errors"] else 0
 
 
 if __name__ == "__main__":

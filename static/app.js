@@ -23,13 +23,68 @@
     return out;
   }
 
-  function draw(el) {
+  // Plotly.react on the element already on the page redraws only what changed; uirevision
+  // keeps the reader's zoom and pan across updates. A figure whose JSON is the one already
+  // drawn is left alone. force: redraw anyway (a theme change).
+  function draw(el, force) {
     if (typeof Plotly === "undefined") return;
+    var json = el.getAttribute("data-figure");
+    if (!force && el._drawn === json) return;
     var fig;
-    try { fig = JSON.parse(el.getAttribute("data-figure")); } catch (e) { return; }
-    Plotly.react(el, fig.data || [], themed(fig.layout || {}), PLOT_CONFIG);
+    try { fig = JSON.parse(json); } catch (e) { return; }
+    var layout = themed(fig.layout || {});
+    if (layout.uirevision === undefined) layout = Object.assign({}, layout, { uirevision: "keep" });
+    Plotly.react(el, fig.data || [], layout, PLOT_CONFIG);
+    el._drawn = json;
   }
-  window.explainerDraw = draw;    // learn.js redraws every figure when the theme changes
+  window.explainerDraw = function (el) { draw(el, true); };  // learn.js: theme changes
+
+  // --- figures survive a swap -----------------------------------------------------------------
+  // When htmx replaces a section or a part of it, each figure already drawn there is kept: the
+  // element of the new content takes its place's attributes and is swapped for the old element,
+  // which Plotly then updates in place (no new plot, hover and zoom kept). Figures are matched by
+  // id, else by their order within their section.
+  var kept = {};
+  function plotKey(el, i) {
+    var section = el.closest("section.section");
+    return el.id || ((section ? section.id : "") + "/" + i);
+  }
+  function sectionPlots(section) {
+    return section ? Array.prototype.slice.call(section.querySelectorAll("[data-figure]")) : [];
+  }
+  document.addEventListener("htmx:beforeSwap", function (event) {
+    var target = event.detail.target;
+    if (!target || !event.detail.shouldSwap) return;
+    var sections = target.matches("section.section") ? [target]
+        : Array.prototype.slice.call(target.querySelectorAll("section.section"));
+    var inside = target.closest("section.section");
+    if (inside && sections.indexOf(inside) < 0) sections.push(inside);
+    kept = {};
+    sections.forEach(function (section) {
+      sectionPlots(section).forEach(function (el, i) {
+        if (el._drawn !== undefined && target.contains(el)) kept[plotKey(el, i)] = el;
+      });
+    });
+  });
+  function adopt(root) {
+    var sections = [];
+    var own = root.closest && root.closest("section.section");
+    if (own) sections.push(own);
+    else root.querySelectorAll("section.section").forEach(function (s) { sections.push(s); });
+    sections.forEach(function (section) {
+      sectionPlots(section).forEach(function (el, i) {
+        var old = kept[plotKey(el, i)];
+        if (!old || old === el || old.isConnected) return;
+        Array.prototype.slice.call(old.attributes).forEach(function (a) {
+          if (!el.hasAttribute(a.name)) old.removeAttribute(a.name);
+        });
+        Array.prototype.slice.call(el.attributes).forEach(function (a) {
+          old.setAttribute(a.name, a.value);
+        });
+        el.replaceWith(old);
+      });
+    });
+  }
 
   // A control outside the swapped region (the prompt box) learns from its message whether
   // it is invalid: the server writes the message, this keeps aria-invalid in step with it.
@@ -43,6 +98,7 @@
 
   function init(root) {
     markInvalid();
+    adopt(root);
     var plots = root.matches && root.matches("[data-figure]") ? [root] : [];
     root.querySelectorAll("[data-figure]").forEach(function (el) { plots.push(el); });
     plots.forEach(draw);
@@ -56,18 +112,18 @@
     });
   });
 
-  // --- sampling -> greedy vs beam search (helper "sampling") ---
-  // The samples beside the beams are drawn with the sampling section's settings. When that
-  // section alone was re-rendered (one of its controls changed), tell the decoding section to
-  // fetch itself again; a prompt change already re-renders both.
+  // The samples beside the beams are drawn with the sampling section's settings. When one of
+  // the sampling section's controls changed, the decoding section (if loaded) fetches itself
+  // again; a prompt change already re-renders both.
   document.addEventListener("htmx:afterSwap", function (event) {
     var info = event.detail && event.detail.pathInfo;
-    if (event.target.id !== "sampling" || !info) return;
-    if (String(info.requestPath).indexOf("/section/sampling") !== 0) return;
+    if (!info || String(info.requestPath).indexOf("/section/sampling") !== 0) return;
+    if (!event.target.matches || !event.target.matches("section.section, .part")) return;
+    if (!event.target.closest("#sampling")) return;
+    if (event.detail.elt && event.detail.elt.id === "sampling") return;   // its own first load
     var refresh = document.getElementById("decoding-refresh");
     if (refresh && typeof htmx !== "undefined") htmx.trigger(refresh, "sampling-changed");
   });
-  // --- end of the sampling block ---
 
   if (typeof htmx !== "undefined") {
     htmx.onLoad(init);            // runs for the first page too, and after every swap
@@ -279,4 +335,128 @@
   }
   if (typeof htmx !== "undefined") htmx.onLoad(init);
   window.addEventListener("resize", function () { init(document.body); });
+})();
+
+// ---- controls that answer at once, sections computed when they near the screen --------------
+(function () {
+  "use strict";
+  if (typeof htmx === "undefined") return;
+
+  // A range slider (data-slide) fires `slide`, its htmx trigger: at once on a key step or the
+  // first move, then at most every THROTTLE_MS while it is dragged, and on release with the final
+  // value. A value already sent is not sent again. With hx-sync="this:queue last" at most one
+  // request per slider is in flight and the last value always follows.
+  var THROTTLE_MS = 100;
+  var sliders = new WeakMap();
+  function slider(el) {
+    var s = sliders.get(el);
+    if (!s) { s = { sent: el.getAttribute("value"), at: 0, timer: null }; sliders.set(el, s); }
+    return s;
+  }
+  function fire(el) {
+    var s = slider(el);
+    if (s.timer) { clearTimeout(s.timer); s.timer = null; }
+    if (String(el.value) === String(s.sent)) return;
+    s.sent = el.value;
+    s.at = Date.now();
+    htmx.trigger(el, "slide");
+  }
+  document.addEventListener("input", function (event) {
+    var el = event.target;
+    if (!el.matches || !el.matches("input[data-slide]")) return;
+    var s = slider(el), wait = s.at + THROTTLE_MS - Date.now();
+    if (wait <= 0) fire(el);
+    else if (!s.timer) s.timer = setTimeout(function () { s.timer = null; fire(el); }, wait);
+  });
+  document.addEventListener("change", function (event) {
+    var el = event.target;
+    if (el.matches && el.matches("input[data-slide]")) fire(el);
+  });
+
+  // Sections below the fold are placeholders (data-lazy) until they come within NEAR_PX of the
+  // screen; then `near` makes htmx fetch them. The tour and presentation mode scroll to a
+  // section, which loads it the same way; loadAll() fetches every one (printing).
+  var NEAR_PX = 900;
+  var observer = "IntersectionObserver" in window ? new IntersectionObserver(function (entries) {
+    entries.forEach(function (e) {
+      if (e.isIntersecting) { observer.unobserve(e.target); load(e.target); }
+    });
+  }, { rootMargin: NEAR_PX + "px 0px" }) : null;
+  function load(el) {
+    if (el.isConnected && el.hasAttribute("data-lazy") && !el._loading) {
+      el._loading = true;
+      htmx.trigger(el, "near");
+    }
+  }
+  function watch(root) {
+    var els = root.matches && root.matches("[data-lazy]") ? [root] : [];
+    root.querySelectorAll("[data-lazy]").forEach(function (el) { els.push(el); });
+    els.forEach(function (el) { if (observer) observer.observe(el); else load(el); });
+  }
+  htmx.onLoad(watch);
+  window.explainerLoadAll = function () {
+    var pending = document.querySelectorAll("[data-lazy]");
+    pending.forEach(load);
+    return pending.length;
+  };
+  window.addEventListener("beforeprint", window.explainerLoadAll);
+
+  // A placeholder whose load failed (4xx it cannot show, 503, a timeout, no network) says so in
+  // place, with a button that tries again.
+  function failed(el, message) {
+    if (!el || !el.hasAttribute || !el.hasAttribute("data-lazy")) return;
+    el._loading = false;
+    var box = el.querySelector(".lazy-failed");
+    if (!box) return;
+    box.querySelector(".lazy-message").textContent = message;
+    box.hidden = false;
+  }
+  document.addEventListener("htmx:responseError", function (event) {
+    var xhr = event.detail.xhr;
+    var plain = (xhr.getResponseHeader("Content-Type") || "").indexOf("text/plain") === 0;
+    failed(event.detail.elt, (plain && xhr.responseText) ? xhr.responseText
+        : "This section could not be computed (HTTP " + xhr.status + ").");
+  });
+  document.addEventListener("htmx:sendError", function (event) {
+    failed(event.detail.elt, "The server could not be reached.");
+  });
+  document.addEventListener("htmx:timeout", function (event) {
+    failed(event.detail.elt, "The server took too long to answer.");
+  });
+  document.addEventListener("click", function (event) {
+    var button = event.target.closest && event.target.closest(".lazy-retry");
+    if (!button) return;
+    var el = button.closest("[data-lazy]");
+    button.parentNode.hidden = true;
+    load(el);
+  });
+
+  // A new prompt recomputes the sections that are loaded and near the screen (X-Sections); the
+  // others go back to placeholders and are computed again when they are reached.
+  function near(el) {
+    var r = el.getBoundingClientRect(), h = window.innerHeight || 800;
+    return r.bottom > -NEAR_PX && r.top < h + NEAR_PX;
+  }
+  // Every request carries the number of the prompt it was made for. An answer made for an older
+  // prompt than the page now shows is dropped, so a slow answer never overwrites a newer one.
+  var promptSeq = 0, shownSeq = 0;
+  document.addEventListener("htmx:configRequest", function (event) {
+    var cfg = event.detail;
+    if (cfg.path === "/" || cfg.path.indexOf("/?") === 0) {
+      promptSeq += 1;
+      var ids = [];
+      document.querySelectorAll("#sections > section.section").forEach(function (s) {
+        if (!s.hasAttribute("data-lazy") && near(s)) ids.push(s.id);
+      });
+      cfg.headers["X-Sections"] = ids.join(",");
+    }
+    cfg.headers["X-Prompt-Seq"] = String(promptSeq);
+  });
+  document.addEventListener("htmx:beforeSwap", function (event) {
+    var sent = Number((event.detail.requestConfig && event.detail.requestConfig.headers ||
+                       {})["X-Prompt-Seq"] || 0);
+    if (sent < shownSeq) { event.detail.shouldSwap = false; return; }
+    var path = event.detail.requestConfig && event.detail.requestConfig.path || "";
+    if (path === "/" || path.indexOf("/?") === 0) shownSeq = sent;
+  }, true);
 })();

@@ -1,13 +1,19 @@
 """Views: parse and validate the query, build the sections, render. Nothing else.
 
-    GET /                  the whole page, rendered from the query string (works without JS)
-    GET / (htmx)           every section at once, when the prompt changes
-    GET /section/<id>      one section's partial, when one of its own controls changes
+    GET /                  the page: the prompt and the first sections computed; every other
+                           section is a placeholder that asks for itself when it nears the screen
+    GET / (htmx)           after a prompt change: the sections named in the X-Sections header
+                           (those loaded and near the screen) computed, the rest placeholders
+    GET /section/<id>      one section's partial (a placeholder's own load, or one of its
+                           controls); when HX-Target names a part of the section, that part alone
 
 htmx requests get `HX-Push-Url` set to the canonical page URL of the validated state, so the
 address bar always reproduces what is on screen. Bad values come back as the same partials with
 the message next to the control and a 4xx status (htmx is configured to swap those).
 """
+import re
+from collections import Counter
+
 from flask import Blueprint, abort, current_app, render_template, request
 from markupsafe import Markup
 
@@ -17,6 +23,16 @@ from web.registry import SECTIONS, all_params, section as find_section
 from web.tour import page_context
 
 bp = Blueprint("explainer", __name__)
+
+# The page computes what the reader can see: the first sections at once, every other one when
+# it is about to scroll into view (static/app.js asks for it then).
+EAGER_SECTIONS = 2
+
+
+def builds() -> Counter:
+    """How many times each section was built by this app (tests read it: a placeholder costs
+    nothing)."""
+    return current_app.extensions.setdefault("explainer_builds", Counter())
 
 
 def current_state():
@@ -35,6 +51,7 @@ def build_in_budget(lm, state, s) -> dict:
     """The section's context. A build that runs past the request's time budget (it called
     `state.check_time(name)` too late) is rebuilt once with that control's default, and the
     control shows why (web/limits.py)."""
+    builds()[s.id] += 1
     try:
         return s.build(lm, state)
     except OverBudget as e:
@@ -43,18 +60,38 @@ def build_in_budget(lm, state, s) -> dict:
         return s.build(lm, state)
 
 
-def render_section(lm, state, s):
-    """A section's partial (Markup); only a note pointing at the prompt while it is invalid."""
+def render_section(lm, state, s, lazy: bool = False):
+    """A section's partial (Markup); only a note pointing at the prompt while it is invalid.
+    lazy: the placeholder that loads the section when it nears the screen (nothing computed)."""
+    num = SECTIONS.index(s) + 2
+    if lazy:
+        return Markup(render_template("lazy_section.html", state=state, section=s, num=num))
     ctx = {} if "prompt" in state.errors else build_in_budget(lm, state, s)
-    return Markup(render_template(s.template, lm=lm, state=state, section=s,
-                                  num=SECTIONS.index(s) + 2, **ctx))
+    return Markup(render_template(s.template, lm=lm, state=state, section=s, num=num, **ctx))
 
 
-def built(lm, state, sections):
-    """[(section, rendered partial)] in page order; none while the prompt is invalid."""
+def built(lm, state, sections, wanted):
+    """[(section, rendered partial)] in page order, the sections in `wanted` computed and the
+    others as placeholders; none while the prompt is invalid."""
     if "prompt" in state.errors:
         return []
-    return [(s, render_section(lm, state, s)) for s in sections]
+    return [(s, render_section(lm, state, s, lazy=s.id not in wanted)) for s in sections]
+
+
+def wanted_sections() -> set:
+    """The sections to compute for this page: after a prompt change, the ones the browser has
+    loaded and near the screen (X-Sections: id,id,...); on a first load, the first few."""
+    if is_partial_request() and "X-Sections" in request.headers:
+        return {i.strip() for i in request.headers["X-Sections"].split(",")} & {
+            s.id for s in SECTIONS}
+    return {s.id for s in SECTIONS[:EAGER_SECTIONS]}
+
+
+def cut_part(html: str, part_id: str):
+    """The part `part_id` of a rendered section (macros.html part() marks it), or None."""
+    m = re.search(r"<!--part:%s-->(.*?)<!--/part:%s-->" % (re.escape(part_id), re.escape(part_id)),
+                  html, re.S)
+    return Markup(m.group(1)) if m else None
 
 
 def is_partial_request() -> bool:
@@ -66,8 +103,12 @@ def is_partial_request() -> bool:
 def respond(body, state, status=None):
     status = state.status if status is None else status
     response = current_app.make_response((body, status))
-    response.headers["Vary"] = "HX-Request, HX-History-Restore-Request"
-    if is_partial_request() and status == 200:
+    response.headers["Vary"] = "HX-Request, HX-History-Restore-Request, HX-Target, X-Sections"
+    # A section that loads itself as it nears the screen (HX-Trigger is then the section's own
+    # id) changes nothing the address bar shows: no new history entry.
+    loading_itself = request.headers.get("HX-Trigger") == (request.view_args or {}).get(
+        "section_id")
+    if is_partial_request() and status == 200 and not loading_itself:
         response.headers["HX-Push-Url"] = state.url("/")
     return response
 
@@ -78,7 +119,8 @@ def page():
     lm, state = current_state()
     # Words and steps of one prompt mean nothing for another: a prompt change drops them.
     resets = [p.name for s in SECTIONS for p in s.params if p.resets_with_prompt]
-    ctx = dict(lm=lm, state=state, built=built(lm, state, SECTIONS), resets=resets,
+    ctx = dict(lm=lm, state=state, built=built(lm, state, SECTIONS, wanted_sections()),
+               resets=resets,
                oob=is_partial_request(), **page_context(state, SECTIONS))
     template = "sections.html" if is_partial_request() else "page.html"
     return respond(render_template(template, **ctx), state)
@@ -92,6 +134,13 @@ def section(section_id):
         abort(404)
     lm, state = current_state()
     body = render_section(lm, state, s)
+    target = request.headers.get("HX-Target", "") if is_partial_request() else ""
+    part = cut_part(body, target) if target.startswith(s.id + "-") else None
+    if part is not None:
+        # A control that changes one part gets that part, and every message of the section out
+        # of band (its own message sits next to it, outside the part).
+        names = [*s.borrows] + [p.name for p in s.params]
+        body = part + Markup(render_template("section_errors.html", state=state, names=names))
     if "prompt" in state.errors:              # the message belongs next to the prompt box
         body += Markup(render_template("prompt_error.html", state=state))
     # Only the values this answer shows a message for decide its status: a bad value of another

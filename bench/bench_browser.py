@@ -1,0 +1,205 @@
+"""The page as a student's browser meets it: first load, page length, and every control's answer.
+
+Starts the app as `make run` does (app.py, default model and workers) on a free port of
+127.0.0.1, drives Debian's chromium through Playwright at 1280x900, and prints:
+- first load: bytes transferred (compressed sizes as sent) and seconds until the network is idle;
+- page length in screens of 900 px, once every section has loaded (every disclosure closed);
+- for every slider and select inside a section: the time from the key press (a slider's arrow
+  key; a select's next option) to the last change of the page it caused (a MutationObserver,
+  settled when nothing has changed for QUIET_MS and no request is in flight), and the bytes
+  fetched for it; median, p95 and the worst five by name.
+Results also go to bench/results/bench_browser.json with date, machine and commit.
+
+    python bench/bench_browser.py [--url http://127.0.0.1:8000] [--no-save] [--limit N]
+"""
+import argparse
+import os
+import statistics
+import sys
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.join(ROOT, "bench"))
+
+from local_server import (free_port, loopback_only, save_result, start_server,  # noqa: E402
+                          stop_server)
+
+CHROMIUM = "/usr/bin/chromium"
+ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking",
+        "--disable-component-update", "--disable-sync", "--no-first-run", "--disable-quic"]
+WIDTH, HEIGHT = 1280, 900
+QUIET_MS = 600
+TIMEOUT_S = 20
+
+WATCH = """() => {
+  window.__bench = {last: 0, pressed: 0, inflight: 0};
+  new MutationObserver(() => { window.__bench.last = performance.now(); })
+    .observe(document.body, {subtree: true, childList: true, attributes: true,
+                             characterData: true});
+  for (const name of ['keydown', 'input']) {
+    document.addEventListener(name, () => {
+      if (!window.__bench.pressed) window.__bench.pressed = performance.now(); }, true);
+  }
+  document.addEventListener('htmx:beforeRequest', () => { window.__bench.inflight += 1; });
+  document.addEventListener('htmx:afterRequest', () => { window.__bench.inflight -= 1; });
+}"""
+
+
+def pct(values, q):
+    values = sorted(values)
+    return values[min(len(values) - 1, int(round(q / 100 * (len(values) - 1))))]
+
+
+class Transfer:
+    """Bytes of every finished response (headers + body as sent, i.e. compressed)."""
+    def __init__(self, page):
+        self.bytes = 0
+        self.requests = 0
+        page.on("requestfinished", self.add)
+
+    def add(self, request):
+        try:
+            sizes = request.sizes()
+        except Exception:                           # the page was closed meanwhile
+            return
+        self.bytes += sizes["responseBodySize"] + sizes["responseHeadersSize"]
+        self.requests += 1
+
+
+def settle(page, started_at: float) -> float:
+    """Wait until nothing changed for QUIET_MS and no request is in flight; milliseconds from
+    the key press to the last change (None when nothing changed)."""
+    deadline = time.time() + TIMEOUT_S
+    while time.time() < deadline:
+        b = page.evaluate("() => [window.__bench.last, window.__bench.inflight, "
+                          "window.__bench.pressed, performance.now()]")
+        last, inflight, pressed, now = b
+        if inflight <= 0 and now - max(last, pressed or started_at) >= QUIET_MS:
+            break
+        page.wait_for_timeout(50)
+    last, pressed = page.evaluate("() => [window.__bench.last, window.__bench.pressed]")
+    pressed = pressed or started_at
+    return (last - pressed) if last > pressed else None
+
+
+def load_everything(page):
+    """Scroll down step by step until no section is left to load (as a reader would)."""
+    for _ in range(400):
+        left = page.evaluate("() => document.querySelectorAll('[data-lazy]').length")
+        if not left:
+            break
+        page.evaluate("() => { const el = document.querySelector('[data-lazy]'); "
+                      "if (el) el.scrollIntoView(); }")
+        page.wait_for_timeout(100)
+    page.wait_for_load_state("networkidle")
+
+
+def controls(page) -> list:
+    return page.evaluate("""() => Array.from(document.querySelectorAll(
+        'section.section input[type=range], section.section select'))
+      .filter(el => el.id && el.offsetParent !== null && !el.disabled)
+      .map(el => ({id: el.id, kind: el.tagName === 'SELECT' ? 'select' : 'range',
+                   section: el.closest('section.section').id}))""")
+
+
+def move(page, c) -> None:
+    el = page.locator(f"#{c['id']}")
+    el.scroll_into_view_if_needed()
+    if c["kind"] == "range":
+        at_max = page.evaluate(
+            "(id) => { const e = document.getElementById(id); "
+            "return Number(e.value) >= Number(e.max); }", c["id"])
+        el.focus()
+        page.keyboard.press("ArrowLeft" if at_max else "ArrowRight")
+    else:
+        options = el.evaluate("e => Array.from(e.options).map(o => o.value)")
+        current = el.evaluate("e => e.value")
+        i = options.index(current) if current in options else 0
+        el.select_option(options[(i + 1) % len(options)])
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--url", help="a server already running on this machine "
+                                  "(default: start app.py on a free port)")
+    ap.add_argument("--no-save", action="store_true")
+    ap.add_argument("--limit", type=int, default=0, help="measure only the first N controls")
+    args = ap.parse_args(argv)
+    from playwright.sync_api import sync_playwright
+
+    server = None
+    if args.url:
+        base = loopback_only(args.url).geturl().rstrip("/")
+    else:
+        port = free_port()
+        base = f"http://127.0.0.1:{port}"
+        server = start_server(port)
+    result = {}
+    try:
+        with sync_playwright() as p:
+            browser = p.chromium.launch(executable_path=CHROMIUM, args=ARGS)
+            # bypass_csp: the page forbids eval, which page.evaluate needs; nothing else changes.
+            context = browser.new_context(viewport={"width": WIDTH, "height": HEIGHT},
+                                          bypass_csp=True)
+            page = context.new_page()
+            transfer = Transfer(page)
+            t0 = time.perf_counter()
+            page.goto(base + "/", wait_until="networkidle")
+            first_s = time.perf_counter() - t0
+            result["first_load"] = {"bytes": transfer.bytes, "requests": transfer.requests,
+                                    "seconds_to_network_idle": round(first_s, 2)}
+            print(f"first load: {transfer.bytes / 1e6:.2f} MB in {transfer.requests} requests, "
+                  f"{first_s:.2f} s to network idle")
+
+            load_everything(page)
+            height = page.evaluate("() => document.documentElement.scrollHeight")
+            result["page"] = {"height_px": height, "screens": round(height / HEIGHT, 1)}
+            print(f"page, every section loaded: {height:,} px = {height / HEIGHT:.1f} screens "
+                  f"of {HEIGHT} px")
+
+            page.evaluate(WATCH)
+            found = controls(page)
+            if args.limit:
+                found = found[:args.limit]
+            steps = []
+            for c in found:
+                page.evaluate("() => { window.__bench.pressed = 0; window.__bench.last = 0; }")
+                before = transfer.bytes
+                started = page.evaluate("() => performance.now()")
+                move(page, c)
+                ms = settle(page, started)
+                steps.append({**c, "ms": None if ms is None else round(ms, 1),
+                              "bytes": transfer.bytes - before})
+            changed = [s for s in steps if s["ms"] is not None]
+            times = [s["ms"] for s in changed]
+            sizes = [s["bytes"] for s in steps]
+            result["controls"] = {
+                "count": len(steps), "unchanged": [s["id"] for s in steps if s["ms"] is None],
+                "ms": {"median": round(statistics.median(times), 1),
+                       "p95": round(pct(times, 95), 1)} if times else None,
+                "bytes": {"median": statistics.median(sizes), "p95": pct(sizes, 95)}
+                if sizes else None,
+                "worst5": sorted(changed, key=lambda s: -s["ms"])[:5],
+                "all": steps}
+            print(f"{len(steps)} controls (sliders and selects in sections): key press to the "
+                  f"last change of the page")
+            if times:
+                print(f"  median {statistics.median(times):.0f} ms, p95 {pct(times, 95):.0f} ms; "
+                      f"bytes per step median {statistics.median(sizes) / 1e3:.1f} kB, "
+                      f"p95 {pct(sizes, 95) / 1e3:.1f} kB")
+            for s in result["controls"]["worst5"]:
+                print(f"  slowest: {s['section']}/{s['id']} {s['ms']:.0f} ms, "
+                      f"{s['bytes'] / 1e3:.1f} kB")
+            if result["controls"]["unchanged"]:
+                print("  no visible change: " + ", ".join(result["controls"]["unchanged"]))
+            browser.close()
+    finally:
+        stop_server(server)
+    if not args.no_save and not args.limit:
+        print("saved", save_result("bench_browser", result, "bench_browser.py",
+                                   argv if argv is not None else sys.argv[1:]))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

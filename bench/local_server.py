@@ -1,0 +1,91 @@
+"""Shared by the benchmark scripts: the app started as `make run` serves it, on a free port of
+127.0.0.1, addresses checked to be this machine's, and results saved with when, where and what
+was measured (bench/results/<name>.json)."""
+import datetime
+import http.client
+import ipaddress
+import json
+import os
+import platform
+import socket
+import subprocess
+import sys
+import time
+import urllib.parse
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+RESULTS = os.path.join(ROOT, "bench", "results")
+
+
+def loopback_only(url: str) -> urllib.parse.SplitResult:
+    """The parts of `url`, refused unless it is an http address of this machine."""
+    parts = urllib.parse.urlsplit(url)
+    host = parts.hostname or ""
+    try:
+        ok = host == "localhost" or ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        ok = False
+    if parts.scheme != "http" or not ok:
+        raise SystemExit(f"{url!r} is not an http address of this machine "
+                         "(127.0.0.0/8, localhost or ::1); refusing to send load there")
+    return parts
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def start_server(port: int, workers: int = None) -> subprocess.Popen:
+    """app.py on the default model, as `make run` starts it; returns once / answers 200."""
+    env = dict(os.environ, OPENBLAS_NUM_THREADS="1", OMP_NUM_THREADS="1")
+    extra = ["--workers", str(workers)] if workers else []
+    proc = subprocess.Popen([sys.executable, os.path.join(ROOT, "app.py"), "--port", str(port),
+                             *extra], cwd=ROOT, env=env, stdout=subprocess.DEVNULL)
+    deadline = time.time() + 180
+    while time.time() < deadline:
+        try:
+            conn = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
+            conn.request("GET", "/")
+            if conn.getresponse().status == 200:
+                conn.close()
+                return proc
+        except OSError:
+            time.sleep(0.5)
+    proc.kill()
+    raise SystemExit("the server did not answer within 180 s")
+
+
+def stop_server(proc):
+    if proc is not None:
+        proc.terminate()
+        proc.wait(timeout=30)
+
+
+def provenance() -> dict:
+    """When, on what and at which commit a measurement was made."""
+    try:
+        commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT,
+                                capture_output=True, text=True, check=True).stdout.strip()
+        dirty = bool(subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"],
+                                    cwd=ROOT, capture_output=True, text=True).stdout.strip())
+    except (OSError, subprocess.CalledProcessError):
+        commit, dirty = "unknown", False
+    return {"date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+            "machine": f"{platform.machine()}, {os.cpu_count()} cores, {platform.system()} "
+                       f"{platform.release()}, Python {platform.python_version()}",
+            "commit": commit + ("+uncommitted changes" if dirty else "")}
+
+
+def save_result(name: str, result: dict, script: str, argv: list) -> str:
+    """Write bench/results/<name>.json: the result with its provenance and the command that
+    produced it (`python bench/<script> <argv>`)."""
+    os.makedirs(RESULTS, exist_ok=True)
+    path = os.path.join(RESULTS, f"{name}.json")
+    record = {**provenance(), "command": " ".join(["python", f"bench/{script}", *argv]),
+              **result}
+    with open(path, "w") as f:
+        json.dump(record, f, indent=1)
+        f.write("\n")
+    return path
