@@ -11,11 +11,10 @@ import argparse
 import json
 import sys
 
-import numpy as np
-
 from .generation import TextStream
 from .loader import ModelLoadError, load_model
 from .model import softmax
+from .ranking import top_k
 
 
 def generate(model, prompt: str, max_new_tokens: int, out=sys.stdout) -> None:
@@ -38,7 +37,7 @@ def generate(model, prompt: str, max_new_tokens: int, out=sys.stdout) -> None:
 def top_logits(model, ids: list, k: int) -> dict:
     logits = model.forward(ids)[-1]                                      # [V]
     probs = softmax(logits)
-    top = np.argsort(-logits, kind="stable")[:k]
+    top = top_k(logits, k)
     tok = model.tokenizer
 
     def text(i):  # ids past the tokenizer's vocabulary (padding rows) have no text

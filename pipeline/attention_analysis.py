@@ -18,6 +18,7 @@ With fewer than two tokens there is no row t >= 1 and every measure is undefined
 import numpy as np
 
 from pipeline.model import softmax
+from pipeline.ranking import top_k
 
 MEASURES = ("previous", "first", "same")          # always defined (for T >= 2)
 
@@ -77,7 +78,7 @@ def strongest_heads(scores, k=3) -> list:
     """[(layer, head, score)] of the k highest scores of an [L, H] array (ties: lower layer,
     then lower head, first)."""
     flat = np.asarray(scores).reshape(-1)
-    order = np.argsort(-flat, kind="stable")[:k]
+    order = top_k(flat, k)
     n_heads = scores.shape[1]
     return [(int(i // n_heads), int(i % n_heads), float(flat[i])) for i in order]
 

@@ -19,6 +19,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from pipeline.ranking import top_k
+
 
 def log_softmax(logits):  # [..., V] -> [..., V]: log of the softmax, without underflow to -inf
     logits = np.asarray(logits, dtype=np.float32)
@@ -139,8 +141,7 @@ def beam_search(model, prompt_ids, width: int, max_new_tokens: int, length_penal
 def _best_tokens(logprobs, n, allowed):  # -> the n most probable token ids (of `allowed`)
     ids = np.arange(len(logprobs)) if allowed is None else allowed
     values = logprobs[ids]
-    top = np.argsort(-values, kind="stable")[:n]
-    return ids[top]
+    return ids[top_k(values, n)]
 
 
 def sequence_logprobs(model, prompt_ids, new_ids) -> list:

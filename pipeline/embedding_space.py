@@ -6,6 +6,8 @@ frequency (which tends to set the length of its vector) does not decide who its 
 """
 import numpy as np
 
+from pipeline.ranking import top_k
+
 
 def unit_rows(W):  # [V, d] -> [V, d]: each row divided by its length
     norms = np.linalg.norm(W, axis=-1, keepdims=True)
@@ -24,7 +26,7 @@ def pca_2d(W):
     # float64 for the d x d eigenproblem only: it is small, and eigh is then exact enough
     cov = centred.T.astype(np.float64) @ centred / (len(W) - 1)      # [d, d]
     eigenvalues, eigenvectors = np.linalg.eigh(cov)                  # ascending order
-    top = np.argsort(eigenvalues)[::-1][:2]
+    top = top_k(eigenvalues, 2)
     components = eigenvectors[:, top].T                              # [2, d]
     # an eigenvector's sign is arbitrary: make each one's largest entry positive, so the map
     # does not flip between runs or machines
@@ -46,8 +48,7 @@ def cosine_neighbours(W_unit, query, k, exclude=()):
         sims = sims.copy()
         sims[list(exclude)] = -np.inf
     k = min(k, len(sims) - len(set(exclude)))
-    best = np.argpartition(-sims, k - 1)[:k]
-    best = best[np.lexsort((best, -sims[best]))]                     # by similarity, then id
+    best = top_k(sims, k)                                            # by similarity, then id
     return best, sims[best]
 
 

@@ -13,6 +13,7 @@ check below compares the engine's cached output with the same formula applied ag
 import numpy as np
 
 from pipeline.model import gelu, silu
+from pipeline.ranking import top_k
 
 # The elementwise function applied to hook_pre, per feed-forward kind (ModelConfig.mlp).
 ACTIVATIONS = {"gelu": gelu, "swiglu": silu}
@@ -38,12 +39,12 @@ def formula_error(mlp: str, pre, pre_linear, post) -> float:
 
 def top_neurons(post_row, k: int):  # [d_ff] -> [k] neuron indices
     """The k neurons with the largest |post-activation| (ties: lower index first)."""
-    return np.argsort(-np.abs(post_row), kind="stable")[:k]
+    return top_k(np.abs(post_row), k)
 
 
 def top_tokens(post, neuron: int, k: int):  # [T, d_ff] -> [<= k] token positions
     """The prompt positions where `neuron` has the largest |post-activation| (ties: earlier)."""
-    return np.argsort(-np.abs(post[:, neuron]), kind="stable")[:k]
+    return top_k(np.abs(post[:, neuron]), k)
 
 
 def activation_curve(mlp: str, lo: float, hi: float, n: int = 241):  # -> ([n], [n])

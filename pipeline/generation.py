@@ -25,6 +25,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from pipeline.model import greedy, softmax
+from pipeline.ranking import top_k
 
 
 @dataclass(frozen=True)
@@ -42,10 +43,7 @@ class Step:
 
 
 def top_candidates(probs, k: int) -> tuple:  # [V] -> ((id, prob), ...) k most probable
-    k = min(k, probs.shape[-1])
-    ids = np.argpartition(-probs, k - 1)[:k]
-    ids = ids[np.lexsort((ids, -probs[ids]))]            # by probability, ties by id
-    return tuple((int(i), float(probs[i])) for i in ids)
+    return tuple((int(i), float(probs[i])) for i in top_k(probs, k))   # ties by id
 
 
 def generation_steps(model, prompt_ids, max_new_tokens: int, sample=None, n_top: int = 5,

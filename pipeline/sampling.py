@@ -26,6 +26,7 @@ from typing import NamedTuple
 import numpy as np
 
 from pipeline.model import softmax
+from pipeline.ranking import top_k
 
 TEMPERATURE_MAX = 2.0          # OpenAI's API accepts [0, 2]; vLLM and HF any value >= 0 / > 0
 REPETITION_PENALTY_MAX = 2.0   # vLLM / HF accept any value > 0; CTRL used 1.2; 2 is plenty
@@ -120,9 +121,8 @@ def top_k_keep(probs, k: int):  # [V] -> [V] bool
     alive = probs > 0
     if k == 0 or k >= int(alive.sum()):
         return alive
-    order = np.argsort(-probs, kind="stable")
     keep = np.zeros(probs.shape, dtype=bool)
-    keep[order[:k]] = True
+    keep[top_k(probs, k)] = True
     return keep & alive
 
 
@@ -133,7 +133,7 @@ def top_p_keep(probs, p: float):  # [V] -> [V] bool
     alive = probs > 0
     if p >= 1:
         return alive
-    order = np.argsort(-probs, kind="stable")
+    order = top_k(probs)
     mass_before = np.cumsum(probs[order], dtype=np.float64) - probs[order]
     keep = np.zeros(probs.shape, dtype=bool)
     keep[order[mass_before < p]] = True

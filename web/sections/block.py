@@ -14,6 +14,7 @@ import numpy as np
 from pipeline.lens import logit_lens, residual_norms
 from pipeline.model import softmax
 from pipeline.published import PUBLISHED
+from pipeline.ranking import top_k
 from pipeline.sizes import counted_from_arrays, parameter_counts
 from web.figures import block as figures
 from web.forward import prompt_run
@@ -194,7 +195,7 @@ def tensor_view(cfg, run, part, layer, head, tokens, lm) -> dict:
         matrix, sliced = full[head], f"head {head}: rows are queries, columns the keys"  # [T, T]
         cols = tokens
     elif part.key == "logits":
-        top = np.argsort(-full[-1])[:LOGIT_COLUMNS]                            # [24]
+        top = top_k(full[-1], LOGIT_COLUMNS)                                   # [24]
         matrix = full[:, top]
         sliced = (f"the {LOGIT_COLUMNS} vocabulary columns that score highest at the last "
                   f"position, of {full.shape[1]:,}")
@@ -220,7 +221,7 @@ def stream_and_lens(model, run, tokens, pos, lm) -> dict:
     final_top = int(np.argmax(probs[-1]))
     rows = []
     for k, p in enumerate(probs):
-        top = np.argsort(-p)[:LENS_TOP]
+        top = top_k(p, LENS_TOP)
         rows.append(dict(
             stage="embeddings only (0 blocks)" if k == 0 else
             f"after block {k - 1}" + (" = the model's output" if k == cfg.n_layers else ""),

@@ -10,6 +10,7 @@ import os
 
 import numpy as np
 
+from pipeline.ranking import top_k
 from pipeline.sampling import entropy_bits, softmax_with_temperature, tokens_holding_mass
 from web.figures import logits as figures
 from web.forward import prompt_ids, prompt_run
@@ -70,7 +71,7 @@ def build(lm, state) -> dict:
     temp = state["lg_temp"]
     p1 = softmax_with_temperature(logits, 1.0)                     # [V] the model's own
     pt = softmax_with_temperature(logits, temp)                    # [V] reshaped
-    order = np.argsort(-logits, kind="stable")                     # best score first
+    order = top_k(logits, max(TOP, TOP_BARS))                      # best score first
     rows = [dict(rank=r + 1, id=int(i), text=token_text(lm, i), logit=float(logits[i]),
                  p1=float(p1[i]), pt=float(pt[i])) for r, i in enumerate(order[:TOP])]
     curve = [entropy_bits(softmax_with_temperature(logits, float(t)))

@@ -12,6 +12,7 @@ from pipeline.model import softmax
 from pipeline.positions import (reordered_positions, rope_angles, rope_relative_scores,
                                 same_multiset, sinusoidal_encoding, word_order_differences)
 from pipeline.embedding_space import unit_rows
+from pipeline.ranking import top_k
 from web.figures import positions as figures
 from web.forward import prompt_run
 from web.params import Param
@@ -210,7 +211,7 @@ def _word_order_result(model, a, b) -> dict:
 
     def top(logits):
         p = softmax(logits)
-        best = np.argsort(-p, kind="stable")[:TOP_NEXT]
+        best = top_k(p, TOP_NEXT)
         return [dict(id=int(i), text=token_plain(tok, i),
                      p=float(p[i])) for i in best]
 

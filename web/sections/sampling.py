@@ -11,6 +11,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from pipeline.ranking import top_k
 from pipeline.sampling import (
     REPETITION_PENALTY_MAX, TEMPERATURE_MAX, SamplerSettings, draw, entropy_bits,
     goodness_of_fit, inverse_cdf, sampling_stages, top_p_keep)
@@ -92,7 +93,7 @@ def shown_tokens(stages, n=SHOWN) -> list:
     final, model = stages[-1].probs, stages[0].probs
     picked = []
     for probs in (final, model):
-        for t in np.argsort(-probs, kind="stable"):
+        for t in top_k(probs):
             if len(picked) >= n or (probs is final and probs[t] == 0):
                 break
             if int(t) not in picked:
@@ -173,7 +174,7 @@ def build(lm, state) -> dict:
     ex_stages = sampling_stages(ex.logits[-1], list(ex.ids), settings)
     ex_model, ex_final = ex_stages[0].probs, ex_stages[-1].probs
     ex_top = [(plain(tok.decode_single_token_bytes(int(t))), float(ex_model[t]),
-               float(ex_final[t])) for t in np.argsort(-ex_model, kind="stable")[:5]]
+               float(ex_final[t])) for t in top_k(ex_model, 5)]
     return dict(
         settings=settings, stages=views, names=names, shown=shown,
         n_vocab=len(final), n_context=len(context), surviving=surviving,
