@@ -27,7 +27,8 @@ PARAMS = (
 
 # Candidate prompts for "where a confident prediction comes from": lines and names from the six
 # novels the default model was trained on (all in training chapters, see models/austen's model
-# card), plus the seed explainer's own example, which this model cannot know.
+# card), plus the “capital of France” prompt that explainers of large models show, which this
+# model cannot know.
 CANDIDATES = (
     ("Pride and Prejudice", "the advice of Lady Catherine de"),
     ("Sense and Sensibility", "Marianne and Colonel"),

@@ -22,7 +22,7 @@ from web.tokens import plain
 
 SHOWN = 12            # tokens drawn in the figures and the table (most probable first)
 MAX_DRAWS = 100_000
-EXAMPLE = "It was a beautiful"     # the example of the seed explainer, run on this model
+EXAMPLE = "It was a beautiful"     # a common example of explainers of sampling, run on this model
 
 PARAMS = (
     Param("s_rep", "Repetition penalty", kind="float", default=1.0, min=0.0,
@@ -140,7 +140,7 @@ def draws(final_bytes: bytes, seed: int, n: int):
 
 
 def example_url(state) -> str:
-    """The page with the seed's example as the prompt, the sampling settings kept."""
+    """The page with EXAMPLE as the prompt, the sampling settings kept."""
     pairs = [("prompt", EXAMPLE)] + [
         (p.name, str(state[p.name])) for p in PARAMS
         if p.name not in state.errors and state[p.name] != p.default]
