@@ -6,7 +6,8 @@ best next tokens, all proposals are ranked by their total log-probability (the s
 log-probabilities of their tokens), and the best `width` survive; the rest are pruned.
 
 A beam that proposes the end-of-text token is finished and set aside. The search stops after
-`max_new_tokens` steps, or as soon as `width` beams have finished (Hugging Face's
+`max_new_tokens` steps or when the context window is full (pipeline.generation.finish_reason,
+the rules of every generation loop), or as soon as `width` beams have finished (Hugging Face's
 `early_stopping=True`). Finished beams are ranked by Hugging Face's length-penalised score
 
     score = sum of log-probabilities / (number of new tokens) ** length_penalty
@@ -19,6 +20,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from pipeline.generation import finish_reason
 from pipeline.ranking import top_k
 
 
@@ -91,11 +93,10 @@ def beam_search(model, prompt_ids, width: int, max_new_tokens: int, length_penal
     kv = model.new_kv_cache()
     first = log_softmax(model.prefill(list(prompt_ids), kv)[-1])
     allowed = None if allowed is None else np.asarray(sorted(set(allowed)), dtype=np.int64)
-    room = model.config.n_ctx - len(prompt_ids)
     search = BeamSearch(width)
     running = [_Beam((), 0.0, -1, kv, first)]
     finished = []
-    for step in range(min(max_new_tokens, room)):
+    for step in range(max_new_tokens):
         proposals = []                                   # (total, beam index, node id)
         for b, beam in enumerate(running):
             for token in _best_tokens(beam.logprobs, width + 1, allowed):
@@ -122,7 +123,10 @@ def beam_search(model, prompt_ids, width: int, max_new_tokens: int, length_penal
         if len(finished) >= width:          # early stopping: the unfinished beams are dropped
             running = []
             break
-        if step + 1 == min(max_new_tokens, room) or not survivors:
+        # every beam is as long: the length rules (context, limit) end them all at once
+        last = finish_reason(None, len(prompt_ids) + step + 1, step + 1, max_new_tokens,
+                             model.config.n_ctx)
+        if last or not survivors:
             running = [_Beam(p.tokens + (n.token,), n.total, n.id, None, None)
                        for p, n in survivors]
             break
@@ -171,21 +175,21 @@ def continue_batch(model, prompt_ids, pickers, max_new_tokens, stop_at_eos=True)
     `Model.generate`, which gives the same tokens one sequence at a time."""
     kv = model.new_kv_cache()
     logits = model.prefill(list(prompt_ids), kv)[-1]
-    room = model.config.n_ctx - len(prompt_ids)
     eos = model.config.eos_token_id if stop_at_eos else None
     out = [Continuation([], []) for _ in pickers]
     history = [list(prompt_ids) for _ in pickers]
     kvs = [kv.copy() for _ in pickers]
     step_logits = [logits] * len(pickers)
     live = list(range(len(pickers)))
-    for step in range(min(max_new_tokens, room)):
+    for step in range(max_new_tokens):
         for i in live:
             token = int(pickers[i](step_logits[i], history[i]))
             out[i].tokens.append(token)
             out[i].logprobs.append(float(log_softmax(step_logits[i])[token]))
             history[i].append(token)
-        live = [i for i in live if out[i].tokens[-1] != eos]
-        if not live or step + 1 == min(max_new_tokens, room):
+        live = [i for i in live if finish_reason(out[i].tokens[-1], len(history[i]), step + 1,
+                                                 max_new_tokens, model.config.n_ctx, eos) is None]
+        if not live:
             break
         batch = model.decode_batch([out[i].tokens[-1] for i in live], [kvs[i] for i in live])
         for row, i in enumerate(live):

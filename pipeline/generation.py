@@ -4,11 +4,15 @@
     token 1 --decode (KV cache)--> logits --sample--> token 2 --append--> ... until the
     end-of-text token, the token limit, or a full context window.
 
-`generation_steps` is `Model.generate` with everything a learner wants to see kept: each step's
-input, the model's top candidates and the chosen token's probability, and the wall-clock time of
-the model pass (the prefill for the first token, one decode step for every later one). It calls
-the same `Model.prefill` / `Model.decode` and stops under the same rules, so its tokens are
-`Model.generate`'s tokens.
+`decode_loop` is the loop itself, the only one in the app that runs a single sequence: it
+yields a `Pass` per new token (its input, the logits, the chosen token, the wall-clock time of
+the model pass, why it stopped) and leaves the choice of the token to the caller's `sample`.
+`Model.generate` yields just the tokens; `generation_steps` keeps what a learner wants to see:
+the model's top candidates and the chosen token's probability.
+
+`finish_reason` holds the stop rules (end-of-text, a full context window, the new-token limit);
+the loops that run several sequences at once (beam search and continue_batch in
+pipeline/decoding.py, speculative decoding in pipeline/speculative.py) stop by it too.
 
 Stopping early: closing the generator (`steps.close()`, or a WSGI server closing the response
 when the client went away) ends the work at the step being yielded; `should_stop()` is asked
@@ -46,12 +50,53 @@ def top_candidates(probs, k: int) -> tuple:  # [V] -> ((id, prob), ...) k most p
     return tuple((int(i), float(probs[i])) for i in top_k(probs, k))   # ties by id
 
 
-def generation_steps(model, prompt_ids, max_new_tokens: int, sample=None, n_top: int = 5,
-                     stop_at_eos: bool = True, should_stop=None):
-    """Yield a Step per new token (see Model.generate for `sample` and the stopping rules)."""
+def finish_reason(token, n_tokens: int, n_new: int, max_new_tokens: int, n_ctx: int,
+                  eos=None):
+    """Why generation ends once `token` is appended, or None to go on: every loop's stop rules.
+
+    "eos": `token` is the end-of-text token (eos None: it does not stop generation);
+    "context": the sequence, `token` included, is `n_tokens` > n_ctx long: `token` was chosen
+        after a full window of n_ctx positions, and no position is left to read it back;
+    "limit": `n_new` new tokens have been made, the most asked for.
+    """
+    if eos is not None and token == eos:
+        return "eos"
+    if n_tokens > n_ctx:
+        return "context"
+    if n_new >= max_new_tokens:
+        return "limit"
+    return None
+
+
+def most_new_tokens(n_prompt: int, n_ctx: int) -> int:
+    """How many new tokens the context rule of finish_reason allows after an n_prompt-token
+    prompt: the free positions, plus one (the last token is never read back)."""
+    return max(0, n_ctx - n_prompt + 1)
+
+
+@dataclass(frozen=True)
+class Pass:
+    index: int              # 0 for the first new token (the one chosen after the prefill)
+    phase: str              # "prefill": the whole prompt in one pass; "decode": one new token
+    input_ids: tuple        # the tokens run through the model at this step
+    n_context: int          # tokens the model attends over at this step (cache + input)
+    logits: np.ndarray      # [V] the model's scores for the next token
+    token: int              # the token `sample` chose, appended to the sequence
+    forward_seconds: float  # wall time of the model pass (prefill or one decode step)
+    step_seconds: float     # the pass plus choosing the token
+    finish: str = None      # on the last step: "eos", "limit" or "context"; else None
+
+
+def decode_loop(model, prompt_ids, max_new_tokens: int, sample=None, stop_at_eos: bool = True,
+                should_stop=None):
+    """Prefill the prompt, then choose a token and decode it, until finish_reason says stop.
+
+    `sample(logits [V], tokens_so_far: list[int]) -> int` picks each token (greedy when None).
+    Yields a Pass per new token; `should_stop()`, when given, is asked before every model pass.
+    """
     sample = sample or greedy
     history = [int(t) for t in prompt_ids]
-    eos = model.config.eos_token_id
+    eos = model.config.eos_token_id if stop_at_eos else None
     kv = model.new_kv_cache()
     inputs, phase = tuple(history), "prefill"
     for index in range(max_new_tokens):
@@ -63,16 +108,22 @@ def generation_steps(model, prompt_ids, max_new_tokens: int, sample=None, n_top:
         forward = time.perf_counter() - start
         token = int(sample(logits, history))
         step_seconds = time.perf_counter() - start
-        probs = softmax(logits)                                       # [V]
         history.append(token)
-        finish = ("eos" if stop_at_eos and token == eos
-                  else "context" if len(kv) >= model.config.n_ctx
-                  else "limit" if index + 1 == max_new_tokens else None)
-        yield Step(index, phase, inputs, len(kv), token, float(probs[token]),
-                   top_candidates(probs, n_top), forward, step_seconds, finish)
+        finish = finish_reason(token, len(history), index + 1, max_new_tokens,
+                               model.config.n_ctx, eos)
+        yield Pass(index, phase, inputs, len(kv), logits, token, forward, step_seconds, finish)
         if finish:
             return
         inputs, phase = (token,), "decode"
+
+
+def generation_steps(model, prompt_ids, max_new_tokens: int, sample=None, n_top: int = 5,
+                     stop_at_eos: bool = True, should_stop=None):
+    """Yield a Step per new token: decode_loop's passes with the model's probabilities."""
+    for p in decode_loop(model, prompt_ids, max_new_tokens, sample, stop_at_eos, should_stop):
+        probs = softmax(p.logits)                                     # [V]
+        yield Step(p.index, p.phase, p.input_ids, p.n_context, p.token, float(probs[p.token]),
+                   top_candidates(probs, n_top), p.forward_seconds, p.step_seconds, p.finish)
 
 
 class TextStream:

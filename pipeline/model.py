@@ -456,16 +456,9 @@ class Model:
         """Yield new token ids one at a time (greedy unless `sample` is given).
 
         `sample(logits [V], tokens_so_far: list[int]) -> int` picks each token. Stops after
-        max_new_tokens, after yielding the end-of-sequence token, or when the context is full.
+        max_new_tokens, after yielding the end-of-sequence token, or when the context is full
+        (pipeline.generation.finish_reason): the tokens of pipeline.generation.decode_loop.
         """
-        sample = sample or greedy
-        history = [int(t) for t in tokens]
-        kv = self.new_kv_cache()
-        logits = self.prefill(history, kv)[-1]
-        for _ in range(max_new_tokens):
-            token = int(sample(logits, history))
-            history.append(token)
-            yield token
-            if (stop_at_eos and token == self.config.eos_token_id) or len(kv) >= self.config.n_ctx:
-                return
-            logits = self.decode(token, kv)
+        from pipeline.generation import decode_loop     # here: that module imports this one
+        for step in decode_loop(self, tokens, max_new_tokens, sample, stop_at_eos):
+            yield step.token

@@ -30,6 +30,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from pipeline.generation import finish_reason
 from pipeline.model import Model
 from pipeline.sampling import draw, softmax_with_temperature
 
@@ -108,6 +109,7 @@ class SpeculativeRun:
     seconds: float = 0.0                         # wall time of the whole generation
     prefill_seconds: float = 0.0                 # both models reading the prompt
     draft_steps: int = 0                         # draft forward passes
+    finish: str = None                           # "eos", "context" or "limit" (finish_reason)
 
     @property
     def proposed(self) -> int:
@@ -148,8 +150,8 @@ def speculative_generate(target: Model, draft: Model, prompt, max_new_tokens: in
                          stop_at_eos: bool = True) -> SpeculativeRun:
     """Generate up to max_new_tokens with the draft proposing and the target verifying.
 
-    Stops like `Model.generate`: after max_new_tokens, after the end-of-sequence token, or when
-    the context window is full. A round proposes at most as many tokens as are still wanted
+    Stops like `Model.generate`, by pipeline.generation.finish_reason: after max_new_tokens,
+    after the end-of-sequence token, or when the context window is full. A round proposes at most as many tokens as are still wanted
     minus one (its own token ends it), so nothing is generated and thrown away.
     """
     if gamma < 1:
@@ -165,8 +167,9 @@ def speculative_generate(target: Model, draft: Model, prompt, max_new_tokens: in
         draft.prefill(x[:-1], d_kv)
     run.prefill_seconds = time.perf_counter() - start
     t_ctx, d_ctx = target.config.n_ctx, draft.config.n_ctx
-    eos = target.config.eos_token_id
-    while len(run.tokens) < max_new_tokens and len(x) <= t_ctx:
+    eos = target.config.eos_token_id if stop_at_eos else None
+    finish = None
+    while finish is None and len(run.tokens) < max_new_tokens and len(x) <= t_ctx:
         remaining = max_new_tokens - len(run.tokens)
         g = max(0, min(gamma, remaining - 1, t_ctx - len(x), d_ctx - len(x) + 1))
         # 1. the draft proposes g tokens (catching up first on tokens it has not read)
@@ -207,13 +210,13 @@ def speculative_generate(target: Model, draft: Model, prompt, max_new_tokens: in
         d_kv.truncate(len(x) + len(accepted))
         rnd = Round(tuple(proposals), int(extra), kind, p_extra, t1 - t0, t2 - t1)
         run.rounds.append(rnd)
-        new = rnd.tokens
-        if stop_at_eos and eos is not None and eos in new:
-            new = new[:new.index(eos) + 1]
-        x.extend(new)
-        run.tokens.extend(new)
-        if stop_at_eos and eos is not None and eos in new:
-            break
+        for token in rnd.tokens:
+            x.append(token)
+            run.tokens.append(token)
+            finish = finish_reason(token, len(x), len(run.tokens), max_new_tokens, t_ctx, eos)
+            if finish:
+                break
+    run.finish = finish
     run.seconds = time.perf_counter() - start
     return run
 

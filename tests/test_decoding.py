@@ -116,3 +116,21 @@ def test_continue_batch_stops_a_sequence_at_end_of_text():
     a, b = continue_batch(lm, [5, 6, 7], [always_eos, second], 5)
     assert a.tokens == [eos] and len(b.tokens) == 5
     assert b.tokens == list(lm.generate([5, 6, 7], 5, sample=second))
+
+
+@pytest.mark.parametrize("room", [0, 2])
+def test_beam_search_and_continue_batch_stop_where_generate_stops(room):
+    """One context rule (pipeline.generation.finish_reason): a prompt that leaves `room` free
+    positions gets room + 1 new tokens from every loop."""
+    from pipeline.decoding import continue_batch
+    from pipeline.model import greedy
+    lm = get_model("default")
+    n_ctx = lm.config.n_ctx
+    ids = lm.tokenizer.encode_ordinary(" the" * n_ctx)[: n_ctx - room]
+    expected = list(lm.generate(ids, 12))
+    assert len(expected) == room + 1
+    search = beam_search(lm, ids, width=1, max_new_tokens=12)
+    assert list(search.final[0].tokens) == expected and search.steps == room + 1
+    assert continue_batch(lm, ids, [greedy], 12)[0].tokens == expected
+    wide = beam_search(lm, ids, width=3, max_new_tokens=12)
+    assert all(len(h.tokens) <= room + 1 for h in wide.final) and wide.steps == room + 1

@@ -3,7 +3,8 @@ import numpy as np
 import pytest
 
 from engine_support import all_models, get_model
-from pipeline.generation import TextStream, generation_steps, top_candidates
+from pipeline.generation import (TextStream, decode_loop, finish_reason, generation_steps,
+                                 most_new_tokens, top_candidates)
 from pipeline.model import softmax
 
 PROMPT = "It is a truth universally acknowledged, that a single man in possession"
@@ -74,6 +75,34 @@ def test_stops_at_the_limit_and_when_the_context_is_full():
     steps = list(generation_steps(model, ids, 50))
     assert len(steps) == 4 == len(list(model.generate(ids, 50)))
     assert steps[-1].finish == "context" and steps[-1].n_context == n_ctx
+
+
+def test_finish_reason_is_eos_then_context_then_limit():
+    # finish_reason(token, n_tokens, n_new, max_new_tokens, n_ctx, eos)
+    assert finish_reason(7, 10, 1, 5, 16, eos=7) == "eos"
+    assert finish_reason(7, 17, 5, 5, 16, eos=7) == "eos"          # eos before the others
+    assert finish_reason(7, 10, 1, 5, 16, eos=None) is None          # no end-of-text rule
+    assert finish_reason(None, 10, 1, 5, 16, eos=None) is None       # a length-only check
+    assert finish_reason(3, 16, 1, 5, 16, eos=7) is None             # a full window: go on
+    assert finish_reason(3, 17, 5, 5, 16, eos=7) == "context"       # one past it: stop
+    assert finish_reason(3, 12, 5, 5, 16, eos=7) == "limit"
+    assert [most_new_tokens(n, 16) for n in (1, 15, 16, 17, 30)] == [16, 2, 1, 0, 0]
+
+
+@pytest.mark.parametrize("room", [0, 1, 3])
+def test_the_loops_agree_at_the_end_of_the_context(room):
+    """Model.generate, decode_loop, generation_steps and most_new_tokens: one rule."""
+    model = get_model("default")
+    n_ctx = model.config.n_ctx
+    ids = (prompt_ids(model) * n_ctx)[: n_ctx - room]
+    passes = list(decode_loop(model, ids, 50))
+    assert len(passes) == most_new_tokens(len(ids), n_ctx) == room + 1
+    assert [p.token for p in passes] == list(model.generate(ids, 50))
+    assert [s.token for s in generation_steps(model, ids, 50)] == [p.token for p in passes]
+    assert [p.finish for p in passes] == [None] * room + ["context"]
+    assert [p.n_context for p in passes] == list(range(len(ids), n_ctx + 1))
+    assert [p.phase for p in passes] == ["prefill"] + ["decode"] * room
+    np.testing.assert_array_equal(passes[0].logits, model.forward(ids)[-1])
 
 
 def test_closing_or_should_stop_ends_the_work(monkeypatch):

@@ -159,6 +159,7 @@ def test_greedy_at_the_end_of_the_context(austen_pair):
     expected = list(target.generate(ids, 20))          # stops when the window is full
     run = S.speculative_generate(target, draft, ids, 20, 5, temperature=0.0)
     assert run.tokens == expected and len(ids) + len(expected) == 257
+    assert run.finish == "context"
 
 
 def test_greedy_stops_at_end_of_text(pair):
@@ -172,7 +173,7 @@ def test_greedy_stops_at_end_of_text(pair):
     else:
         pytest.fail("no greedy text ends in the end-of-text token")
     run = S.speculative_generate(target, draft, [start], 40, 3, temperature=0.0)
-    assert run.tokens == expected
+    assert run.tokens == expected and run.finish == "eos"
 
 
 # --- draft checks and the formula --------------------------------------------------------------

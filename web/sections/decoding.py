@@ -12,6 +12,7 @@ import urllib.parse
 from dataclasses import dataclass
 
 from pipeline.decoding import beam_search, continue_batch
+from pipeline.generation import most_new_tokens
 from pipeline.model import greedy
 from pipeline.sampling import SamplerSettings, sampler
 from web.figures import decoding as figures
@@ -94,9 +95,10 @@ def build(lm, state) -> dict:
     ids = prompt_ids(lm, state["prompt"])
     width, n, alpha = state["b_width"], state["b_new"], state["b_alpha"]
     room = model.config.n_ctx - len(ids)          # positions left in the context window
-    if room <= 0:
+    fit = most_new_tokens(len(ids), model.config.n_ctx)   # room + 1: the last is never read
+    if fit <= 0:
         return dict(full=True, n_ctx=model.config.n_ctx)
-    n = min(n, room)
+    n = min(n, fit)
     search = cached_search(model, ids, width, n, alpha)
     settings = settings_from(state, reject=False)
     seed = state["s_seed"]
