@@ -15,7 +15,7 @@ from web.figures.attention import MASK
 from web.forward import prompt_run
 from web.loaded import LoadedModel
 from web.sections import attention
-from web_support import (HX, app, client, error_message, model, table_rows,  # noqa: F401
+from web_support import (HX, every_section, app, client, error_message, model, table_rows,  # noqa: F401
                          text_of, url)
 
 PROMPT = "Mr. Darcy bowed to Elizabeth, and Elizabeth smiled at Mr. Darcy."
@@ -55,7 +55,7 @@ def test_clicked_tokens_weights_are_the_models(client, model, layer, head):
 
 def test_the_default_is_the_last_token_of_the_last_layer_head_0(client, model):
     run = run_of(model)
-    page = text_of(client.get(url("/", prompt=PROMPT)))
+    page = text_of(client.get(url("/", prompt=PROMPT), headers=every_section()))
     L, T = model.config.n_layers, len(run.ids)
     want = run.cache[f"blocks.{L - 1}.attn.hook_pattern"][0, T - 1]
     assert shown_percents(page) == ["%.1f%%" % (100 * float(w)) for w in want]
@@ -82,7 +82,7 @@ def test_softmax_table_recomputes_the_pattern_row(client, model):
 
 def test_grid_holds_every_heads_pattern_with_the_mask_marked(client, model):
     run = run_of(model)
-    page = text_of(client.get(url("/", prompt=PROMPT)))
+    page = text_of(client.get(url("/", prompt=PROMPT), headers=every_section()))
     grid = figures_of(page)[0]
     L, H, T = model.config.n_layers, model.config.n_heads, len(run.ids)
     assert len(grid["data"]) == L * H
@@ -100,7 +100,7 @@ def test_grid_holds_every_heads_pattern_with_the_mask_marked(client, model):
 
 def test_large_views_are_the_heads_scores_and_weights_with_the_mask_grey(client, model):
     run = run_of(model)
-    page = text_of(client.get(url("/", prompt=PROMPT, att_layer=1, att_head=6, att_token=4)))
+    page = text_of(client.get(url("/", prompt=PROMPT, att_layer=1, att_head=6, att_token=4), headers=every_section()))
     _, scores_fig, pattern_fig, _ = figures_of(page)
     T = len(run.ids)
     masked = ~np.tri(T, T, dtype=bool)
@@ -119,7 +119,7 @@ def test_long_prompts_are_shown_in_blocks(client, model):
     run = run_of(model, prompt)
     T = len(run.ids)
     assert T > attention.GRID_MAX
-    page = text_of(client.get(url("/", prompt=prompt)))
+    page = text_of(client.get(url("/", prompt=prompt), headers=every_section()))
     size = -(-T // attention.GRID_MAX)
     n = -(-T // size)
     assert f"a block of\n    {size} × {size} tokens" in page
@@ -128,7 +128,7 @@ def test_long_prompts_are_shown_in_blocks(client, model):
 
 def test_strongest_heads_are_named_with_their_numbers(client, model):
     run = run_of(model)
-    page = text_of(client.get(url("/", prompt=PROMPT)))
+    page = text_of(client.get(url("/", prompt=PROMPT), headers=every_section()))
     patterns = stack_layers(run.cache, "attn.hook_pattern", model.config.n_layers)
     measures = head_measures(patterns, run.ids)
     assert measures["induction"] is not None                # "Mr. Darcy" and "Elizabeth" repeat
@@ -146,7 +146,7 @@ def test_strongest_heads_are_named_with_their_numbers(client, model):
 
 def test_without_repeats_induction_is_not_measured_and_a_repeat_is_offered(client):
     prompt = "Emma was handsome, clever and rich"
-    page = text_of(client.get(url("/", prompt=prompt, att_head="2")))
+    page = text_of(client.get(url("/", prompt=prompt, att_head="2"), headers=every_section()))
     assert "Induction cannot be measured here" in page
     m = re.search(r'<a href="([^"]*)" id="att-repeat">', page)
     r = client.get(html.unescape(m.group(1)))
@@ -156,13 +156,13 @@ def test_without_repeats_induction_is_not_measured_and_a_repeat_is_offered(clien
 
 
 def test_grouped_heads_are_stated(client):
-    page = text_of(client.get("/"))
+    page = text_of(client.get("/", headers=every_section()))
     assert "Heads 0–3 share key/value head 0; Heads 4–7 share key/value head 1." in \
         " ".join(page.split())
 
 
 def test_one_token_prompt(client):
-    r = client.get(url("/", prompt="Emma"))
+    r = client.get(url("/", prompt="Emma"), headers=every_section())
     page = text_of(r)
     assert r.status_code == 200
     assert shown_percents(page) == ["100.0%"]
@@ -182,7 +182,7 @@ BAD = [({"att_token": "26"}, "att_token", 422, "Token 26 does not exist: this pr
 @pytest.mark.parametrize("query,name,status,message", BAD)
 @pytest.mark.parametrize("path", ["/", "/section/attention"])
 def test_bad_values_get_a_4xx_and_a_message(client, query, name, status, message, path):
-    r = client.get(url(path, **query), headers=HX)
+    r = client.get(url(path, **query), headers=every_section())
     assert r.status_code == status
     assert message in error_message(text_of(r), name)
     assert "HX-Push-Url" not in r.headers

@@ -6,7 +6,7 @@ import pytest
 from pipeline.batching import page_snapshots
 from pipeline.kvcache import kv_cache_bytes
 from web.sections import batching
-from web_support import (HX, app, client, error_message, model, table_rows,  # noqa: F401
+from web_support import (HX, every_section, app, client, error_message, model, table_rows,  # noqa: F401
                          text_of, url)
 
 
@@ -99,7 +99,7 @@ def test_a_chosen_step_is_shown(client, model):
 ])
 def test_bad_values_get_a_message_and_a_4xx(client, query, name, status, message):
     for path, headers in (("/", {}), ("/section/batching", HX)):
-        r = client.get(url(path, **query), headers=headers)
+        r = client.get(url(path, **query), headers={**headers, **every_section()} if headers else every_section())
         assert r.status_code == status
         assert message in error_message(text_of(r), name)
 
@@ -114,7 +114,7 @@ def test_state_round_trips_through_the_url(client):
     r, _ = fragment(client, bat_n=7, bat_slots=2, bat_gap=50, bat_block=4, bat_step=3)
     assert r.headers["HX-Push-Url"] == \
         "/?bat_n=7&bat_slots=2&bat_gap=50&bat_block=4&bat_step=3"
-    page = text_of(client.get(r.headers["HX-Push-Url"]))
+    page = text_of(client.get(r.headers["HX-Push-Url"], headers=every_section()))
     assert "Block table after step 3 " in page
     assert re.search(r'id="bat_slots-range"[^>]*value="2"', page)
     # the default step is computed: it is left out of the address

@@ -12,7 +12,7 @@ from pipeline.published import PUBLISHED
 from pipeline.sizes import counted_from_arrays, parameter_counts
 from web.forward import prompt_run
 from web.sections.block import parts_of
-from web_support import (HX, app, client, error_message, model,  # noqa: F401
+from web_support import (HX, every_section, app, client, error_message, model,  # noqa: F401
                          table_rows, text_of, url)
 
 PROMPT = "Elizabeth could not help smiling at Mr. Darcy, and"
@@ -133,7 +133,7 @@ def test_state_round_trips_through_the_url(client):
     pushed = r.headers["HX-Push-Url"]
     for pair in ("blk_layer=3", "blk_part=pattern", "blk_head=2", "blk_pos=4"):
         assert pair in pushed
-    page = text_of(client.get(pushed))
+    page = text_of(client.get(pushed, headers=every_section()))
     assert '<option value="3" selected>3</option>' in page
     assert "<code>blocks.3.attn.hook_pattern</code>" in page
     # the defaults (block 0, q, head 0, last token) are left out of the address

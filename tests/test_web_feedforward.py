@@ -11,7 +11,7 @@ import pytest
 from engine_support import get_model
 from pipeline.feedforward import histogram, top_neurons, top_tokens
 from pipeline.model import gelu, silu
-from web_support import (HX, app, client, error_message, model, table_rows,  # noqa: F401
+from web_support import (HX, every_section, app, client, error_message, model, table_rows,  # noqa: F401
                          text_of, url)
 
 PROMPT = "Mr. Darcy bowed to Elizabeth, and Elizabeth smiled at Mr. Darcy."
@@ -41,7 +41,7 @@ def neuron_values(page, neuron):
 @pytest.mark.parametrize("layer,t", [(0, 4), (3, 9)])
 def test_top_neurons_are_the_caches(client, model, layer, t):
     cache = cache_of(model)
-    page = text_of(client.get(url("/", prompt=PROMPT, ffn_layer=layer, ffn_token=t)))
+    page = text_of(client.get(url("/", prompt=PROMPT, ffn_layer=layer, ffn_token=t), headers=every_section()))
     b = f"blocks.{layer}.mlp."
     gate, up, post = (cache[b + n][t] for n in ("hook_pre", "hook_pre_linear", "hook_post"))
     rows = table_rows(page, "Most active neurons")
@@ -62,7 +62,7 @@ def test_top_neurons_are_the_caches(client, model, layer, t):
 
 def test_the_curve_carries_the_real_values(client, model):
     cache = cache_of(model)
-    page = text_of(client.get(url("/", prompt=PROMPT, ffn_layer=2, ffn_token=5)))
+    page = text_of(client.get(url("/", prompt=PROMPT, ffn_layer=2, ffn_token=5), headers=every_section()))
     curve, hist = figures_of(page)
     gate = cache["blocks.2.mlp.hook_pre"][5]
     line, dots, top = curve["data"]
@@ -76,7 +76,7 @@ def test_the_curve_carries_the_real_values(client, model):
 
 
 def test_formula_check_is_stated(client, model):
-    page = " ".join(text_of(client.get(url("/", prompt=PROMPT))).split())
+    page = " ".join(text_of(client.get(url("/", prompt=PROMPT), headers=every_section())).split())
     assert "This model uses SwiGLU." in page
     n = len(model.tokenizer.encode_ordinary(PROMPT))
     m = re.search(r"largest difference ([0-9.e+-]+) over this token's 768 neurons, "
@@ -86,7 +86,7 @@ def test_formula_check_is_stated(client, model):
 
 def test_choosing_a_neuron(client, model):
     cache = cache_of(model)
-    page = text_of(client.get(url("/", prompt=PROMPT, ffn_layer=1, ffn_neuron=700)))
+    page = text_of(client.get(url("/", prompt=PROMPT, ffn_layer=1, ffn_neuron=700), headers=every_section()))
     assert neuron_values(page, 700) == ["%.3f" % v for v in cache["blocks.1.mlp.hook_post"][:, 700]]
 
 
@@ -124,7 +124,7 @@ def test_bad_values_get_a_4xx_and_a_message(client, model, query, name, status, 
     n = len(model.tokenizer.encode_ordinary(PROMPT))               # one past the last token
     query = {k: v.format(n=n) for k, v in query.items()}
     message = message.format(n=n)
-    r = client.get(url(path, prompt=PROMPT, **query), headers=HX)
+    r = client.get(url(path, prompt=PROMPT, **query), headers=every_section())
     assert r.status_code == status
     assert message in error_message(text_of(r), name)
     assert table_rows(text_of(r), "Most active neurons")            # the default view is drawn

@@ -11,7 +11,7 @@ from pipeline.model import softmax
 from pipeline.sampling import SamplerSettings, sampler
 from web import streaming
 from web.sections import generation
-from web_support import (HX, app, chip_ids, client, error_message, model,  # noqa: F401
+from web_support import (HX, every_section, app, chip_ids, client, error_message, model,  # noqa: F401
                          table_rows, text_of, url)
 
 PROMPT = "Mr. Darcy looked at Elizabeth and said"
@@ -159,7 +159,7 @@ def test_stream_answers_503_when_every_slot_is_taken(client):
 
 
 def test_generate_button_streams_the_state_on_the_page(client):
-    page = text_of(client.get(url("/", prompt=PROMPT, gen_max="12", gen_pace="0")))
+    page = text_of(client.get(url("/", prompt=PROMPT, gen_max="12", gen_pace="0"), headers=every_section()))
     m = re.search(r'class="gen-start" data-stream-url="([^"]+)"', page)
     assert m
     r = client.get(html.unescape(m.group(1)))
@@ -196,7 +196,7 @@ def test_the_counts_are_the_loaded_model_s(client, model):
 
 
 def test_prefill_and_decode_are_measured_for_the_prompt_and_across_lengths(client, model):
-    page = text_of(client.get(url("/", prompt=PROMPT)))
+    page = text_of(client.get(url("/", prompt=PROMPT), headers=every_section()))
     lm = client.application.extensions["explainer_model"]
     sweep = generation.length_sweep(lm)
     assert [r["n"] for r in sweep] == [8, 16, 32, 64, 128, 192, 248]
@@ -222,12 +222,12 @@ def test_the_sampler_of_the_sampling_section_drives_the_loop_and_the_stream(clie
     ids = model.tokenizer.encode_ordinary(PROMPT)
     expected = list(model.generate(ids, 12, sample=sampler(settings, 7)))
     assert expected != greedy_tokens(model, PROMPT, 12)          # it is not greedy
-    page = text_of(client.get(url("/section/generation", gen_step="11", **query), headers=HX))
+    page = text_of(client.get(url("/section/generation", gen_step="11", **query), headers=every_section()))
     assert chip_ids(page, "Sequence at this step") == ids + expected
     assert "temperature 0.9, top-k 40, top-p 0.95, min-p 0; seed 7" in page
     events = sse_events(text_of(client.get(url("/generate/stream", **query))))
     assert [d["id"] for e, d in events if e == "token"] == expected
     # the Generate button carries the same settings
-    full = text_of(client.get(url("/", **query)))
+    full = text_of(client.get(url("/", **query), headers=every_section()))
     stream_url = html.unescape(re.search(r'data-stream-url="([^"]+)"', full).group(1))
     assert "gen_choose=sampler" in stream_url and "s_seed=7" in stream_url

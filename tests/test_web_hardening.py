@@ -17,7 +17,8 @@ import pytest
 from web import limits
 from web.params import Param, parse_state
 from web.registry import SECTIONS, all_params
-from web_support import HX, app, client, error_message, model, text_of, url  # noqa: F401
+from web_support import (HX, app, client, error_message, every_section, model,  # noqa: F401
+                         text_of, url)
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SECTION_IDS = [s.id for s in SECTIONS]
@@ -473,7 +474,7 @@ def test_headings_go_down_one_level_at_a_time(page_dom):
 
 
 def test_every_section_is_a_labelled_region_with_live_updates(client):
-    dom = DOM(text_of(client.get("/")))
+    dom = DOM(text_of(client.get("/", headers=every_section())))
     for s in SECTIONS:
         node = dom.by_id.get(s.id)
         assert node is not None and node.tag == "section", s.id

@@ -8,7 +8,7 @@ from pipeline.published import PUBLISHED, KV_ONLY
 from web.figures.kvcache import human_bytes
 from web.forward import prompt_ids
 from web.sections import kvcache
-from web_support import (HX, app, client, error_message, model, table_rows,  # noqa: F401
+from web_support import (HX, every_section, app, client, error_message, model, table_rows,  # noqa: F401
                          text_of, url)
 
 PROMPT = "Elizabeth walked to Netherfield"
@@ -20,7 +20,7 @@ def measured_run(app, prompt, n_new):
 
 
 def test_nbytes_and_formula_on_screen_are_the_caches(app, client, model):
-    page = text_of(client.get(url("/", prompt=PROMPT, kv_new=5)))
+    page = text_of(client.get(url("/", prompt=PROMPT, kv_new=5), headers=every_section()))
     run = measured_run(app, PROMPT, 5)          # the measurement the page showed (cached)
     last = run.steps[-1]
     n = len(model.tokenizer.encode_ordinary(PROMPT)) + 5
@@ -44,8 +44,8 @@ def test_measured_steps_table_is_the_run(app, client):
 
 
 def test_a_second_render_shows_the_same_measurement(client):
-    a = text_of(client.get(url("/section/kvcache", prompt=PROMPT, kv_new=3), headers=HX))
-    b = text_of(client.get(url("/", prompt=PROMPT, kv_new=3)))
+    a = text_of(client.get(url("/section/kvcache", prompt=PROMPT, kv_new=3), headers=every_section()))
+    b = text_of(client.get(url("/", prompt=PROMPT, kv_new=3), headers=every_section()))
     assert a in b
 
 
@@ -99,8 +99,8 @@ def test_too_many_tokens_for_the_window_is_refused_with_the_room_left(client, mo
 
 
 def test_state_round_trips_through_the_url(client):
-    r = client.get(url("/section/kvcache", kv_new=7, kv_ctx=2048), headers=HX)
+    r = client.get(url("/section/kvcache", kv_new=7, kv_ctx=2048), headers=every_section())
     assert r.headers["HX-Push-Url"] == "/?kv_new=7&kv_ctx=2048"
-    page = text_of(client.get(r.headers["HX-Push-Url"]))
+    page = text_of(client.get(r.headers["HX-Push-Url"], headers=every_section()))
     assert re.search(r'id="kv-new"[^>]*value="7"', page)
     assert '<option value="2048" selected>' in page

@@ -10,7 +10,7 @@ import pytest
 from pipeline.model import softmax
 from pipeline.sampling import entropy_bits, softmax_with_temperature, tokens_holding_mass
 from web.sections.logits import CANDIDATES
-from web_support import (HX, app, client, error_message, model,  # noqa: F401
+from web_support import (HX, every_section, app, client, error_message, model,  # noqa: F401
                          table_rows, text_of, url)
 
 PROMPT = "Elizabeth could not help smiling at Mr. Darcy, and"
@@ -74,7 +74,7 @@ def test_bad_temperature_gets_a_message_and_a_4xx(client, raw, message, status):
 def test_temperature_round_trips_through_the_url(client):
     r, _ = logits_section(client, lg_temp="0.35")
     assert r.headers["HX-Push-Url"].endswith("lg_temp=0.35")
-    page = text_of(client.get(r.headers["HX-Push-Url"]))
+    page = text_of(client.get(r.headers["HX-Push-Url"], headers=every_section()))
     assert 'value="0.35"' in page and '<span id="lg-t">0.35</span>' in page
     r, _ = logits_section(client, lg_temp="1.0")              # the default: left out
     assert "lg_temp" not in r.headers["HX-Push-Url"]

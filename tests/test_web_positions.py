@@ -10,7 +10,7 @@ import pytest
 from pipeline import load_model
 from pipeline.positions import rope_relative_scores, sinusoidal_encoding, word_order_differences
 from web.sections import positions as section
-from web_support import HX, app, client, error_message, model, table_rows, text_of, url  # noqa: F401,E501
+from web_support import HX, every_section, app, client, error_message, model, table_rows, text_of, url  # noqa: F401,E501
 from test_web_embeddings import array, figures, prompt_of
 
 PROMPT = "Elizabeth smiled at Mr. Darcy, and Mr. Darcy smiled back."
@@ -22,7 +22,7 @@ def part(page: str) -> str:
 
 def test_rope_numbers_are_the_engines(client, model):
     q = dict(prompt=PROMPT, pos_layer=2, pos_head=5, pos_q=9, pos_k=3)
-    r = client.get(url("/", **q))
+    r = client.get(url("/", **q), headers=every_section())
     assert r.status_code == 200
     page = part(text_of(r))
     ids = model.tokenizer.encode(PROMPT)
@@ -47,7 +47,7 @@ def test_rope_numbers_are_the_engines(client, model):
 
 
 def test_sinusoid_figure_is_the_formula_for_the_chosen_base(client, model):
-    page = part(text_of(client.get(url("/", pos_base=500))))
+    page = part(text_of(client.get(url("/", pos_base=500), headers=every_section())))
     fig = next(f for f in figures(page) if "Sinusoidal" in f["layout"]["title"]["text"])
     z = array(fig["data"][0]["z"])
     np.testing.assert_allclose(z, sinusoidal_encoding(64, model.config.d_model, 500), atol=1e-3)
@@ -57,7 +57,7 @@ def test_sinusoid_figure_is_the_formula_for_the_chosen_base(client, model):
 
 def test_word_order_table_is_the_engines(client, model):
     a, b = "the man loved the woman.", "the woman loved the man."
-    page = part(text_of(client.get(url("/", pos_a=a, pos_b=b))))
+    page = part(text_of(client.get(url("/", pos_a=a, pos_b=b), headers=every_section())))
     ta, tb = model.tokenizer.encode(a), model.tokenizer.encode(b)
     _, with_pos, la, _ = word_order_differences(model, ta, tb, True)
     _, without, _, _ = word_order_differences(model, ta, tb, False)
@@ -94,7 +94,7 @@ BAD = [
                                                          enumerate(BAD)])
 @pytest.mark.parametrize("path", ["/", "/section/positions"])
 def test_bad_value_is_4xx_with_its_message(client, query, name, message, path):
-    r = client.get(url(path, **query), headers=HX)
+    r = client.get(url(path, **query), headers=every_section())
     assert r.status_code in (400, 422)
     assert message in error_message(text_of(r), name)
 
@@ -103,11 +103,11 @@ def test_choices_round_trip_through_the_url(client):
     q = {"prompt": PROMPT, "pos_base": "2500", "pos_layer": "1", "pos_head": "3",
          "pos_q": "6", "pos_k": "2", "pos_a": "the man loved the woman.",
          "pos_b": "the woman loved the man."}
-    r = client.get(url("/section/positions", **q), headers=HX)
+    r = client.get(url("/section/positions", **q), headers=every_section())
     assert r.status_code == 200
     pushed = urllib.parse.parse_qs(urllib.parse.urlparse(r.headers["HX-Push-Url"]).query)
     assert pushed == {k: [v] for k, v in q.items()}
-    page = text_of(client.get(r.headers["HX-Push-Url"]))
+    page = text_of(client.get(r.headers["HX-Push-Url"], headers=every_section()))
     assert 'value="6" selected>6:' in page and 'value="2500"' in page
 
 

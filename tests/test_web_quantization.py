@@ -12,7 +12,7 @@ import pytest
 from pipeline import quantize as Q
 from pipeline.published import published
 from web.params import PROMPT
-from web_support import HX, MARKS, app, client, error_message, model, text_of, url  # noqa: F401
+from web_support import HX, every_section, MARKS, app, client, error_message, model, text_of, url  # noqa: F401
 
 
 def marks_to_text(inner: str) -> str:
@@ -135,7 +135,7 @@ def test_bad_values_get_a_message_next_to_their_control(client, query, name, sta
         assert r.status_code == status
         assert error_message(text_of(r), name).startswith(message)
     # the rest of the section still renders with the default
-    page = text_of(client.get(url("/section/quantization", **query), headers=HX))
+    page = text_of(client.get(url("/section/quantization", **query), headers=every_section()))
     assert "Quantized models compared" in page
 
 
@@ -143,11 +143,11 @@ def test_state_round_trips_through_the_url(client):
     r = client.get(url("/section/quantization", q_group=128, q_matrix="blocks.3.mlp.w_up"),
                    headers=HX)
     assert r.headers["HX-Push-Url"] == "/?q_group=128&q_matrix=blocks.3.mlp.w_up"
-    page = text_of(client.get(r.headers["HX-Push-Url"]))
+    page = text_of(client.get(r.headers["HX-Push-Url"], headers=every_section()))
     assert '<option value="128" selected>' in page
     assert '<option value="blocks.3.mlp.w_up" selected>' in page
     # the defaults are left out
-    assert client.get("/section/quantization", headers=HX).headers["HX-Push-Url"] == "/"
+    assert client.get("/section/quantization", headers=every_section()).headers["HX-Push-Url"] == "/"
     assert client.get(url("/section/quantization", q_group=32, q_matrix="blocks.0.mlp.w_down"),
                       headers=HX).headers["HX-Push-Url"] == "/"
 

@@ -1,10 +1,12 @@
 """Routes: the page and each section's fragment agree; every bad value is a 4xx with a message
 shown next to its control; state round-trips through the URL; nothing third-party from a CDN."""
+import collections
 import re
 import urllib.parse
 
 import pytest
 
+from web import views
 from web.registry import SECTIONS
 from web_support import HX, app, client, error_message, model, text_of, url  # noqa: F401
 
@@ -19,7 +21,8 @@ STATES = [
 @pytest.mark.parametrize("query", STATES)
 @pytest.mark.parametrize("section", SECTIONS, ids=lambda s: s.id)
 def test_section_fragment_is_the_same_as_its_part_of_the_page(client, section, query):
-    page = client.get(url("/", **query))
+    # the page after a prompt change, with this section loaded and near the screen
+    page = client.get(url("/", **query), headers={**HX, "X-Sections": section.id})
     fragment = client.get(url(f"/section/{section.id}", **query), headers=HX)
     assert page.status_code == fragment.status_code == 200
     body = text_of(fragment)
@@ -27,10 +30,50 @@ def test_section_fragment_is_the_same_as_its_part_of_the_page(client, section, q
     assert body in text_of(page)
 
 
+def lazy_ids(page: str) -> list:
+    return re.findall(r'<section id="([\w-]+)" class="section lazy"', page)
+
+
+def test_first_page_computes_only_the_first_sections(app, client):
+    builds = app.extensions.setdefault("explainer_builds", collections.Counter())
+    builds.clear()
+    page = text_of(client.get(url("/", prompt="A prompt no other test uses, for counting")))
+    eager = [s.id for s in SECTIONS[:views.EAGER_SECTIONS]]
+    assert set(builds) == set(eager) and all(n == 1 for n in builds.values())
+    assert lazy_ids(page) == [s.id for s in SECTIONS[views.EAGER_SECTIONS:]]
+    # each placeholder asks for its own section, with the page's state, when it nears the screen
+    for s in SECTIONS[views.EAGER_SECTIONS:]:
+        tag = re.search(r'<section id="%s"[^>]*>' % s.id, page).group(0)
+        assert f'hx-get="/section/{s.id}"' in tag and 'hx-trigger="near"' in tag
+        assert 'hx-include="#state"' in tag
+    # its load computes that section alone, and pushes no history entry
+    builds.clear()
+    r = client.get(url("/section/kvcache", prompt="A prompt no other test uses, for counting"),
+                   headers={**HX, "HX-Trigger": "kvcache"})
+    assert r.status_code == 200 and set(builds) == {"kvcache"}
+    assert "HX-Push-Url" not in r.headers
+
+
+def test_prompt_change_computes_the_sections_on_screen(app, client):
+    builds = app.extensions.setdefault("explainer_builds", collections.Counter())
+    builds.clear()
+    body = text_of(client.get(url("/", prompt="Another prompt, for counting builds"),
+                              headers={**HX, "X-Sections": "attention,logits,nope"}))
+    assert set(builds) == {"attention", "logits"}
+    assert set(lazy_ids(body)) == {s.id for s in SECTIONS} - {"attention", "logits"}
+
+
+def test_a_section_with_a_message_is_computed_on_the_first_page(client):
+    r = client.get(url("/", kv_new="-3"))
+    assert r.status_code in (400, 422)
+    assert "kvcache" not in lazy_ids(text_of(r))
+    assert error_message(text_of(r), "kv_new")
+
+
 @pytest.mark.parametrize("query", STATES)
 def test_prompt_change_fragment_is_the_page_sections(client, query):
     page = text_of(client.get(url("/", **query)))
-    fragment = client.get(url("/", **query), headers=HX)
+    fragment = client.get(url("/", **query), headers=HX)   # no X-Sections: the first ones
     assert fragment.status_code == 200
     body = text_of(fragment)
     assert "<html" not in body

@@ -11,7 +11,7 @@ from pipeline.sampling import (SamplerSettings, draw, goodness_of_fit, sample_ne
                                sampling_stages)
 from web.sections.sampling import EXAMPLE, pct, shown_tokens
 from web.tokens import plain
-from web_support import app, client, error_message, model, text_of, url  # noqa: F401
+from web_support import every_section, app, client, error_message, model, text_of, url  # noqa: F401
 
 PROMPT = "Elizabeth was very much surprised; she had not expected to see Mr. Darcy"
 STAGES = ["model", "repetition penalty", "temperature", "top-k", "top-p", "min-p"]
@@ -142,7 +142,7 @@ def test_bad_values_are_4xx_with_the_message_at_the_control(client, name, value,
     # the whole page answers the same as the section: checked for one value per parameter
     paths = ["/section/sampling"] + (["/"] if value in ("hot", "0", "-1", "3", "-5") else [])
     for path in paths:
-        r = client.get(url(path, **{name: value}))
+        r = client.get(url(path, **{name: value}), headers=every_section())
         assert r.status_code == status
         assert words in error_message(text_of(r), name)
         assert 'aria-invalid="true"' in text_of(r)

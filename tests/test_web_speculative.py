@@ -11,7 +11,7 @@ import pytest
 
 from pipeline import load_model
 from pipeline import speculative as S
-from web_support import HX, MARKS, app, client, error_message, model, text_of, url  # noqa: F401
+from web_support import HX, every_section, MARKS, app, client, error_message, model, text_of, url  # noqa: F401
 
 
 def marks_to_text(inner: str) -> str:
@@ -115,16 +115,16 @@ BAD = [
 @pytest.mark.parametrize("query,name,status,message", BAD)
 def test_bad_values_get_a_message_next_to_their_control(client, query, name, status, message):
     for path, headers in (("/", {}), ("/section/speculative", HX)):
-        r = client.get(url(path, **query), headers=headers)
+        r = client.get(url(path, **query), headers={**headers, **every_section()} if headers else every_section())
         assert r.status_code == status
         assert error_message(text_of(r), name).startswith(message)
 
 
 def test_state_round_trips_through_the_url(client):
     q = {"sp_mode": "greedy", "sp_gamma": "6", "sp_tokens": "20", "sp_seed": "12"}
-    r = client.get(url("/section/speculative", **q), headers=HX)
+    r = client.get(url("/section/speculative", **q), headers=every_section())
     assert r.headers["HX-Push-Url"] == "/?sp_mode=greedy&sp_gamma=6&sp_tokens=20&sp_seed=12"
-    page = text_of(client.get(r.headers["HX-Push-Url"]))
+    page = text_of(client.get(r.headers["HX-Push-Url"], headers=every_section()))
     assert '<option value="greedy" selected>' in page
     assert re.search(r'id="sp-gamma"[^>]*value="6"', page)
     assert re.search(r'id="sp-tokens"[^>]*value="20"', page)

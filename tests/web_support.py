@@ -10,6 +10,13 @@ import pytest
 from pipeline import DEFAULT_MODEL_DIR, load_model
 
 HX = {"HX-Request": "true"}
+
+
+def every_section() -> dict:
+    """Headers of the request a prompt change makes when every section is loaded and near the
+    screen: the answer holds every section computed (a first page computes only the first)."""
+    from web.registry import SECTIONS
+    return {**HX, "X-Sections": ",".join(s.id for s in SECTIONS)}
 MARKS = {"·": " ", "↵": "\n", "→": "\t", "␍": "\r"}
 
 

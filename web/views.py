@@ -78,13 +78,18 @@ def built(lm, state, sections, wanted):
     return [(s, render_section(lm, state, s, lazy=s.id not in wanted)) for s in sections]
 
 
-def wanted_sections() -> set:
+def wanted_sections(state) -> set:
     """The sections to compute for this page: after a prompt change, the ones the browser has
-    loaded and near the screen (X-Sections: id,id,...); on a first load, the first few."""
+    loaded and near the screen (X-Sections: id,id,...); on a first load, the first few. A
+    section with a message for one of its values is computed too, so the message is on the page
+    with the answer's 4xx status."""
     if is_partial_request() and "X-Sections" in request.headers:
-        return {i.strip() for i in request.headers["X-Sections"].split(",")} & {
-            s.id for s in SECTIONS}
-    return {s.id for s in SECTIONS[:EAGER_SECTIONS]}
+        wanted = {i.strip() for i in request.headers["X-Sections"].split(",")}
+    else:
+        wanted = {s.id for s in SECTIONS[:EAGER_SECTIONS]}
+    wanted |= {s.id for s in SECTIONS
+               if state.status_of([*s.borrows] + [p.name for p in s.params]) != 200}
+    return wanted & {s.id for s in SECTIONS}
 
 
 def cut_part(html: str, part_id: str):
@@ -119,7 +124,7 @@ def page():
     lm, state = current_state()
     # Words and steps of one prompt mean nothing for another: a prompt change drops them.
     resets = [p.name for s in SECTIONS for p in s.params if p.resets_with_prompt]
-    ctx = dict(lm=lm, state=state, built=built(lm, state, SECTIONS, wanted_sections()),
+    ctx = dict(lm=lm, state=state, built=built(lm, state, SECTIONS, wanted_sections(state)),
                resets=resets,
                oob=is_partial_request(), **page_context(state, SECTIONS))
     template = "sections.html" if is_partial_request() else "page.html"

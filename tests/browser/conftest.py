@@ -74,3 +74,37 @@ def patient_expect():
     from playwright.sync_api import expect
     expect.set_options(timeout=EXPECT_TIMEOUT_MS)
     yield
+
+
+def load_every_section(page):
+    """Scroll each section that is still a placeholder into view until none is left: the page
+    computes a section only when it nears the screen, and most tests read sections far down."""
+    lazy = page.locator("[data-lazy]")
+    for _ in range(60):
+        if lazy.count() == 0:
+            break
+        try:
+            lazy.first.scroll_into_view_if_needed(timeout=EXPECT_TIMEOUT_MS)
+        except Exception:          # swapped for its section meanwhile: look again
+            pass
+        page.wait_for_load_state("networkidle")
+    from playwright.sync_api import expect
+    expect(lazy).to_have_count(0)
+    page.evaluate("() => window.scrollTo(0, 0)")
+
+
+@pytest.fixture()
+def page(page):
+    """Playwright's page whose goto() also loads every section (scrolling to each, as a reader
+    would). page.goto_first_screen() is the plain goto: only what the first screen loads."""
+    plain = page.goto
+
+    def goto(url, **kw):
+        response = plain(url, **kw)
+        if response is None or response.status < 400:
+            load_every_section(page)
+        return response
+
+    page.goto_first_screen = plain
+    page.goto = goto
+    return page
