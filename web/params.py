@@ -125,6 +125,20 @@ class State:
         self.statuses[name] = status
         self.values[name] = self.params[name].default
 
+    def index_within(self, name: str, n: int, what: str, where: str = "this prompt has",
+                     things: str = None, default=None) -> int:
+        """The index parameter `name` if it is below n, else its default with the message
+        "<What> <i> does not exist: <where> <n> <things> (0 to <n - 1>)." (things: what + "s").
+
+        `default` is the value the section works out when the parameter has none of its own
+        (see resolve); without it the Param's default is used."""
+        value = self.values[name] if default is None else self.resolve(name, default)
+        if value < n:
+            return value
+        self.reject(name, f"{what[:1].upper()}{what[1:]} {value} does not exist: {where} {n} "
+                    f"{things or what + 's'} (0 to {n - 1}).")
+        return self.values[name] if default is None else self.resolve(name, default)
+
     def check_time(self, name: str):
         """Call inside a loop whose length the control `name` sets: past the request's time
         budget (web.limits.REQUEST_SECONDS) it raises OverBudget, and the view shows the

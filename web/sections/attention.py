@@ -68,12 +68,8 @@ def build(lm, state) -> dict:
 
 
 def chosen_layer(state, cfg) -> int:
-    layer = state.resolve("att_layer", cfg.n_layers - 1)
-    if layer >= cfg.n_layers:
-        state.reject("att_layer", f"Layer {layer} does not exist: this model has "
-                     f"{cfg.n_layers} layers (0 to {cfg.n_layers - 1}).")
-        layer = state.resolve("att_layer", cfg.n_layers - 1)
-    return layer
+    return state.index_within("att_layer", cfg.n_layers, "layer", "this model has",
+                              default=cfg.n_layers - 1)
 
 
 def chosen_head(state, cfg):
@@ -90,12 +86,7 @@ def chosen_head(state, cfg):
 
 
 def chosen_token(state, T) -> int:
-    t = state.resolve("att_token", T - 1)
-    if t >= T:
-        state.reject("att_token", f"Token {t} does not exist: this prompt has {T} tokens "
-                     f"(0 to {T - 1}).")
-        t = state.resolve("att_token", T - 1)
-    return t
+    return state.index_within("att_token", T, "token", default=T - 1)
 
 
 def score_check(cache, layer, head, t, labels) -> dict:

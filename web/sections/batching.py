@@ -80,11 +80,8 @@ def build(lm, state) -> dict:
     queue, costs, runs = schedules(model, n, slots, gap)
     cont = runs["continuous"]
     snaps = page_snapshots(cont, block, MAX_NEW)
-    step = state.resolve("bat_step", peak_step(snaps))
-    if step >= len(snaps):
-        state.reject("bat_step", f"Step {step} does not exist: the continuous schedule has "
-                     f"{len(snaps)} steps (0 to {len(snaps) - 1}).")
-        step = state.resolve("bat_step", peak_step(snaps))
+    step = state.index_within("bat_step", len(snaps), "step", "the continuous schedule has",
+                              default=peak_step(snaps))
     per_token = kv_bytes_per_token(model.config, 4)
     snap = snaps[step]
     return dict(

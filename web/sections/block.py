@@ -142,21 +142,15 @@ def build(lm, state) -> dict:
     tokens = [token_plain(lm.tokenizer, i) for i in run.ids]
     T = len(run.ids)
 
-    layer = checked(state, "blk_layer", cfg.n_layers,
-                    f"this model has {cfg.n_layers} blocks (0 to {cfg.n_layers - 1})")
-    head = checked(state, "blk_head", cfg.n_heads,
-                   f"this model has {cfg.n_heads} heads (0 to {cfg.n_heads - 1})")
+    layer = state.index_within("blk_layer", cfg.n_layers, "block", "this model has")
+    head = state.index_within("blk_head", cfg.n_heads, "head", "this model has")
     parts = parts_of(cfg)
     by_key = {p.key: p for p in parts}
     if state["blk_part"] not in by_key:
         state.reject("blk_part", f"{state['blk_part']!r} is not a part of this model's block; "
                      f"the parts are {', '.join(by_key)}.")
     part = by_key[state["blk_part"]]
-    pos = state.resolve("blk_pos", T - 1)
-    if pos >= T:
-        state.reject("blk_pos", f"Position {pos} does not exist: this prompt has {T} tokens "
-                     f"(0 to {T - 1}).")
-        pos = state.resolve("blk_pos", T - 1)
+    pos = state.index_within("blk_pos", T, "position", things="tokens", default=T - 1)
 
     shapes = {p.key: list(run.cache[p.hook.format(i=layer)].shape) for p in parts}
     ctx = dict(
@@ -167,12 +161,6 @@ def build(lm, state) -> dict:
     ctx.update(tensor_view(cfg, run, part, layer, head, tokens, lm))
     ctx.update(stream_and_lens(model, run, tokens, pos, lm))
     return ctx
-
-
-def checked(state, name, n, why) -> int:
-    if state[name] >= n:
-        state.reject(name, f"{state.params[name].label} {state[name]} does not exist: {why}.")
-    return state[name]
 
 
 def attention_kind(cfg) -> str:

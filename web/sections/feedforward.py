@@ -44,11 +44,9 @@ def build(lm, state) -> dict:
     cfg = lm.model.config
     run = prompt_run(lm, state["prompt"])
     T = len(run.ids)
-    layer = _choose(state, "ffn_layer", cfg.n_layers - 1, cfg.n_layers,
-                    f"Layer {{}} does not exist: this model has {cfg.n_layers} layers "
-                    f"(0 to {cfg.n_layers - 1}).")
-    t = _choose(state, "ffn_token", T - 1, T,
-                f"Token {{}} does not exist: this prompt has {T} tokens (0 to {T - 1}).")
+    layer = state.index_within("ffn_layer", cfg.n_layers, "layer", "this model has",
+                               default=cfg.n_layers - 1)
+    t = state.index_within("ffn_token", T, "token", default=T - 1)
     b = f"blocks.{layer}.mlp."
     pre_all, post_all = run.cache[b + "hook_pre"], run.cache[b + "hook_post"]   # [T, d_ff]
     up_all = run.cache.get(b + "hook_pre_linear")                              # SwiGLU only
@@ -108,10 +106,3 @@ def chosen_neuron(state, most_active: int, d_ff: int) -> int:
     return most_active
 
 
-def _choose(state, name, default, limit, message) -> int:
-    """The value of an int parameter (default computed here), rejected if >= limit."""
-    value = state.resolve(name, default)
-    if value >= limit:
-        state.reject(name, message.format(value))
-        value = state.resolve(name, default)
-    return value

@@ -197,11 +197,8 @@ def build(lm, state) -> dict:
     ids = prompt_ids(lm, state["prompt"])
     sample = sampler_for(state)                     # first: it refuses a bad sampler setting
     steps = stepped_run(lm, ids, state["gen_max"], sample, sampler_key(state))
-    step = state["gen_step"]
-    if step >= len(steps):
-        state.reject("gen_step", f"Step {step} does not exist: with this prompt and limit the "
-                     f"loop makes {len(steps)} steps (0 to {len(steps) - 1}).")
-        step = 0
+    step = state.index_within("gen_step", len(steps), "step",
+                              "with this prompt and limit the loop makes")
     current = steps[step]
     chosen_in_top = any(i == current.token for i, _ in current.top)
     candidates = [dict(chip=Chip(tok, i), prob=p, chosen=i == current.token)

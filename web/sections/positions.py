@@ -97,24 +97,15 @@ def sinusoids(state, d_model) -> dict:
 
 # --- RoPE on the prompt's real q and k ------------------------------------------------------
 
-def _check_index(state, name, limit, what):
-    if state[name] >= limit:
-        state.reject(name, f"{state.params[name].label} {state[name]} does not exist: "
-                     f"{what} {limit} (0 to {limit - 1}).")
-    return state[name]
-
-
 def rope_on_prompt(lm, state) -> dict:
     model, cfg = lm.model, lm.model.config
     run = prompt_run(lm, state["prompt"])
     T = len(run.ids)
-    layer = _check_index(state, "pos_layer", cfg.n_layers, "the model has")
-    head = _check_index(state, "pos_head", cfg.n_heads, "each layer has")
-    q_at = state.resolve("pos_q", T - 1)
-    if q_at >= T:
-        state.reject("pos_q", f"RoPE query token {q_at} does not exist: the prompt has {T} tokens "
-                     f"(0 to {T - 1}).")
-        q_at = state.resolve("pos_q", T - 1)
+    layer = state.index_within("pos_layer", cfg.n_layers, "RoPE layer", "the model has",
+                               "layers")
+    head = state.index_within("pos_head", cfg.n_heads, "RoPE head", "each layer has", "heads")
+    q_at = state.index_within("pos_q", T, "RoPE query token", "the prompt has", "tokens",
+                              default=T - 1)
     k_at = state["pos_k"]
     if k_at > q_at:
         state.reject("pos_k", f"RoPE key token {k_at} comes after the query token {q_at}: a token "

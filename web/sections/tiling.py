@@ -38,13 +38,9 @@ def build(lm, state) -> dict:
     run = prompt_run(lm, state["prompt"])
     cfg = lm.model.config
     T = len(run.ids)
-    layer = checked(state, "til_layer", cfg.n_layers, "layers")
-    head = checked(state, "til_head", cfg.n_heads, "query heads")
-    row = state.resolve("til_row", T - 1)
-    if row >= T:
-        state.reject("til_row", f"Row {row} does not exist: the prompt has {T} tokens "
-                     f"(rows 0 to {T - 1}).")
-        row = state.resolve("til_row", T - 1)
+    layer = state.index_within("til_layer", cfg.n_layers, "layer", "this model has")
+    head = state.index_within("til_head", cfg.n_heads, "query head", "this model has")
+    row = state.index_within("til_row", T, "row", "the prompt has", "tokens", default=T - 1)
     bq, bk = state["til_bq"], state["til_bk"]
     pairs = math.ceil(T / bq) * math.ceil(T / bk)
     if pairs > MAX_TILE_PAIRS:
@@ -81,13 +77,6 @@ def build(lm, state) -> dict:
     return ctx
 
 
-def checked(state, name, n, what):
-    value = state[name]
-    if value >= n:
-        state.reject(name, f"{state.params[name].label} {value} does not exist: this model has "
-                     f"{n} {what} (0 to {n - 1}).")
-        value = state.params[name].default
-    return value
 
 
 def traffic_row(t, bytes_per_element) -> dict:

@@ -67,17 +67,10 @@ def default_word(words: list) -> int:
 
 def replay(lm, state, prompt) -> dict:
     words = pretokenize(prompt, lm.pat_str)
-    word = state.resolve("word", default_word(words))
-    if word >= len(words):
-        state.reject("word", f"Word {word} does not exist: this prompt has {len(words)} "
-                     f"words (0 to {len(words) - 1}).")
-        word = state.resolve("word", default_word(words))
+    word = state.index_within("word", len(words), "word", default=default_word(words))
     steps = bpe_replay(lm.ranks, words[word].encode("utf-8"))
-    step = state["step"]
-    if step >= len(steps):
-        state.reject("step", f"Step {step} does not exist: this word takes {len(steps) - 1} "
-                     f"merges (steps 0 to {len(steps) - 1}).")
-        step = 0
+    step = state.index_within("step", len(steps), "step",
+                              f"this word takes {len(steps) - 1} merges, so it has")
     shown = []
     for parts, merged_at in steps:
         shown.append(dict(
