@@ -403,19 +403,27 @@
 
   // A placeholder whose load failed (4xx it cannot show, 503, a timeout, no network) says so in
   // place, with a button that tries again.
-  function failed(el, message) {
+  // A busy server (503) names when to come back (Retry-After): the placeholder tries again by
+  // itself then, up to RETRIES times, and after that waits for the button.
+  var RETRIES = 3;
+  function failed(el, message, retryAfter) {
     if (!el || !el.hasAttribute || !el.hasAttribute("data-lazy")) return;
     el._loading = false;
     var box = el.querySelector(".lazy-failed");
     if (!box) return;
     box.querySelector(".lazy-message").textContent = message;
     box.hidden = false;
+    el._tries = (el._tries || 0) + 1;
+    if (retryAfter && el._tries <= RETRIES) {
+      setTimeout(function () { box.hidden = true; load(el); }, retryAfter * 1000);
+    }
   }
   document.addEventListener("htmx:responseError", function (event) {
     var xhr = event.detail.xhr;
     var plain = (xhr.getResponseHeader("Content-Type") || "").indexOf("text/plain") === 0;
+    var after = xhr.status === 503 ? Number(xhr.getResponseHeader("Retry-After")) || 2 : 0;
     failed(event.detail.elt, (plain && xhr.responseText) ? xhr.responseText
-        : "This section could not be computed (HTTP " + xhr.status + ").");
+        : "This section could not be computed (HTTP " + xhr.status + ").", after);
   });
   document.addEventListener("htmx:sendError", function (event) {
     failed(event.detail.elt, "The server could not be reached.");

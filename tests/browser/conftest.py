@@ -80,11 +80,14 @@ def load_every_section(page):
     """Scroll each section that is still a placeholder into view until none is left: the page
     computes a section only when it nears the screen, and most tests read sections far down."""
     lazy = page.locator("[data-lazy]")
+    retry = page.get_by_role("button", name="Try again")
     for _ in range(60):
         if lazy.count() == 0:
             break
         try:
             lazy.first.scroll_into_view_if_needed(timeout=EXPECT_TIMEOUT_MS)
+            if retry.first.is_visible():        # a busy server refused it: as a reader would
+                retry.first.click()
         except Exception:          # swapped for its section meanwhile: look again
             pass
         page.wait_for_load_state("networkidle")
