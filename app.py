@@ -137,6 +137,7 @@ def create_app(test_config=None):
         warm_sections(app, app.extensions["explainer_model"])
     app.register_blueprint(views.bp)
     app.register_blueprint(assets.bp)
+    assets.init_app(app)
     app.register_blueprint(streaming.bp)
 
     @app.context_processor
