@@ -9,13 +9,14 @@ CURVE, POINTS, TOP = "#14213d", "#4a8fc9", "#b4451f"
 
 def activation_figure(curve_x, curve_y, xs, ys, top, function: str, layer: int, token: int) -> str:
     """The curve y = function(x), and one point (xs[n], ys[n]) per neuron; the `top` neurons
-    marked and numbered."""
+    marked and numbered. Every neuron is drawn, as an SVG scatter: the page's plotly.js is the
+    cartesian bundle, which has no WebGL traces (no scattergl)."""
     f32 = lambda a: typed_array(np.asarray(a, dtype=np.float32))  # noqa: E731
     top = np.asarray(top)
     data = [
         dict(type="scatter", mode="lines", x=f32(curve_x), y=f32(curve_y), name=function,
              line=dict(color=CURVE, width=2), hoverinfo="skip"),
-        dict(type="scattergl" if len(xs) > 4000 else "scatter", mode="markers",
+        dict(type="scatter", mode="markers",
              x=f32(xs), y=f32(ys), name="neurons of this token",
              customdata=typed_array(np.arange(len(xs), dtype=np.int32)),
              marker=dict(color=POINTS, size=6, opacity=0.55),
