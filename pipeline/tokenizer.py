@@ -267,6 +267,36 @@ def load_tokenizer(directory: str, name: str = None) -> tiktoken.Encoding:
                              f"{TOKENIZER_JSON}")
 
 
+# ---- what a BPE replay needs from a loaded tokenizer -----------------------------------------------
+
+def mergeable_ranks(tokenizer) -> dict:
+    """token bytes -> rank (= token id), from tiktoken's public API.
+
+    tiktoken keeps its ranks in a private attribute; `token_byte_values()` lists every mergeable
+    token and `encode_single_token` gives its rank, which works for any tiktoken Encoding.
+    """
+    return {b: tokenizer.encode_single_token(b) for b in tokenizer.token_byte_values()}
+
+
+def pretokenizer_pattern(directory: str) -> str:
+    """The regex that splits text into words before BPE, read from the model's files as
+    load_tokenizer reads it (tiktoken does not expose it): tiktoken_config.json's pat_str, a
+    tokenizer.json's pre-tokenizer, or GPT-2's pattern for vocab.json + merges.txt alone."""
+    if not directory or not os.path.isdir(directory):
+        return GPT2_PAT
+    if is_tiktoken_dir(directory):
+        config = _read_json(os.path.join(directory, TIKTOKEN_CONFIG))
+        return config.get("pat_str", GPT2_PAT) if isinstance(config, dict) else GPT2_PAT
+    hf = _read_tokenizer_json(directory)
+    return _pattern(hf, os.path.join(directory, TOKENIZER_JSON)) if hf else GPT2_PAT
+
+
+def is_tiktoken_dir(directory: str) -> bool:
+    """True when the directory holds the project's own format (tiktoken_config.json), the one
+    training/train_tokenizer.py writes."""
+    return bool(directory) and os.path.exists(os.path.join(directory, TIKTOKEN_CONFIG))
+
+
 def _require(directory: str, filename: str, with_file: str) -> str:
     path = os.path.join(directory, filename)
     if not os.path.isfile(path):

@@ -7,7 +7,9 @@ import random
 
 import pytest
 
-from pipeline.tokenizer import (BYTE_TO_CHAR, TokenizerLoadError, load_tokenizer, token_bytes)
+from pipeline.bpe import GPT2_PAT
+from pipeline.tokenizer import (BYTE_TO_CHAR, TokenizerLoadError, is_tiktoken_dir, load_tokenizer,
+                                mergeable_ranks, pretokenizer_pattern, token_bytes)
 
 TESTS = os.path.dirname(os.path.abspath(__file__))
 FIXTURES = os.path.join(TESTS, "fixtures", "models")
@@ -92,6 +94,37 @@ def test_tokenizer_json_alone_gives_the_same_ids(name, tmp_path):
     enc = load_tokenizer(str(tmp_path))
     for c in cases(name):
         assert encode(enc, c) == c["ids"]
+
+
+@pytest.mark.parametrize("directory", [DEFAULT_MODEL] + [os.path.join(FIXTURES, n)
+                                                         for n in sorted(os.listdir(FIXTURES))])
+def test_ranks_and_pattern_are_the_loaded_tokenizers(directory):
+    """What a BPE replay reads (pipeline.tokenizer.mergeable_ranks, pretokenizer_pattern) is what
+    the Encoding holds (its private fields, read here only as the oracle)."""
+    enc = load_tokenizer(directory)
+    assert mergeable_ranks(enc) == enc._mergeable_ranks
+    assert pretokenizer_pattern(directory) == enc._pat_str
+    assert is_tiktoken_dir(directory) == os.path.exists(os.path.join(directory,
+                                                                     "tokenizer.tiktoken"))
+
+
+def test_pattern_of_a_split_regex_tokenizer_json(tmp_path):
+    """A Llama 3 style tokenizer.json: the pattern is its Split regex, not GPT-2's."""
+    src = os.path.join(FIXTURES, REFERENCED[0])
+    with open(os.path.join(src, "vocab.json"), encoding="utf-8") as f:
+        vocab = json.load(f)
+    with open(os.path.join(src, "merges.txt"), encoding="utf-8") as f:
+        merges = [line.split(" ") for line in f.read().splitlines()[1:] if line]
+    pat = r"\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+|\s+"
+    hf = {"normalizer": None,
+          "pre_tokenizer": {"type": "Sequence", "pretokenizers": [
+              {"type": "Split", "pattern": {"Regex": pat}, "behavior": "Isolated",
+               "invert": False},
+              {"type": "ByteLevel", "add_prefix_space": False, "use_regex": False}]},
+          "model": {"type": "BPE", "vocab": vocab, "merges": merges}}
+    (tmp_path / "tokenizer.json").write_text(json.dumps(hf), encoding="utf-8")
+    assert load_tokenizer(str(tmp_path))._pat_str == pat == pretokenizer_pattern(str(tmp_path))
+    assert pretokenizer_pattern(None) == GPT2_PAT and not is_tiktoken_dir(str(tmp_path))
 
 
 @pytest.mark.parametrize("name", TIKTOKEN_FORMAT)

@@ -2,8 +2,8 @@
 import os
 from dataclasses import dataclass
 
+from pipeline.tokenizer import is_tiktoken_dir, mergeable_ranks, pretokenizer_pattern
 from web import encodings
-from web.tokens import mergeable_ranks, pretokenizer_pattern
 
 
 @dataclass(frozen=True)
@@ -31,6 +31,5 @@ class LoadedModel:
                    pat_str=pretokenizer_pattern(path),
                    n_ctx=model.config.n_ctx,
                    other_encodings=encodings.probe() if probe_encodings else (),
-                   own_tokenizer=bool(path) and os.path.exists(
-                       os.path.join(path, "tiktoken_config.json")),
+                   own_tokenizer=is_tiktoken_dir(path),
                    draft=draft, draft_problem=draft_problem)
