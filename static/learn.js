@@ -202,6 +202,15 @@
     var plots = Array.prototype.slice.call(document.querySelectorAll(".plot[data-figure]"));
     plots.forEach(function (el, i) {
       if (!root.contains(el) && root !== el) return;
+      // The figure and its buttons share one box, so that in a grid of figures the buttons sit
+      // under their figure instead of taking a cell of their own.
+      var box = el.parentElement;
+      if (!box.classList.contains("plot-box")) {
+        box = document.createElement("div");
+        box.className = "plot-box";
+        el.insertAdjacentElement("beforebegin", box);
+        box.appendChild(el);
+      }
       var next = el.nextElementSibling;
       if (next && next.classList.contains("plot-tools")) next.remove();
       var what = el.getAttribute("aria-label") || "this figure";
