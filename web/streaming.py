@@ -33,8 +33,8 @@ from collections import deque
 from flask import Blueprint, Response, current_app, jsonify, request
 
 from pipeline.generation import TextStream, generation_steps
-from web.sections.generation import sampler_for
-from web.views import current_state
+from web.request_state import current_state
+from web.sampler_settings import sampler_for
 
 bp = Blueprint("streaming", __name__)
 

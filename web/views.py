@@ -18,8 +18,8 @@ from flask import Blueprint, abort, current_app, render_template, request
 from markupsafe import Markup
 
 from web.limits import Deadline, OverBudget
-from web.params import parse_state
-from web.registry import SECTIONS, all_params, section as find_section
+from web.registry import SECTIONS, section as find_section
+from web.request_state import current_state
 from web.tour import page_context
 
 bp = Blueprint("explainer", __name__)
@@ -33,18 +33,6 @@ def builds() -> Counter:
     """How many times each section was built by this app (tests read it: a placeholder costs
     nothing)."""
     return current_app.extensions.setdefault("explainer_builds", Counter())
-
-
-def current_state():
-    """The validated state of the request, with the prompt's length in tokens checked too."""
-    lm = current_app.extensions["explainer_model"]
-    state = parse_state(request.query_string, all_params())
-    if "prompt" not in state.errors:
-        n = len(lm.tokenizer.encode_ordinary(state["prompt"]))
-        if n > lm.n_ctx:
-            state.reject("prompt", f"The prompt is {n} tokens long; the model reads at most "
-                         f"{lm.n_ctx} tokens (its context window).")
-    return lm, state
 
 
 def build_in_budget(lm, state, s) -> dict:

@@ -18,7 +18,7 @@ from pipeline.sampling import SamplerSettings, sampler
 from web.figures import decoding as figures
 from web.forward import prompt_ids
 from web.params import Param
-from web.sections.sampling import settings_from
+from web.sampler_settings import settings_from
 from web.tokens import plain
 
 MAX_WIDTH, MAX_NEW = 8, 12

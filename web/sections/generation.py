@@ -13,10 +13,9 @@ from pipeline.generation import generation_steps, time_decode, time_prefill
 from pipeline.roofline import decode_work, model_costs, prefill_work, roofline
 from web.figures import generation as figures
 from web.forward import prompt_ids
-from pipeline.sampling import sampler
 from web.params import Param
+from web.sampler_settings import CHOOSERS, chooser, sampler_for, settings_from
 from web.sections.roofline import machine
-from web.sections.sampling import settings_from
 from web.tokens import pieces
 
 MAX_NEW_TOKENS = 200       # the most a request may generate (a classroom shares 2 cores)
@@ -33,30 +32,6 @@ PARAMS = (
           max=500),
     Param("gen_choose", "Choose the next token with", default="greedy", max_chars=20),
 )
-
-
-CHOOSERS = {"greedy": "the most probable token (greedy)",
-            "sampler": "drawn by the sampler of the Sampling section"}
-
-
-def chooser(state) -> str:
-    """gen_choose, checked ("greedy" or "sampler"); an unknown value is refused, naming it."""
-    value = state["gen_choose"]
-    if value not in CHOOSERS:
-        state.reject("gen_choose", f"The token chooser must be {' or '.join(CHOOSERS)}; "
-                     f"got {value[:20]!r}.", 422)
-        value = state["gen_choose"]
-    return value
-
-
-def sampler_for(state):
-    """The token chooser of the loop and of the stream: None (greedy, Model.generate's default)
-    or pipeline.sampling.sampler with the Sampling section's settings and seed (a fresh seeded
-    generator per run, so the same URL gives the same tokens)."""
-    if chooser(state) == "greedy":
-        return None
-    settings = settings_from(state)
-    return sampler(settings, state["s_seed"])
 
 
 def sampler_description(state) -> str:

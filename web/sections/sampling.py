@@ -13,11 +13,12 @@ import numpy as np
 
 from pipeline.ranking import top_k
 from pipeline.sampling import (
-    REPETITION_PENALTY_MAX, TEMPERATURE_MAX, SamplerSettings, draw, entropy_bits,
-    goodness_of_fit, inverse_cdf, sampling_stages, top_p_keep)
+    REPETITION_PENALTY_MAX, TEMPERATURE_MAX, draw, entropy_bits, goodness_of_fit, inverse_cdf,
+    sampling_stages, top_p_keep)
 from web.figures import sampling as figures
 from web.forward import prompt_run
 from web.params import Param
+from web.sampler_settings import settings_from
 from web.tokens import plain
 
 SHOWN = 12            # tokens drawn in the figures and the table (most probable first)
@@ -47,20 +48,6 @@ STAGE_TEXT = {
 }
 STAGE_PARAM = {"repetition penalty": "s_rep", "temperature": "s_temp", "top-k": "s_topk",
                "top-p": "s_topp", "min-p": "s_minp"}
-
-
-def settings_from(state, reject=True) -> SamplerSettings:
-    """The sampler settings of the page. Top-p and the penalty must be > 0 (the parameter
-    table's ranges are inclusive): a 0 is refused here, naming the parameter."""
-    for name, label in (("s_topp", "Top-p"), ("s_rep", "Repetition penalty")):
-        if state[name] == 0:
-            if reject:
-                state.reject(name, f"{label} must be greater than 0 (0 would remove every "
-                             "token); got 0.")
-            else:
-                state.values[name] = state.params[name].default
-    return SamplerSettings(repetition_penalty=state["s_rep"], temperature=state["s_temp"],
-                           top_k=state["s_topk"], top_p=state["s_topp"], min_p=state["s_minp"])
 
 
 def pct(p: float) -> str:

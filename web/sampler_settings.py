@@ -1,0 +1,45 @@
+"""The sampler the page's state sets, read by the sections that sample (sampling, decoding, the
+generation loop) and by the streamed answer (web/streaming.py).
+
+The Sampling section owns the controls (s_rep, s_temp, s_topk, s_topp, s_minp, s_seed); the
+generation section owns the choice between them and greedy decoding (gen_choose).
+"""
+from pipeline.sampling import SamplerSettings, sampler
+
+
+def settings_from(state, reject=True) -> SamplerSettings:
+    """The sampler settings of the page. Top-p and the penalty must be > 0 (the parameter
+    table's ranges are inclusive): a 0 is refused here, naming the parameter."""
+    for name, label in (("s_topp", "Top-p"), ("s_rep", "Repetition penalty")):
+        if state[name] == 0:
+            if reject:
+                state.reject(name, f"{label} must be greater than 0 (0 would remove every "
+                             "token); got 0.")
+            else:
+                state.values[name] = state.params[name].default
+    return SamplerSettings(repetition_penalty=state["s_rep"], temperature=state["s_temp"],
+                           top_k=state["s_topk"], top_p=state["s_topp"], min_p=state["s_minp"])
+
+
+CHOOSERS = {"greedy": "the most probable token (greedy)",
+            "sampler": "drawn by the sampler of the Sampling section"}
+
+
+def chooser(state) -> str:
+    """gen_choose, checked ("greedy" or "sampler"); an unknown value is refused, naming it."""
+    value = state["gen_choose"]
+    if value not in CHOOSERS:
+        state.reject("gen_choose", f"The token chooser must be {' or '.join(CHOOSERS)}; "
+                     f"got {value[:20]!r}.", 422)
+        value = state["gen_choose"]
+    return value
+
+
+def sampler_for(state):
+    """The token chooser of the loop and of the stream: None (greedy, Model.generate's default)
+    or pipeline.sampling.sampler with the Sampling section's settings and seed (a fresh seeded
+    generator per run, so the same URL gives the same tokens)."""
+    if chooser(state) == "greedy":
+        return None
+    settings = settings_from(state)
+    return sampler(settings, state["s_seed"])
