@@ -9,7 +9,7 @@ For every registered section it prints the median, over --repeat renders, of
 and, once, the forward pass with the activation cache that the forward-pass sections share.
 Times are this process's CPU time (time.process_time), so other jobs on the machine change them
 less than wall-clock time; with one BLAS thread the two are the same on an idle machine.
-Target (issue 5): the forward-pass sections' data together < 30 ms. Then the heaviest
+Target: the forward-pass sections' data together < 30 ms. Then the heaviest
 requests a section allows (HEAVIEST), each the first render for a new prompt.
 
     python bench/bench_sections.py [--repeat N] [--only attention,feedforward]
