@@ -1,8 +1,9 @@
-"""The KV cache: what it saves (measured on the running model) and what it costs (bytes).
+"""The KV cache (`KVCache`), what it saves (measured on the running model) and what it costs.
 
 Decoding token t+1 needs the keys and values of tokens 1..t in every layer. Without a cache the
 model recomputes them all at every step (a full forward over the growing sequence); with a
-cache (`pipeline.model.KVCache`) it computes only the new token's and reads the rest back.
+cache (`KVCache`, filled by pipeline.model's attention) it computes only the new token's and
+reads the rest back.
 `cache_vs_recompute` runs both on the same tokens, step by step, timing each and comparing the
 logits. `kv_cache_bytes` is the size formula; it must give the cache's own `nbytes`.
 """
@@ -14,6 +15,62 @@ import numpy as np
 
 # bytes per stored number: the engine's float32, the usual fp16/bf16, and 8-bit caches
 BYTES_PER_VALUE = {"fp32": 4, "fp16": 2, "int8": 1}
+
+
+class KVCache:
+    """Keys and values of every token seen so far, for each layer: what decoding attends over.
+
+    Arrays k and v are [n_layers, capacity, KVH, hd], preallocated and doubled (up to the
+    context window) when full, so a decode step writes one row instead of copying the cache.
+    `nbytes` counts the tokens held: 2 (k and v) x n_layers x KVH x hd x 4 bytes x len(self);
+    `allocated_nbytes` counts the buffers.
+    """
+
+    def __init__(self, n_layers, n_kv_heads, head_dim, max_tokens, capacity=64):
+        capacity = min(capacity, max_tokens)
+        self.k = np.zeros((n_layers, capacity, n_kv_heads, head_dim), dtype=np.float32)
+        self.v = np.zeros_like(self.k)
+        self.max_tokens = max_tokens
+        self.n_tokens = 0
+
+    def __len__(self):
+        return self.n_tokens
+
+    @property
+    def nbytes(self):
+        return self.k[:, :self.n_tokens].nbytes + self.v[:, :self.n_tokens].nbytes
+
+    @property
+    def allocated_nbytes(self):
+        return self.k.nbytes + self.v.nbytes
+
+    def reserve(self, n_tokens):
+        """Make room for n_tokens in all (doubling the buffers, at most to the context window)."""
+        if n_tokens > self.max_tokens:
+            raise ValueError(f"{n_tokens} tokens exceed the context window of {self.max_tokens}")
+        capacity = self.k.shape[1]
+        if n_tokens <= capacity:
+            return
+        while capacity < n_tokens:
+            capacity = min(2 * capacity, self.max_tokens)
+        for name in ("k", "v"):
+            old = getattr(self, name)
+            new = np.zeros((old.shape[0], capacity) + old.shape[2:], dtype=np.float32)
+            new[:, :self.n_tokens] = old[:, :self.n_tokens]
+            setattr(self, name, new)
+
+    def truncate(self, n_tokens):
+        """Forget everything after the first n_tokens (e.g. rejected speculative tokens)."""
+        self.n_tokens = min(self.n_tokens, n_tokens)
+
+    def copy(self):
+        other = KVCache(self.k.shape[0], self.k.shape[2], self.k.shape[3], self.max_tokens,
+                        capacity=max(self.n_tokens, 1))
+        other.reserve(self.n_tokens)
+        other.k[:, :self.n_tokens] = self.k[:, :self.n_tokens]
+        other.v[:, :self.n_tokens] = self.v[:, :self.n_tokens]
+        other.n_tokens = self.n_tokens
+        return other
 
 
 def kv_bytes_per_token(config, bytes_per_value: int) -> int:

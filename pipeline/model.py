@@ -49,6 +49,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from pipeline.kvcache import KVCache
+
 
 @dataclass(frozen=True)
 class ModelConfig:
@@ -257,65 +259,6 @@ class NoCache:
         return attention(q, k, v, hook)
 
 
-class KVCache:
-    """Keys and values of every token seen so far, for each layer: what decoding attends over.
-
-    Arrays k and v are [n_layers, capacity, KVH, hd], preallocated and doubled (up to the
-    context window) when full, so a decode step writes one row instead of copying the cache.
-    `nbytes` counts the tokens held: 2 (k and v) x n_layers x KVH x hd x 4 bytes x len(self);
-    `allocated_nbytes` counts the buffers.
-    """
-
-    def __init__(self, n_layers, n_kv_heads, head_dim, max_tokens, capacity=64):
-        capacity = min(capacity, max_tokens)
-        self.k = np.zeros((n_layers, capacity, n_kv_heads, head_dim), dtype=np.float32)
-        self.v = np.zeros_like(self.k)
-        self.max_tokens = max_tokens
-        self.n_tokens = 0
-
-    def __len__(self):
-        return self.n_tokens
-
-    @property
-    def nbytes(self):
-        return self.k[:, :self.n_tokens].nbytes + self.v[:, :self.n_tokens].nbytes
-
-    @property
-    def allocated_nbytes(self):
-        return self.k.nbytes + self.v.nbytes
-
-    def reserve(self, n_tokens):
-        """Make room for n_tokens in all (doubling the buffers, at most to the context window)."""
-        if n_tokens > self.max_tokens:
-            raise ValueError(f"{n_tokens} tokens exceed the context window of {self.max_tokens}")
-        capacity = self.k.shape[1]
-        if n_tokens <= capacity:
-            return
-        while capacity < n_tokens:
-            capacity = min(2 * capacity, self.max_tokens)
-        for name in ("k", "v"):
-            old = getattr(self, name)
-            new = np.zeros((old.shape[0], capacity) + old.shape[2:], dtype=np.float32)
-            new[:, :self.n_tokens] = old[:, :self.n_tokens]
-            setattr(self, name, new)
-
-    def truncate(self, n_tokens):
-        """Forget everything after the first n_tokens (e.g. rejected speculative tokens)."""
-        self.n_tokens = min(self.n_tokens, n_tokens)
-
-    def copy(self):
-        other = KVCache(self.k.shape[0], self.k.shape[2], self.k.shape[3], self.max_tokens,
-                        capacity=max(self.n_tokens, 1))
-        other.reserve(self.n_tokens)
-        other.k[:, :self.n_tokens] = self.k[:, :self.n_tokens]
-        other.v[:, :self.n_tokens] = self.v[:, :self.n_tokens]
-        other.n_tokens = self.n_tokens
-        return other
-
-    def layer(self, i):
-        return LayerKV(self, i)
-
-
 class LayerKV:
     """One layer of a KVCache: appends this pass's keys and values, attends over all of them."""
 
@@ -423,7 +366,7 @@ class Model:
         tokens = self._check(tokens, start=len(kv))
         kv.reserve(len(kv) + len(tokens))
         positions = np.arange(len(kv), len(kv) + len(tokens))
-        logits = self._run(tokens, positions, [kv.layer(i) for i in range(self.config.n_layers)],
+        logits = self._run(tokens, positions, [LayerKV(kv, i) for i in range(self.config.n_layers)],
                            NO_HOOKS)
         kv.n_tokens += len(tokens)
         return logits
@@ -446,7 +389,7 @@ class Model:
             self._check([t], start=len(kv))
             kv.reserve(len(kv) + 1)
         positions = np.array([len(kv) for kv in kvs])
-        layers = [BatchKV([kv.layer(i) for kv in kvs]) for i in range(self.config.n_layers)]
+        layers = [BatchKV([LayerKV(kv, i) for kv in kvs]) for i in range(self.config.n_layers)]
         logits = self._run(tokens, positions, layers, NO_HOOKS)
         for kv in kvs:
             kv.n_tokens += 1

@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 
 from engine_support import all_models, get_model
-from pipeline.kvcache import (BYTES_PER_VALUE, attention_kind, cache_vs_recompute,
+from pipeline.kvcache import (BYTES_PER_VALUE, KVCache, attention_kind, cache_vs_recompute,
                               context_lengths, kv_bytes_per_token, kv_cache_bytes)
 from pipeline.published import (KV_ONLY, PUBLISHED, AttentionShape, attention_config,
                                 falcon_attention)
@@ -128,3 +128,12 @@ def test_context_lengths_cover_1_to_128k_on_a_log_scale():
     xs = context_lengths(131072, per_octave=4)
     assert xs[0] == 1 and xs[-1] == 131072 and xs == sorted(set(xs))
     assert {1024, 8192, 131072} <= set(xs)
+
+
+def test_the_model_fills_the_cache_this_module_holds():
+    import pipeline
+    model = get_model("default")
+    kv = model.new_kv_cache()
+    assert isinstance(kv, KVCache) and pipeline.KVCache is KVCache
+    model.prefill([1, 2, 3], kv)
+    assert len(kv) == 3 and kv.nbytes == kv_cache_bytes(model.config, 3)
