@@ -1,7 +1,9 @@
 """The files the page links (web/assets.py): compressed answers (brotli, gzip) when the request
 asks and only then, streams left alone, content-hashed URLs cached for a year, and the plotly.js
 bundle of the same version as the Python plotly package."""
+import base64
 import gzip
+import html
 import json
 import os
 import re
@@ -11,13 +13,14 @@ import threading
 import urllib.parse
 
 import brotli
+import numpy as np
 import plotly.offline
 import pytest
 from flask import Flask, Response, jsonify
 from waitress.server import create_server
 
 from web import assets, streaming
-from web_support import HX, app, client, model, text_of  # noqa: F401
+from web_support import HX, app, client, every_section, model, text_of  # noqa: F401
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 DECODE = {"br": brotli.decompress, "gzip": gzip.decompress}
@@ -264,3 +267,29 @@ def test_served_plotly_js_is_the_version_the_python_package_bundles(client):
     with open(os.path.join(ROOT, "package-lock.json")) as f:
         lock = json.load(f)["packages"]["node_modules/plotly.js-cartesian-dist-min"]
     assert lock["version"] == version
+
+
+def bundle_traces() -> set:
+    """The trace types of the installed cartesian bundle, as its README lists them."""
+    with open(os.path.join(os.path.dirname(assets.PLOTLY_JS), "README.md")) as f:
+        line = re.search(r"Contains trace modules (.*)\.", f.read()).group(1)
+    return set(re.findall(r"`(\w+)`", line))
+
+
+def test_every_figure_of_the_page_has_a_trace_type_of_the_bundle(client):
+    page = text_of(client.get("/", headers=every_section()))
+    figures = [json.loads(html.unescape(f)) for f in re.findall(r'data-figure="([^"]*)"', page)]
+    assert len(figures) >= 10
+    used = {t.get("type", "scatter") for f in figures for t in f["data"]}
+    assert "scatter" in bundle_traces() and used <= bundle_traces(), used - bundle_traces()
+
+
+def test_many_neurons_are_all_drawn_with_a_type_of_the_bundle():
+    from web.figures.feedforward import activation_figure
+    n = 11008                                       # a large model's feed-forward width
+    xs = np.linspace(-3, 3, n, dtype=np.float32)
+    ys = np.maximum(xs, 0)
+    fig = json.loads(activation_figure(xs[:50], ys[:50], xs, ys, np.arange(5), "relu", 0, 3))
+    assert {t["type"] for t in fig["data"]} <= bundle_traces()
+    neurons = fig["data"][1]
+    assert len(base64.b64decode(neurons["x"]["bdata"])) == 4 * n   # every neuron, as float32
