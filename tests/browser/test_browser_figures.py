@@ -1,0 +1,39 @@
+"""Every figure of the page draws in real Chromium with the plotly.js the page loads (npm's
+cartesian bundle): each section scrolled into view, each of its `.plot[data-figure]` gets
+Plotly's SVG, every trace type it asks for is one the bundle has, and no error is logged."""
+import json
+
+from playwright.sync_api import expect
+
+from web.registry import SECTIONS
+
+LOAD = 180_000        # the first page of a run computes every section's per-model caches
+
+
+def test_every_figure_draws(page, page_errors, dialogs):
+    page.set_default_navigation_timeout(LOAD)
+    goto = getattr(page, "goto_first_screen", page.goto)     # the page as it first arrives
+    response = goto("/")
+    assert response.status == 200
+    assert response.url.endswith("/")
+    scripts = [s.get_attribute("src") for s in page.locator("head script").all()]
+    assert any(s.startswith("/assets/") and s.endswith("/plotly.min.js") for s in scripts)
+    page.wait_for_function("() => typeof Plotly !== 'undefined'")
+    bundle = set(page.evaluate("() => Object.keys(Plotly.PlotSchema.get().traces)"))
+    assert "scatter" in bundle and "scattergl" not in bundle     # the cartesian bundle
+
+    drawn = 0
+    for s in SECTIONS:
+        section = page.locator(f"section#{s.id}")
+        section.scroll_into_view_if_needed()
+        expect(page.locator(f"section#{s.id}[data-lazy]")).to_have_count(0)
+        plots = section.locator(".plot[data-figure]")
+        for i in range(plots.count()):
+            plot = plots.nth(i)
+            expect(plot.locator(".main-svg").first).to_be_attached()
+            asked = {t.get("type", "scatter")
+                     for t in json.loads(plot.get_attribute("data-figure"))["data"]}
+            assert asked <= bundle, (s.id, asked - bundle)
+            drawn += 1
+    assert drawn >= 10
+    assert page_errors == [] and dialogs == []
