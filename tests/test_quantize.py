@@ -8,14 +8,14 @@ import numpy as np
 import pytest
 
 from pipeline import load_model
-from pipeline import quantize as Q
+from pipeline import quantize
 from pipeline.published import PUBLISHED
 from pipeline.sizes import parameter_counts
 from web_support import has_default_model
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 FIXTURES = os.path.join(ROOT, "tests", "fixtures", "models")
-SCHEMES = [Q.INT8, Q.int4(32), Q.int4(64), Q.int4(128)]
+SCHEMES = [quantize.INT8, quantize.int4(32), quantize.int4(64), quantize.int4(128)]
 
 
 @pytest.fixture(scope="module")
@@ -40,9 +40,9 @@ def awkward_matrix(d_in=256, d_out=24, seed=0):
 
 @pytest.mark.parametrize("s", SCHEMES, ids=lambda s: s.name)
 def test_every_weight_within_half_a_step(s, austen):
-    matrices = {"awkward": awkward_matrix()} | Q.linear_weights(austen.params)
+    matrices = {"awkward": awkward_matrix()} | quantize.linear_weights(austen.params)
     for name, w in matrices.items():
-        qm = Q.quantize_matrix(w, s)
+        qm = quantize.quantize_matrix(w, s)
         error = np.abs(w - qm.dequantize())
         half_step = qm.step_sizes() / 2
         # float32 rounding in w / scale can add a few ulps; nothing more
@@ -53,7 +53,7 @@ def test_every_weight_within_half_a_step(s, austen):
 
 def test_int8_largest_weight_of_each_channel_uses_the_end_code():
     w = awkward_matrix()
-    qm = Q.quantize_matrix(w, Q.INT8)
+    qm = quantize.quantize_matrix(w, quantize.INT8)
     q = qm.code_values().astype(int) - 128                              # [d_in, d_out]
     biggest = np.abs(w).argmax(0)
     ends = np.abs(q[biggest, np.arange(w.shape[1])])
@@ -69,7 +69,7 @@ def test_int8_largest_weight_of_each_channel_uses_the_end_code():
 @pytest.mark.parametrize("s", SCHEMES, ids=lambda s: s.name)
 def test_dequantized_values_are_levels_of_their_group(s):
     w = awkward_matrix(seed=3)
-    qm = Q.quantize_matrix(w, s)
+    qm = quantize.quantize_matrix(w, s)
     deq = qm.dequantize()
     g = w.shape[0] // qm.scales.shape[0]
     last = qm.scales.shape[0] - 1
@@ -84,9 +84,9 @@ def test_dequantized_values_are_levels_of_their_group(s):
 @pytest.mark.parametrize("s", SCHEMES[1:], ids=lambda s: s.name)
 def test_a_shorter_last_group(s):
     w = awkward_matrix(d_in=s.group_size * 3 // 2, d_out=5, seed=4)   # a group and a half
-    qm = Q.quantize_matrix(w, s)
+    qm = quantize.quantize_matrix(w, s)
     assert qm.scales.shape == (2, 5)
-    assert qm.nbytes == w.size // 2 + 10 * 2 + 5 == Q.quantized_bytes(w.size, 10, s)
+    assert qm.nbytes == w.size // 2 + 10 * 2 + 5 == quantize.quantized_bytes(w.size, 10, s)
     assert (np.abs(w - qm.dequantize()) <= qm.step_sizes() / 2 * (1 + 1e-6)).all()
     # the short group's scale comes from its own weights only
     short = w[s.group_size:, 0]
@@ -96,9 +96,9 @@ def test_a_shorter_last_group(s):
 
 def test_nibbles_pack_two_to_a_byte_and_come_back():
     codes = np.random.default_rng(1).integers(0, 16, 11).astype(np.uint8)   # odd: one pad
-    packed = Q.pack_nibbles(codes)
+    packed = quantize.pack_nibbles(codes)
     assert packed.nbytes == 6
-    assert (Q.unpack_nibbles(packed, 11) == codes).all()
+    assert (quantize.unpack_nibbles(packed, 11) == codes).all()
     assert packed[0] == codes[0] | (codes[1] << 4)
 
 
@@ -107,34 +107,37 @@ def test_nibbles_pack_two_to_a_byte_and_come_back():
 def test_bytes_of_one_matrix_by_hand():
     w = np.zeros((768, 256), dtype=np.float32) + 0.01      # austen's w_down shape
     # int8, per output channel: 768*256 one-byte codes + 256 float16 scales
-    assert Q.quantize_matrix(w, Q.INT8).nbytes == 768 * 256 + 256 * 2 == 197_120
+    assert quantize.quantize_matrix(w, quantize.INT8).nbytes == 768 * 256 + 256 * 2 == 197_120
     # int4, groups of 32: half a byte per weight, 24*256 groups of a 2-byte scale + a 4-bit zero
-    assert Q.quantize_matrix(w, Q.int4(32)).nbytes == 98_304 + 6_144 * 2 + 3_072 == 113_664
+    assert (quantize.quantize_matrix(w, quantize.int4(32)).nbytes
+            == 98_304 + 6_144 * 2 + 3_072 == 113_664)
     # int4, groups of 128: 6*256 groups
-    assert Q.quantize_matrix(w, Q.int4(128)).nbytes == 98_304 + 1_536 * 2 + 768 == 102_144
+    assert (quantize.quantize_matrix(w, quantize.int4(128)).nbytes
+            == 98_304 + 1_536 * 2 + 768 == 102_144)
 
 
 @pytest.mark.parametrize("s", SCHEMES, ids=lambda s: s.name)
 def test_model_bytes_equal_the_formula_and_the_arrays(s, austen):
-    qmodel = Q.quantize_model(austen, s)
+    qmodel = quantize.quantize_model(austen, s)
     for name, qm in qmodel.matrices.items():
         d_in, d_out = qm.shape
-        assert qm.nbytes == Q.quantized_bytes(d_in * d_out, Q.n_groups(d_in, d_out, s), s)
+        groups = quantize.n_groups(d_in, d_out, s)
+        assert qm.nbytes == quantize.quantized_bytes(d_in * d_out, groups, s)
         assert qm.nbytes == qm.codes.nbytes + qm.scales.nbytes + qm.zeros.nbytes
-    memory = Q.weight_memory(austen.config, austen.n_params(), s, float_bits=32)
+    memory = quantize.weight_memory(austen.config, austen.n_params(), s, float_bits=32)
     assert memory.linear_bytes == qmodel.matrix_bytes
     assert memory.total_bytes == qmodel.nbytes
     # what stays float32: the tied embedding (4096 x 256), 9 norm vectors of 256
     assert qmodel.float_bytes == 4 * (4096 * 256 + 9 * 256)
-    float32 = Q.weight_memory(austen.config, austen.n_params(), None, float_bits=32)
+    float32 = quantize.weight_memory(austen.config, austen.n_params(), None, float_bits=32)
     assert float32.total_bytes == 4 * austen.n_params() == 16_262_144
 
 
 @pytest.mark.parametrize("name", ["llama_mha", "llama_gqa", "llama_untied", "gpt2"])
 def test_linear_shapes_are_the_loaded_matrices(name, austen):
     for model in (load_model(os.path.join(FIXTURES, name)), austen):
-        loaded = Q.linear_weights(model.params)
-        shapes = Q.linear_shapes(model.config)
+        loaded = quantize.linear_weights(model.params)
+        shapes = quantize.linear_shapes(model.config)
         expected = {f"blocks.{i}.{n}": (d_in, d_out)
                     for n, d_in, d_out, count in shapes for i in range(count)}
         assert {k: w.shape for k, w in loaded.items()} == expected
@@ -146,7 +149,7 @@ def test_linear_weights_of_published_configs_match_the_parameter_count(p):
     breakdown: its attention and feed-forward counts minus their biases (GPT-2 only)."""
     c = p.config
     counts = parameter_counts(c)
-    n_linear = Q.weight_memory(c, counts.total).n_linear
+    n_linear = quantize.weight_memory(c, counts.total).n_linear
     q, kv = c.n_heads * c.head_dim, c.n_kv_heads * c.head_dim
     biases = q + 2 * kv + c.d_model + c.d_ff + c.d_model if c.model_type == "gpt2" else 0
     assert n_linear == c.n_layers * (counts.attention + counts.ffn - biases)
@@ -155,9 +158,9 @@ def test_linear_weights_of_published_configs_match_the_parameter_count(p):
 
 def test_weight_memory_of_llama3_8b_by_hand():
     p = next(p for p in PUBLISHED if p.name == "Llama 3 8B")
-    fp16 = Q.weight_memory(p.config, p.reported_params)
+    fp16 = quantize.weight_memory(p.config, p.reported_params)
     assert fp16.total_bytes == 2 * 8_030_261_248
-    int4 = Q.weight_memory(p.config, p.reported_params, Q.int4(128))
+    int4 = quantize.weight_memory(p.config, p.reported_params, quantize.int4(128))
     n_linear = 32 * (4096 * 4096 * 2 + 4096 * 1024 * 2 + 3 * 4096 * 14336)
     assert int4.n_linear == n_linear
     groups = n_linear // 128
@@ -168,23 +171,23 @@ def test_weight_memory_of_llama3_8b_by_hand():
 # --- the quantized model runs through the engine ----------------------------------------------
 
 def test_dequantized_model_is_the_engine_with_other_weights(austen):
-    qmodel = Q.quantize_model(austen, Q.int4(64))
+    qmodel = quantize.quantize_model(austen, quantize.int4(64))
     assert qmodel.model.config == austen.config
     assert qmodel.model.params["wte"] is austen.params["wte"]       # embeddings untouched
     w = qmodel.model.params["blocks"][2]["mlp"]["w_up"]
     assert w.dtype == np.float32
     np.testing.assert_array_equal(w, qmodel.matrices["blocks.2.mlp.w_up"].dequantize())
     ids = austen.tokenizer.encode_ordinary("Mr. Darcy bowed.")
-    assert Q.max_logit_change(austen.forward(ids), qmodel.model.forward(ids)) > 0
+    assert quantize.max_logit_change(austen.forward(ids), qmodel.model.forward(ids)) > 0
 
 
 def test_heldout_perplexity_is_exp_of_the_mean_nll(austen):
     text = open(os.path.join(ROOT, "tests/data/heldout_pride_and_prejudice_ch10.txt")).read()
-    windows = Q.heldout_windows(austen.tokenizer, text, 2, 100)
+    windows = quantize.heldout_windows(austen.tokenizer, text, 2, 100)
     assert [len(t) for _, t in windows] == [100, 100]
     ids = austen.tokenizer.encode_ordinary(text)
     assert list(windows[1][0]) == ids[100:200] and list(windows[1][1]) == ids[101:201]
-    result = Q.heldout_perplexity(austen, windows)
+    result = quantize.heldout_perplexity(austen, windows)
     logp = []
     for inputs, targets in windows:   # an independent route: float64 log of the softmax
         z = austen.forward(inputs).astype(np.float64)
@@ -198,16 +201,16 @@ def test_heldout_perplexity_is_exp_of_the_mean_nll(austen):
 def test_metrics():
     a = np.array([[1.0, 2.0, 0.0], [3.0, 0.0, 1.0]], dtype=np.float32)
     b = np.array([[1.0, 1.5, 1.9], [3.0, 0.5, 1.0]], dtype=np.float32)
-    assert Q.max_logit_change(a, b) == pytest.approx(1.9)
-    assert Q.top1_agreement(a, b) == 0.5
+    assert quantize.max_logit_change(a, b) == pytest.approx(1.9)
+    assert quantize.top1_agreement(a, b) == 0.5
 
 
 def test_scheme_names():
-    assert Q.scheme("int4-g64") == Q.int4(64)
-    assert Q.scheme("int8") is Q.INT8
+    assert quantize.scheme("int4-g64") == quantize.int4(64)
+    assert quantize.scheme("int8") is quantize.INT8
     for bad in ("int4-g48", "int3", "int4-gx"):
         with pytest.raises(ValueError):
-            Q.scheme(bad)
+            quantize.scheme(bad)
 
 
 @pytest.mark.parametrize("name", ["gpt2", "llama_untied", "llama_gqa"])
@@ -215,15 +218,15 @@ def test_other_architectures_quantize_and_run(name):
     """GPT-2 (biases stay float) and an untied output layer (stays float); 48 inputs do not
     split into groups of 32, so every column ends in a shorter group."""
     model = load_model(os.path.join(FIXTURES, name))
-    qmodel = Q.quantize_model(model, Q.int4(32))
-    assert qmodel.nbytes == Q.weight_memory(model.config, model.n_params(), Q.int4(32),
-                                            float_bits=32).total_bytes
+    qmodel = quantize.quantize_model(model, quantize.int4(32))
+    assert qmodel.nbytes == quantize.weight_memory(model.config, model.n_params(),
+                                                   quantize.int4(32), float_bits=32).total_bytes
     if "b_q" in model.params["blocks"][0]["attn"]:
         assert qmodel.model.params["blocks"][0]["attn"]["b_q"] is \
             model.params["blocks"][0]["attn"]["b_q"]
     assert qmodel.model.params["unembed"] is model.params["unembed"]
     for name_, qm in qmodel.matrices.items():
-        w = Q.linear_weights(model.params)[name_]
+        w = quantize.linear_weights(model.params)[name_]
         assert (np.abs(w - qm.dequantize()) <= qm.step_sizes() / 2 * (1 + 1e-6)).all()
     logits = qmodel.model.forward([1, 2, 3, 4])
     assert logits.dtype == np.float32 and np.isfinite(logits).all()

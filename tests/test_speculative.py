@@ -10,7 +10,7 @@ import pytest
 import tiktoken
 
 from pipeline import load_model
-from pipeline import speculative as S
+from pipeline import speculative
 from pipeline.model import Model, softmax
 from pipeline.sampling import draw, goodness_of_fit
 from web_support import has_default_model
@@ -36,7 +36,7 @@ def speculative_draws(p, q, n, seed):
     tokens, accepted = [], 0
     for _ in range(n):
         proposal = draw(q, rng)
-        ok, _, replacement = S.accept_or_resample(proposal, p, q, rng)
+        ok, _, replacement = speculative.accept_or_resample(proposal, p, q, rng)
         accepted += ok
         tokens.append(proposal if ok else replacement)
     return np.bincount(tokens, minlength=len(p)), accepted
@@ -60,14 +60,14 @@ def test_the_draft_alone_is_not_the_target():
 
 
 def test_residual():
-    r = S.residual(P, Q)
+    r = speculative.residual(P, Q)
     np.testing.assert_allclose(r, np.array([0.30, 0, 0.15, 0, 0, 0]) / 0.45)
-    assert S.residual(P, P).tolist() == P.tolist()     # never used: p == q never rejects
+    assert speculative.residual(P, P).tolist() == P.tolist()     # never used: p == q never rejects
 
 
 def test_identical_models_accept_everything():
     for token in range(5):
-        assert S.accept_or_resample(token, P, P, np.random.default_rng(token))[0]
+        assert speculative.accept_or_resample(token, P, P, np.random.default_rng(token))[0]
 
 
 # --- the whole algorithm on two small models --------------------------------------------------
@@ -90,8 +90,8 @@ def test_first_two_tokens_follow_the_target(pair):
     rng = np.random.default_rng(7)
     firsts, seconds, runs = [], [], []
     for _ in range(2000):
-        run = S.speculative_generate(target, draft, prompt, 3, gamma=2, temperature=t, rng=rng,
-                                     stop_at_eos=False)
+        run = speculative.speculative_generate(target, draft, prompt, 3, gamma=2, temperature=t,
+                                               rng=rng, stop_at_eos=False)
         firsts.append(run.tokens[0])
         seconds.append(run.tokens[1])
         runs.append(run)
@@ -105,8 +105,9 @@ def test_first_two_tokens_follow_the_target(pair):
 
 def test_rounds_add_up(pair):
     target, draft = pair
-    run = S.speculative_generate(target, draft, [3, 1, 4, 1, 5], 30, gamma=4, temperature=1.0,
-                                 rng=np.random.default_rng(1), stop_at_eos=False)
+    run = speculative.speculative_generate(target, draft, [3, 1, 4, 1, 5], 30, gamma=4,
+                                           temperature=1.0, rng=np.random.default_rng(1),
+                                           stop_at_eos=False)
     assert len(run.tokens) == 30
     assert sum((r.tokens for r in run.rounds), []) == run.tokens
     for r in run.rounds:
@@ -122,8 +123,8 @@ def test_rounds_add_up(pair):
 
 def test_same_seed_same_tokens(pair):
     target, draft = pair
-    runs = [S.speculative_generate(target, draft, [9, 8, 7], 20, gamma=3,
-                                   rng=np.random.default_rng(42)) for _ in range(2)]
+    runs = [speculative.speculative_generate(target, draft, [9, 8, 7], 20, gamma=3,
+                                             rng=np.random.default_rng(42)) for _ in range(2)]
     assert runs[0].tokens == runs[1].tokens
 
 
@@ -147,8 +148,8 @@ def test_greedy_speculative_is_the_targets_greedy_text(austen_pair, prompt, gamm
     target, draft = austen_pair
     ids = target.tokenizer.encode_ordinary(prompt)
     expected = list(target.generate(ids, 40))
-    run = S.speculative_generate(target, draft, ids, 40, gamma, temperature=0.0,
-                                 rng=np.random.default_rng(0))
+    run = speculative.speculative_generate(target, draft, ids, 40, gamma, temperature=0.0,
+                                           rng=np.random.default_rng(0))
     assert run.tokens == expected
     assert len(run.rounds) < 40                        # the draft did save passes
 
@@ -157,7 +158,7 @@ def test_greedy_at_the_end_of_the_context(austen_pair):
     target, draft = austen_pair
     ids = target.tokenizer.encode_ordinary(" the" * 250)[:250]
     expected = list(target.generate(ids, 20))          # stops when the window is full
-    run = S.speculative_generate(target, draft, ids, 20, 5, temperature=0.0)
+    run = speculative.speculative_generate(target, draft, ids, 20, 5, temperature=0.0)
     assert run.tokens == expected and len(ids) + len(expected) == 257
     assert run.finish == "context"
 
@@ -172,7 +173,7 @@ def test_greedy_stops_at_end_of_text(pair):
             break
     else:
         pytest.fail("no greedy text ends in the end-of-text token")
-    run = S.speculative_generate(target, draft, [start], 40, 3, temperature=0.0)
+    run = speculative.speculative_generate(target, draft, [start], 40, 3, temperature=0.0)
     assert run.tokens == expected and run.finish == "eos"
 
 
@@ -180,9 +181,9 @@ def test_greedy_stops_at_end_of_text(pair):
 
 def test_a_draft_with_another_tokenizer_is_refused(austen_pair, pair):
     target, draft = austen_pair
-    S.check_draft(target, draft)
-    with pytest.raises(S.DraftMismatch, match="vocabulary has 320 tokens"):
-        S.check_draft(target, pair[1])
+    speculative.check_draft(target, draft)
+    with pytest.raises(speculative.DraftMismatch, match="vocabulary has 320 tokens"):
+        speculative.check_draft(target, pair[1])
     ranks = {b: target.tokenizer.encode_single_token(b)
              for b in target.tokenizer.token_byte_values()}
     a, b = b"the", b" the"
@@ -190,21 +191,21 @@ def test_a_draft_with_another_tokenizer_is_refused(austen_pair, pair):
     other = tiktoken.Encoding("swapped", pat_str=r"\S+|\s+", mergeable_ranks=ranks,
                               special_tokens={"<|endoftext|>": 4095})
     swapped = Model(draft.config, draft.params, other)
-    with pytest.raises(S.DraftMismatch, match="tokenizer differs"):
-        S.check_draft(target, swapped)
+    with pytest.raises(speculative.DraftMismatch, match="tokenizer differs"):
+        speculative.check_draft(target, swapped)
 
 
 def test_expected_speedup():
     # a = 0.5, gamma = 2, c = 0.1: (1 - 0.125) / (0.5 * 1.2)
-    assert S.expected_speedup(0.5, 2, 0.1) == pytest.approx(0.875 / 0.6)
-    assert S.expected_tokens_per_pass(1.0, 4) == 5          # the a -> 1 limit
-    assert S.expected_speedup(0.0, 3, 0.5) == pytest.approx(1 / 2.5)
-    assert S.expected_tokens_per_pass(0.999999, 4) == pytest.approx(5, rel=1e-5)
+    assert speculative.expected_speedup(0.5, 2, 0.1) == pytest.approx(0.875 / 0.6)
+    assert speculative.expected_tokens_per_pass(1.0, 4) == 5          # the a -> 1 limit
+    assert speculative.expected_speedup(0.0, 3, 0.5) == pytest.approx(1 / 2.5)
+    assert speculative.expected_tokens_per_pass(0.999999, 4) == pytest.approx(5, rel=1e-5)
 
 
 def test_timed_generation_is_model_generate(austen_pair):
     target, _ = austen_pair
     ids = target.tokenizer.encode_ordinary("Emma was")
-    timed = S.timed_generate(target, ids, 12, temperature=0.0)
+    timed = speculative.timed_generate(target, ids, 12, temperature=0.0)
     assert timed.tokens == list(target.generate(ids, 12))
     assert len(timed.step_seconds) == 11 and timed.seconds > sum(timed.step_seconds) > 0

@@ -9,7 +9,7 @@ import re
 import numpy as np
 import pytest
 
-from pipeline import quantize as Q
+from pipeline import quantize
 from pipeline.published import published
 from web.params import PROMPT
 from web_support import HX, every_section, MARKS, app, client, error_message, model, text_of, url  # noqa: F401
@@ -41,7 +41,7 @@ def rows_of(page: str, label: str) -> dict:
 def windows(model):
     text = open(os.path.join(ROOT, "tests/data/heldout_pride_and_prejudice_ch10.txt")).read()
     from web.sections.quantization import HELDOUT_WINDOWS
-    return Q.heldout_windows(model.tokenizer, text, HELDOUT_WINDOWS, 256)
+    return quantize.heldout_windows(model.tokenizer, text, HELDOUT_WINDOWS, 256)
 
 
 @pytest.mark.parametrize("group", [32, 128])
@@ -52,16 +52,16 @@ def test_table_is_the_pipelines_numbers(client, model, windows, group):
     rows = rows_of(page, "Quantized models compared")
     ids = model.tokenizer.encode_ordinary(prompt)
     float_logits = model.forward(ids)
-    float_held = Q.heldout_perplexity(model, windows)
+    float_held = quantize.heldout_perplexity(model, windows)
     assert rows["float32"][0] == f"{4 * model.n_params():,} B"
     assert rows["float32"][-1] == f"{float_held.perplexity:.3f}"
-    for name, s in (("int8", Q.INT8), (f"int4-g{group}", Q.int4(group))):
-        qm = Q.quantize_model(model, s)
+    for name, s in (("int8", quantize.INT8), (f"int4-g{group}", quantize.int4(group))):
+        qm = quantize.quantize_model(model, s)
         logits = qm.model.forward(ids)
-        held = Q.heldout_perplexity(qm.model, windows)
+        held = quantize.heldout_perplexity(qm.model, windows)
         memory, bits, change, top1, top1_held, ppl = rows[name]
         assert memory == f"{qm.nbytes:,} B"
-        n_linear = sum(w.size for w in Q.linear_weights(model.params).values())
+        n_linear = sum(w.size for w in quantize.linear_weights(model.params).values())
         assert bits == f"{8 * qm.matrix_bytes / n_linear:.3f}"
         assert change == f"{np.abs(logits - float_logits).max():.4f}"
         assert top1 == f"{100 * np.mean(logits.argmax(-1) == float_logits.argmax(-1)):.1f}%"
@@ -85,7 +85,7 @@ def test_greedy_texts(client, model):
     m = re.search(r'aria-label="Greedy text of float32">(.*?)</p>', page, re.S)
     shown = marks_to_text(m.group(1))
     assert shown == model.tokenizer.decode(list(model.generate(ids, GREEDY_TOKENS)))
-    int8 = Q.quantize_model(model, Q.INT8).model
+    int8 = quantize.quantize_model(model, quantize.INT8).model
     m = re.search(r'aria-label="Greedy text of int8">(.*?)</p>', page, re.S)
     shown = marks_to_text(m.group(1))
     assert shown == model.tokenizer.decode(list(int8.generate(ids, GREEDY_TOKENS)))
@@ -98,8 +98,9 @@ def test_calculator_rows_are_the_formula(client):
         p = published(name)
         shown = rows[name]
         assert shown[0] == f"{p.reported_params:,}"
-        for cell, s in zip(shown[2:], (None, Q.INT8, Q.int4(64))):
-            assert cell == f"{Q.weight_memory(p.config, p.reported_params, s).total_bytes / 1e9:.2f} GB"
+        for cell, s in zip(shown[2:], (None, quantize.INT8, quantize.int4(64))):
+            memory = quantize.weight_memory(p.config, p.reported_params, s)
+            assert cell == f"{memory.total_bytes / 1e9:.2f} GB"
     assert rows["Llama 3 8B"][2] == "16.06 GB"               # 8,030,261,248 x 2 bytes
 
 
@@ -114,7 +115,7 @@ def test_histogram_levels(client, model):
     int4 = json.loads(html.unescape(figs[1]))
     levels = [x for x in int4["data"][1]["x"] if x is not None][::2]
     assert len(levels) == 16
-    qm = Q.quantize_matrix(w, Q.int4(32))
+    qm = quantize.quantize_matrix(w, quantize.int4(32))
     group = int(np.abs(w[:, column]).argmax()) // 32
     np.testing.assert_allclose(levels, qm.levels(group, column), rtol=1e-6)
 

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from pipeline import load_model
-from pipeline import speculative as S
+from pipeline.speculative import expected_speedup, speculative_generate
 from web_support import HX, every_section, MARKS, app, client, error_message, model, text_of, url  # noqa: F401
 
 
@@ -47,9 +47,9 @@ def test_numbers_are_the_pipelines(client, model, draft, mode, gamma, tokens, se
     page = text_of(client.get(url("/section/speculative", prompt=prompt, sp_mode=mode,
                                   sp_gamma=gamma, sp_tokens=tokens, sp_seed=seed), headers=HX))
     ids = model.tokenizer.encode_ordinary(prompt)
-    run = S.speculative_generate(model, draft, ids, tokens, gamma,
-                                 temperature=1.0 if mode == "sample" else 0.0,
-                                 rng=np.random.default_rng(seed))
+    run = speculative_generate(model, draft, ids, tokens, gamma,
+                               temperature=1.0 if mode == "sample" else 0.0,
+                               rng=np.random.default_rng(seed))
     assert cell(page, "sp-acceptance") == f"{run.acceptance_rate:.3f}"
     assert cell(page, "sp-tokens-per-pass") == f"{run.tokens_per_pass:.2f}"
     assert rounds_shown(page) == [(r.n_accepted, len(r.proposals)) for r in run.rounds]
@@ -64,7 +64,7 @@ def test_expected_speedup_is_the_formula_of_the_numbers_shown(client):
     c = float(cell(page, "sp-cost-ratio"))
     expected = float(cell(page, "sp-expected").rstrip("×"))
     # a and c are shown to 3 decimals: the formula of the shown values agrees to rounding
-    assert expected == pytest.approx(S.expected_speedup(a, 5, c), abs=0.02)
+    assert expected == pytest.approx(expected_speedup(a, 5, c), abs=0.02)
     assert float(cell(page, "sp-speedup").rstrip("×")) > 0
 
 
@@ -86,7 +86,7 @@ def test_outcome_of_every_chip(client, model, draft):
         "fortune, must be in want of a")
     from web.sections.speculative import PARAMS
     n_tokens = next(p.default for p in PARAMS if p.name == "sp_tokens")
-    run = S.speculative_generate(model, draft, ids, n_tokens, 4, 1.0, np.random.default_rng(3))
+    run = speculative_generate(model, draft, ids, n_tokens, 4, 1.0, np.random.default_rng(3))
     titles = re.findall(r'<li class="chip sp (\w+)"\s+title="([^"]*)"', page)
     expected = []
     for r in run.rounds:

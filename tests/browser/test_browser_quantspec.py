@@ -8,8 +8,8 @@ import numpy as np
 from playwright.sync_api import expect
 
 from pipeline import load_model
-from pipeline import quantize as Q
-from pipeline import speculative as S
+from pipeline import quantize
+from pipeline.speculative import speculative_generate
 from web.sections.quantization import HELDOUT_PATH, HELDOUT_WINDOWS
 
 SLOW = 20_000     # ms: a section answer on a busy 2-core machine (the page has many sections)
@@ -32,24 +32,26 @@ def scheme_cells(page, scheme):
 
 
 def heldout_perplexity(model, scheme):
-    windows = Q.heldout_windows(model.tokenizer, open(HELDOUT_PATH, encoding="utf-8").read(),
-                                HELDOUT_WINDOWS, 256)
-    return Q.heldout_perplexity(Q.quantize_model(model, scheme).model, windows).perplexity
+    text = open(HELDOUT_PATH, encoding="utf-8").read()
+    windows = quantize.heldout_windows(model.tokenizer, text, HELDOUT_WINDOWS, 256)
+    quantized = quantize.quantize_model(model, scheme).model
+    return quantize.heldout_perplexity(quantized, windows).perplexity
 
 
 def test_quantization_numbers_are_the_pipelines(page, model, page_errors):
     page.goto(f"/?prompt={PROMPT}&q_group=64#quantization")
-    s = Q.int4(64)
+    s = quantize.int4(64)
     cells = scheme_cells(page, "int4-g64")
-    expect(cells.nth(0)).to_have_text(f"{Q.quantize_model(model, s).nbytes:,} B")
+    expect(cells.nth(0)).to_have_text(f"{quantize.quantize_model(model, s).nbytes:,} B")
     expect(cells.nth(5)).to_have_text(f"{heldout_perplexity(model, s):.3f}")
     expect(quantization(page).locator(".plot .main-svg").first).to_be_attached()
 
     quantization(page).get_by_label("Group size (int4)").select_option("128")
     expect(page).to_have_url(re.compile(r"q_group=128"), timeout=SLOW)
-    s = Q.int4(128)
+    s = quantize.int4(128)
     cells = scheme_cells(page, "int4-g128")
-    expect(cells.nth(0)).to_have_text(f"{Q.quantize_model(model, s).nbytes:,} B", timeout=SLOW)
+    expect(cells.nth(0)).to_have_text(f"{quantize.quantize_model(model, s).nbytes:,} B",
+                                      timeout=SLOW)
     expect(cells.nth(5)).to_have_text(f"{heldout_perplexity(model, s):.3f}")
     calc = quantization(page).get_by_role("table", name="Weight memory of published models")
     expect(calc.get_by_role("columnheader", name="INT4 (g = 128)")).to_be_visible()
@@ -57,7 +59,7 @@ def test_quantization_numbers_are_the_pipelines(page, model, page_errors):
     page.reload()                                     # the state comes back from the URL
     expect(quantization(page).get_by_label("Group size (int4)")).to_have_value("128")
     expect(scheme_cells(page, "int4-g128").nth(0)).to_have_text(
-        f"{Q.quantize_model(model, s).nbytes:,} B")
+        f"{quantize.quantize_model(model, s).nbytes:,} B")
     assert page_errors == []
 
 
@@ -74,8 +76,8 @@ def test_pick_a_matrix(page, model):
 def spec_run(model, prompt, gamma, tokens, mode, seed):
     draft = load_model(os.path.join(ROOT, "models", "austen-draft"))
     ids = model.tokenizer.encode_ordinary(prompt)
-    return S.speculative_generate(model, draft, ids, tokens, gamma,
-                                  1.0 if mode == "sample" else 0.0, np.random.default_rng(seed))
+    return speculative_generate(model, draft, ids, tokens, gamma,
+                                1.0 if mode == "sample" else 0.0, np.random.default_rng(seed))
 
 
 def test_speculative_numbers_are_the_pipelines(page, model, page_errors):

@@ -9,7 +9,7 @@ import functools
 import os
 import threading
 
-from pipeline import quantize as Q
+from pipeline import quantize
 from pipeline.published import PUBLISHED
 from pipeline.sizes import parameter_counts
 from web.figures import quantization as figures
@@ -49,8 +49,8 @@ def cached(maxsize):
 
 
 @cached(maxsize=8)
-def quantized(model, scheme_name: str) -> Q.QuantizedModel:
-    return Q.quantize_model(model, Q.scheme(scheme_name))
+def quantized(model, scheme_name: str) -> quantize.QuantizedModel:
+    return quantize.quantize_model(model, quantize.scheme(scheme_name))
 
 
 def scheme_model(model, scheme_name):
@@ -58,13 +58,13 @@ def scheme_model(model, scheme_name):
 
 
 @cached(maxsize=8)
-def heldout(model, scheme_name) -> Q.HeldoutResult:
+def heldout(model, scheme_name) -> quantize.HeldoutResult:
     """Held-out perplexity of a scheme (None: float32), on the committed held-out chapter."""
     with open(HELDOUT_PATH, encoding="utf-8") as f:
         text = f.read()
-    windows = Q.heldout_windows(model.tokenizer, text, HELDOUT_WINDOWS,
-                                min(256, model.config.n_ctx))
-    return Q.heldout_perplexity(scheme_model(model, scheme_name), windows)
+    windows = quantize.heldout_windows(model.tokenizer, text, HELDOUT_WINDOWS,
+                                       min(256, model.config.n_ctx))
+    return quantize.heldout_perplexity(scheme_model(model, scheme_name), windows)
 
 
 @cached(maxsize=64)
@@ -80,10 +80,10 @@ def greedy_tokens(model, scheme_name, ids: tuple) -> tuple:
 def warm(lm):
     """Prompt-independent work, run once in the background when the app starts: every scheme
     quantized and its held-out perplexity measured."""
-    schemes = [None, "int8"] + [f"int4-g{g}" for g in Q.GROUP_SIZES]
+    schemes = [None, "int8"] + [f"int4-g{g}" for g in quantize.GROUP_SIZES]
     for scheme_name in schemes:
         heldout(lm.model, scheme_name)
-    names = list(Q.linear_weights(lm.model.params))
+    names = list(quantize.linear_weights(lm.model.params))
     histogram_context(lm.model, default_matrix(names), PARAMS[0].default)
     calculator(PARAMS[0].default)
 
@@ -99,12 +99,12 @@ def scheme_row(lm, state, ids, float_logits, scheme_name):
     model = lm.model
     held, held_float = heldout(model, scheme_name), heldout(model, None)
     if scheme_name is None:
-        memory = Q.weight_memory(model.config, model.n_params(), None, float_bits=32)
+        memory = quantize.weight_memory(model.config, model.n_params(), None, float_bits=32)
         logits, label, describe = float_logits, "float32", "32-bit floats, as loaded"
         bits = 32.0
     else:
         qm = quantized(model, scheme_name)
-        memory = Q.weight_memory(model.config, model.n_params(), qm.scheme, float_bits=32)
+        memory = quantize.weight_memory(model.config, model.n_params(), qm.scheme, float_bits=32)
         assert memory.total_bytes == qm.nbytes            # formula == the arrays, always
         logits, label, describe = prompt_logits(model, scheme_name, ids), scheme_name, \
             qm.scheme.describe()
@@ -114,8 +114,8 @@ def scheme_row(lm, state, ids, float_logits, scheme_name):
         name=label, describe=describe, total_bytes=memory.total_bytes,
         linear_bytes=memory.linear_bytes, other_bytes=memory.other_bytes,
         n_linear=memory.n_linear, n_groups=memory.n_groups, bits_per_weight=bits,
-        max_logit_change=Q.max_logit_change(float_logits, logits),
-        top1_prompt=Q.top1_agreement(float_logits, logits),
+        max_logit_change=quantize.max_logit_change(float_logits, logits),
+        top1_prompt=quantize.top1_agreement(float_logits, logits),
         top1_heldout=float((held.top1 == held_float.top1).mean()),
         perplexity=held.perplexity, heldout_tokens=held.n_tokens,
         greedy=[plain(model.tokenizer.decode_single_token_bytes(t)) for t in tokens],
@@ -128,11 +128,11 @@ def first_difference(a, b):
 
 @functools.lru_cache(maxsize=8)
 def calculator(group_size):
-    schemes = [("FP16", None), ("INT8", Q.INT8), ("INT4", Q.int4(group_size))]
+    schemes = [("FP16", None), ("INT8", quantize.INT8), ("INT4", quantize.int4(group_size))]
     rows = []
     for p in PUBLISHED:
         n_params = parameter_counts(p.config).total      # = the checkpoint's reported count
-        memories = [Q.weight_memory(p.config, n_params, s) for _, s in schemes]
+        memories = [quantize.weight_memory(p.config, n_params, s) for _, s in schemes]
         rows.append(dict(name=p.name, repo=p.repo, n_params=n_params,
                          n_linear=memories[0].n_linear,
                          gb=[m.total_bytes / 1e9 for m in memories],
@@ -143,7 +143,7 @@ def calculator(group_size):
 @cached(maxsize=32)
 def histogram_context(model, matrix_name, group_size):
     """Figures of one matrix: prompt-independent, so built once per (matrix, group size)."""
-    w = Q.linear_weights(model.params)[matrix_name]                     # [d_in, d_out]
+    w = quantize.linear_weights(model.params)[matrix_name]                     # [d_in, d_out]
     column = int(abs(w).max(0).argmax())              # the output channel with the largest weight
     int8 = quantized(model, "int8").matrices[matrix_name]
     int4 = quantized(model, f"int4-g{group_size}").matrices[matrix_name]
@@ -169,7 +169,7 @@ def histogram_context(model, matrix_name, group_size):
 def build(lm, state) -> dict:
     """Template context for the quantization section."""
     model = lm.model
-    names = list(Q.linear_weights(model.params))
+    names = list(quantize.linear_weights(model.params))
     matrix = state["q_matrix"]
     if matrix not in names and "q_matrix" in state.raw and "q_matrix" not in state.errors:
         state.reject("q_matrix", f"{matrix!r} is not a quantized matrix of this model; choose "
@@ -177,9 +177,9 @@ def build(lm, state) -> dict:
     if matrix not in names:
         matrix = default_matrix(names)
     group = state["q_group"]
-    if group not in Q.GROUP_SIZES:
+    if group not in quantize.GROUP_SIZES:
         state.reject("q_group", f"Group size must be one of "
-                     f"{', '.join(map(str, Q.GROUP_SIZES))}; got {group}.")
+                     f"{', '.join(map(str, quantize.GROUP_SIZES))}; got {group}.")
         group = state["q_group"]
     run = prompt_run(lm, state["prompt"])
     ids = run.ids
@@ -190,7 +190,7 @@ def build(lm, state) -> dict:
     calc_names, calc_rows = calculator(group)
     return dict(
         model_name=lm.name, n_params=model.n_params(), n_prompt=len(ids), rows=rows,
-        group=group, group_sizes=Q.GROUP_SIZES, matrices=names, matrix=matrix,
+        group=group, group_sizes=quantize.GROUP_SIZES, matrices=names, matrix=matrix,
         n_matrices=len(names), greedy_tokens=GREEDY_TOKENS,
         heldout_file=os.path.basename(HELDOUT_PATH), heldout_windows=HELDOUT_WINDOWS,
         calc_names=calc_names, calc_rows=calc_rows,
