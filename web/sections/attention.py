@@ -63,7 +63,7 @@ def build(lm, state) -> dict:
     )
     if head is not None:
         ctx.update(score_check(run.cache, layer, head, t, labels))
-    ctx.update(measured(lm, measures, T, state, cfg))
+    ctx.update(head_behaviour(lm, measures, T, state, cfg))
     return ctx
 
 
@@ -110,7 +110,9 @@ def score_check(cache, layer, head, t, labels) -> dict:
     )
 
 
-def measured(lm, measures, T, state, cfg) -> dict:
+def head_behaviour(lm, measures, T, state, cfg) -> dict:
+    """The heads' measured behaviour (previous-, first-, same-token and induction scores of
+    pipeline.attention_analysis) as a table, the strongest heads and a figure."""
     if T < 2:
         return dict(measures=None)
     kinds = [k for k in ("previous", "first", "same", "induction") if measures[k] is not None]
