@@ -1,4 +1,7 @@
-"""The model the app serves, with what the sections read from it, computed once at start."""
+"""The model the app serves, with what the sections read from it, computed once at start.
+
+In web/ the wrapper (a LoadedModel) is called `lm` and the pipeline model it holds (`lm.model`,
+a pipeline.model.Model) `model`."""
 import os
 from dataclasses import dataclass
 

@@ -5,7 +5,7 @@ A section is a view + a partial template + its figure builders, registered here:
     Section(id="embeddings", title="Embeddings",
             template="sections/embeddings.html",     # renders <section id="embeddings">…
             params=(Param("emb_k", "Neighbours", kind="int", default=5, min=1, max=20),),
-            build=embeddings.build)                  # build(app_model, state) -> dict
+            build=embeddings.build)                  # build(lm, state) -> dict
 
 `build` reads the validated `state` (the prompt and this section's own parameters), runs the
 pipeline, calls figure builders, and returns the template's context. It may call
@@ -29,8 +29,9 @@ class Section:
     title: str              # heading and nav label
     template: str           # partial template, used by the page and as the htmx swap
     params: tuple           # the Params this section owns (the prompt is shared by all)
-    build: Callable         # build(app_model, state) -> template context (a dict)
-    warm: Callable = None   # warm(app_model): fill prompt-independent caches; run once per
+    build: Callable         # build(lm, state) -> template context (a dict); lm: the loaded
+                            #   model (web.loaded.LoadedModel), lm.model the pipeline model
+    warm: Callable = None   # warm(lm): fill prompt-independent caches; run once per
                             #   process, before app.py's workers serve (one process: in a
                             #   background thread at start); None: nothing to warm
     borrows: tuple = ()     # names of other sections' parameters this section uses and whose

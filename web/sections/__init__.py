@@ -1,1 +1,2 @@
-"""One module per section of the explainer: its parameters and its `build(model, state)`."""
+"""One module per section of the explainer: its parameters and its `build(lm, state)` (lm: the
+loaded model, web.loaded.LoadedModel; lm.model is the pipeline model)."""

@@ -159,7 +159,7 @@ def build(lm, state) -> dict:
         attention_kind=attention_kind(cfg),
         n_params=model.n_params(), **model_tables(model))
     ctx.update(tensor_view(cfg, run, part, layer, head, tokens, lm))
-    ctx.update(stream_and_lens(model, run, tokens, pos, lm))
+    ctx.update(stream_and_lens(model, run, tokens, pos))
     return ctx
 
 
@@ -200,7 +200,7 @@ def tensor_view(cfg, run, part, layer, head, tokens, lm) -> dict:
                                              + (f" — {sliced}" if sliced else "")))
 
 
-def stream_and_lens(model, run, tokens, pos, lm) -> dict:
+def stream_and_lens(model, run, tokens, pos) -> dict:
     cfg = model.config
     norms, names = residual_norms(run.cache, cfg.n_layers)                   # [2N + 1, T]
     stages = stage_labels(cfg.n_layers)
@@ -213,10 +213,10 @@ def stream_and_lens(model, run, tokens, pos, lm) -> dict:
         rows.append(dict(
             stage="embeddings only (0 blocks)" if k == 0 else
             f"after block {k - 1}" + (" = the model's output" if k == cfg.n_layers else ""),
-            guesses=[dict(id=int(i), text=token_plain(lm.tokenizer, i),
+            guesses=[dict(id=int(i), text=token_plain(model.tokenizer, i),
                           p=float(p[i])) for i in top],
             final_p=float(p[final_top])))
-    final_text = token_plain(lm.tokenizer, final_top)
+    final_text = token_plain(model.tokenizer, final_top)
     return dict(
         lens_rows=rows, final_top=dict(id=final_top, text=final_text),
         norms_figure=figures.norms_heatmap(norms.T, tokens, stages),
