@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from pipeline.generation import decode_loop
 from pipeline.sampling import SamplerSettings, sampler
 
 
@@ -56,9 +57,10 @@ def generate_request(model, prompt: str, max_new: int, seed: int,
     out = []
     stop = "limit"
     sample = sampler(SamplerSettings(temperature=temperature), seed)
-    for t in model.generate(list(ids), max_new, sample=sample):
+    for step in decode_loop(model, list(ids), max_new, sample):
+        t = step.token
         out.append(t)
-        if t == model.config.eos_token_id:
+        if step.finish == "eos":
             stop = "end of text"
             break
         if b"\n" in tok.decode_single_token_bytes(t):
