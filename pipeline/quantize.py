@@ -199,6 +199,16 @@ def quantize_matrix(w, s: Scheme) -> QuantizedMatrix:
     return QuantizedMatrix(s, w.shape, codes, scale, zeros)
 
 
+def levels_histogram(weights, levels, bins: int) -> tuple:
+    """How many weights fall in each of `bins` equal bins spanning both the weights and the
+    levels a format can hold (so every level is inside the drawn range): (counts int64 [bins],
+    edges float64 [bins + 1]), as np.histogram."""
+    weights = np.asarray(weights, dtype=np.float64)
+    levels = np.asarray(levels, dtype=np.float64)
+    lo, hi = min(weights.min(), levels.min()), max(weights.max(), levels.max())
+    return np.histogram(weights, bins=bins, range=(lo, hi))
+
+
 def quantized_bytes(n_weights: int, n_groups: int, s: Scheme) -> int:
     """Bytes of a quantized matrix by formula: the codes (bits each, rounded up to whole bytes)
     + a float16 scale per group + the zero points (bits each, rounded up to whole bytes)."""

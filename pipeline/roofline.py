@@ -119,7 +119,22 @@ def roofline(work: Work, peak_flops: float, bandwidth: float) -> Estimate:
     compute, memory = work.flops / peak_flops, work.bytes / bandwidth
     seconds = max(compute, memory)
     return Estimate(seconds, "compute" if compute >= memory else "memory",
-                    work.tokens / seconds, min(peak_flops, work.intensity * bandwidth))
+                    work.tokens / seconds, attainable(work.intensity, peak_flops, bandwidth))
+
+
+def attainable(intensity, peak_flops: float, bandwidth: float):
+    """The roof: min(peak_flops, intensity x bandwidth) operations per second, at an intensity
+    (operations per byte) or at each of an array of them."""
+    if np.ndim(intensity) == 0:
+        return min(peak_flops, intensity * bandwidth)
+    return np.minimum(peak_flops, np.asarray(intensity, dtype=np.float64) * bandwidth)
+
+
+def roof_curve(peak_flops: float, bandwidth: float, lowest=0.1, highest=1e4, n=60) -> tuple:
+    """The roof drawn over intensities `lowest` to `highest` (log-spaced): (intensities,
+    attainable operations per second), float64 [n] each."""
+    intensities = np.logspace(np.log10(lowest), np.log10(highest), n)
+    return intensities, attainable(intensities, peak_flops, bandwidth)
 
 
 def model_costs(config, n_params: int, bytes_per_weight: float,

@@ -230,3 +230,16 @@ def test_other_architectures_quantize_and_run(name):
         assert (np.abs(w - qm.dequantize()) <= qm.step_sizes() / 2 * (1 + 1e-6)).all()
     logits = qmodel.model.forward([1, 2, 3, 4])
     assert logits.dtype == np.float32 and np.isfinite(logits).all()
+
+
+def test_levels_histogram_counts_every_weight_over_a_range_that_holds_every_level():
+    rng = np.random.default_rng(3)
+    w = rng.standard_normal((64, 8)).astype(np.float32) * 0.02
+    qm = quantize.quantize_matrix(w, quantize.int4(32))
+    col, levels = w[:32, 5], qm.levels(0, 5)
+    counts, edges = quantize.levels_histogram(col, levels, bins=40)
+    assert counts.sum() == len(col) and len(edges) == 41
+    assert edges[0] == min(col.min(), levels.min()) and edges[-1] == max(col.max(), levels.max())
+    # each weight is counted in the bin that holds it
+    assert np.array_equal(counts, [((col >= a) & ((col < b) if i < 39 else (col <= b))).sum()
+                                   for i, (a, b) in enumerate(zip(edges[:-1], edges[1:]))])

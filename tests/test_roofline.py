@@ -1,10 +1,11 @@
 """The roofline formulas (pipeline/roofline.py) on hand-checked numbers, published configs and
 the live model's KV cache."""
+import numpy as np
 import pytest
 
 from pipeline.published import published
-from pipeline.roofline import (HARDWARE, Work, decode_work, hardware, model_costs,
-                               prefill_work, roofline)
+from pipeline.roofline import (HARDWARE, Work, attainable, decode_work, hardware,
+                               model_costs, prefill_work, roof_curve, roofline)
 from web_support import model  # noqa: F401
 
 
@@ -15,6 +16,18 @@ def test_roofline_takes_the_slower_of_compute_and_memory():
     est = roofline(Work(flops=1e9, bytes=1e9, tokens=1), peak_flops=1e14, bandwidth=1e12)
     assert est.seconds == pytest.approx(1e-3) and est.bound == "memory"
     assert est.attainable_flops == pytest.approx(1e12)       # intensity 1 x 1e12 B/s
+
+
+def test_roof_curve_bends_at_the_ridge():
+    h = hardware("NVIDIA A100 SXM 80GB")
+    xs, ys = roof_curve(h.peak_flops, h.bandwidth, 0.1, 1e4, 41)
+    assert xs[0] == pytest.approx(0.1) and xs[-1] == pytest.approx(1e4)
+    assert np.allclose(np.diff(np.log10(xs)), 5 / 40)                  # log-spaced
+    below, above = xs < h.ridge, xs >= h.ridge
+    assert np.allclose(ys[below], xs[below] * h.bandwidth)              # memory-bound slope
+    assert np.all(ys[above] == h.peak_flops)                            # flat compute roof
+    for x, y in zip(xs, ys):                                            # the same as one point
+        assert attainable(float(x), h.peak_flops, h.bandwidth) == pytest.approx(y)
 
 
 def test_llama3_8b_costs_by_hand():
