@@ -445,26 +445,33 @@
     var r = el.getBoundingClientRect(), h = window.innerHeight || 800;
     return r.bottom > -NEAR_PX && r.top < h + NEAR_PX;
   }
-  // Every request carries the number of the prompt it was made for. An answer made for an older
-  // prompt than the page now shows is dropped, so a slow answer never overwrites a newer one.
-  var promptSeq = 0, shownSeq = 0;
+  // Every request is numbered as it is sent. An answer is dropped when a newer request was sent
+  // for the same target, or a newer prompt for the whole page, so a slow answer never overwrites
+  // a newer one (two controls that update the same part, a control answered after a new prompt).
+  var sentNo = 0, latestFor = {}, latestPrompt = 0;
+  function isPrompt(path) { return path === "/" || path.indexOf("/?") === 0; }
   document.addEventListener("htmx:configRequest", function (event) {
     var cfg = event.detail;
-    if (cfg.path === "/" || cfg.path.indexOf("/?") === 0) {
-      promptSeq += 1;
+    sentNo += 1;
+    if (isPrompt(cfg.path)) {
+      latestPrompt = sentNo;
       var ids = [];
       document.querySelectorAll("#sections > section.section").forEach(function (s) {
         if (!s.hasAttribute("data-lazy") && near(s)) ids.push(s.id);
       });
       cfg.headers["X-Sections"] = ids.join(",");
     }
-    cfg.headers["X-Prompt-Seq"] = String(promptSeq);
+    var target = cfg.target && cfg.target.id;
+    if (target) latestFor[target] = sentNo;
+    cfg.headers["X-Request-No"] = String(sentNo);
   });
   document.addEventListener("htmx:beforeSwap", function (event) {
-    var sent = Number((event.detail.requestConfig && event.detail.requestConfig.headers ||
-                       {})["X-Prompt-Seq"] || 0);
-    if (sent < shownSeq) { event.detail.shouldSwap = false; return; }
-    var path = event.detail.requestConfig && event.detail.requestConfig.path || "";
-    if (path === "/" || path.indexOf("/?") === 0) shownSeq = sent;
+    var cfg = event.detail.requestConfig || {};
+    var no = Number((cfg.headers || {})["X-Request-No"] || 0);
+    var target = event.detail.target && event.detail.target.id;
+    if (!no) return;
+    if ((target && no < (latestFor[target] || 0)) || (!isPrompt(cfg.path || "") && no < latestPrompt)) {
+      event.detail.shouldSwap = false;
+    }
   }, true);
 })();

@@ -98,8 +98,9 @@ def load_every_section(page):
 
 @pytest.fixture()
 def page(page):
-    """Playwright's page whose goto() also loads every section (scrolling to each, as a reader
-    would). page.goto_first_screen() is the plain goto: only what the first screen loads."""
+    """Playwright's page whose goto() and reload() also load every section (scrolling to each,
+    as a reader would). page.goto_first_screen() is the plain goto: only what the first screen
+    loads."""
     plain = page.goto
 
     def goto(url, **kw):
@@ -108,6 +109,15 @@ def page(page):
             load_every_section(page)
         return response
 
+    plain_reload = page.reload
+
+    def reload(**kw):
+        response = plain_reload(**kw)
+        if response is None or response.status < 400:
+            load_every_section(page)
+        return response
+
     page.goto_first_screen = plain
     page.goto = goto
+    page.reload = reload
     return page
