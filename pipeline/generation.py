@@ -33,17 +33,23 @@ from pipeline.ranking import top_k
 
 
 @dataclass(frozen=True)
-class Step:
+class LoopStep:
+    """What every step of the loop has, kept or shown."""
     index: int              # 0 for the first new token (the one chosen after the prefill)
     phase: str              # "prefill": the whole prompt in one pass; "decode": one new token
     input_ids: tuple        # the tokens run through the model at this step
     n_context: int          # tokens the model attends over at this step (cache + input)
     token: int              # the chosen token, appended to the sequence
-    prob: float             # the model's probability of it (softmax of the logits, T = 1)
-    top: tuple              # the model's top candidates: ((id, prob), ...), most probable first
     forward_seconds: float  # wall time of the model pass (prefill or one decode step)
     step_seconds: float     # the pass plus choosing the token
-    finish: str = None      # on the last step: "eos", "limit" or "context"; else None
+    finish: str             # on the last step: "eos", "limit" or "context"; else None
+
+
+@dataclass(frozen=True)
+class Step(LoopStep):
+    """A step as the page shows it (generation_steps): the logits summed up, not kept."""
+    prob: float             # the model's probability of the token (softmax of the logits, T = 1)
+    top: tuple              # the model's top candidates: ((id, prob), ...), most probable first
 
 
 def top_candidates(probs, k: int) -> tuple:  # [V] -> ((id, prob), ...) k most probable
@@ -75,16 +81,9 @@ def most_new_tokens(n_prompt: int, n_ctx: int) -> int:
 
 
 @dataclass(frozen=True)
-class Pass:
-    index: int              # 0 for the first new token (the one chosen after the prefill)
-    phase: str              # "prefill": the whole prompt in one pass; "decode": one new token
-    input_ids: tuple        # the tokens run through the model at this step
-    n_context: int          # tokens the model attends over at this step (cache + input)
+class Pass(LoopStep):
+    """A step as decode_loop yields it, with the model's scores."""
     logits: np.ndarray      # [V] the model's scores for the next token
-    token: int              # the token `sample` chose, appended to the sequence
-    forward_seconds: float  # wall time of the model pass (prefill or one decode step)
-    step_seconds: float     # the pass plus choosing the token
-    finish: str = None      # on the last step: "eos", "limit" or "context"; else None
 
 
 def decode_loop(model, prompt_ids, max_new_tokens: int, sample=None, stop_at_eos: bool = True,
@@ -111,7 +110,7 @@ def decode_loop(model, prompt_ids, max_new_tokens: int, sample=None, stop_at_eos
         history.append(token)
         finish = finish_reason(token, len(history), index + 1, max_new_tokens,
                                model.config.n_ctx, eos)
-        yield Pass(index, phase, inputs, len(kv), logits, token, forward, step_seconds, finish)
+        yield Pass(index, phase, inputs, len(kv), token, forward, step_seconds, finish, logits)
         if finish:
             return
         inputs, phase = (token,), "decode"
@@ -122,8 +121,9 @@ def generation_steps(model, prompt_ids, max_new_tokens: int, sample=None, n_top:
     """Yield a Step per new token: decode_loop's passes with the model's probabilities."""
     for p in decode_loop(model, prompt_ids, max_new_tokens, sample, stop_at_eos, should_stop):
         probs = softmax(p.logits)                                     # [V]
-        yield Step(p.index, p.phase, p.input_ids, p.n_context, p.token, float(probs[p.token]),
-                   top_candidates(probs, n_top), p.forward_seconds, p.step_seconds, p.finish)
+        yield Step(p.index, p.phase, p.input_ids, p.n_context, p.token, p.forward_seconds,
+                   p.step_seconds, p.finish, prob=float(probs[p.token]),
+                   top=top_candidates(probs, n_top))
 
 
 class TextStream:
