@@ -238,6 +238,20 @@
     });
   }
 
+  // --- "Go deeper" disclosures: which are open is page state, in the URL ----------------------
+  // The list is kept as a set of ids, not read back from the page: a section not loaded yet
+  // keeps the open state the URL gave it.
+  document.addEventListener("toggle", function (event) {
+    var d = event.target;
+    if (!d.matches || !d.matches("details.deeper")) return;
+    var input = document.querySelector('#state input[type=hidden][name="open"]');
+    var ids = (input && input.value ? input.value.split(",") : []).filter(Boolean);
+    var id = d.getAttribute("data-deeper"), at = ids.indexOf(id);
+    if (d.open && at < 0) ids.push(id);
+    if (!d.open && at >= 0) ids.splice(at, 1);
+    setParam("open", ids.join(","), "");
+  }, true);
+
   // --- wiring --------------------------------------------------------------------------------
   function typing(el) {
     return el && (el.isContentEditable || /^(INPUT|TEXTAREA|SELECT)$/.test(el.tagName));
