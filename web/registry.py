@@ -16,6 +16,7 @@ known (an index past the end of the prompt, say). The page, the section's own ro
 from dataclasses import dataclass
 from typing import Callable
 
+from web.overview import PARAMS as OVERVIEW_PARAMS
 from web.params import PROMPT
 from web.sections import (attention, batching, block, decoding, embeddings, feedforward,
                           generation, kvcache, logits, positions, quantization, roofline, sampling,
@@ -79,9 +80,9 @@ SECTIONS = (
 
 
 def all_params() -> list:
-    """The prompt, the page's own (tour, presentation mode, theme), then every section's
-    parameters, in page order; names must be unique."""
-    params = [PROMPT, *PAGE_PARAMS] + [p for s in SECTIONS for p in s.params]
+    """The prompt, the page's own (tour, presentation mode, theme), the overview's
+    (web/overview.py), then every section's parameters, in page order; names must be unique."""
+    params = [PROMPT, *PAGE_PARAMS, *OVERVIEW_PARAMS] + [p for s in SECTIONS for p in s.params]
     names = [p.name for p in params]
     assert len(names) == len(set(names)), f"duplicate parameter names in {names}"
     return params

@@ -1,0 +1,242 @@
+"""The overview (web/overview.py, templates/overview.html, GET /overview): every number on it is
+the pipeline's: token ids, tensor shapes from the activation cache, the residual norms, the KV
+cache's bytes, the top five and the chosen token of the generation loop; bad input gives a 4xx
+with a message; token text stays text."""
+import html
+import re
+
+import numpy as np
+import pytest
+
+from engine_support import get_model
+from pipeline.generation import generation_steps
+from pipeline.model import softmax
+from pipeline.sampling import SamplerSettings, sampler
+from web.forward import prompt_ids, prompt_run
+from web.overview import CHIPS_HEAD, CHIPS_TAIL, OV_LIMIT, OV_SEED
+from web.params import PROMPT
+from web_support import (HX, app, chip_ids, client, error_message, model,  # noqa: F401
+                         ordered_list, text_of, url)
+
+LIVE = {**HX, "HX-Target": "overview-live", "HX-Trigger": "ov-next"}
+
+
+def shapes(page: str) -> dict:
+    return {k: [int(n) for n in v.split(", ") if n]
+            for k, v in re.findall(r'<code class="ov-shape" data-shape="(\w+)">[^<\[]*\[([\d, ]*)\]',
+                                   page)}
+
+
+def top_five(page: str) -> list:
+    """[(id, probability as written in data-prob)] of the top-5 bars."""
+    return [(int(i), float(p)) for i, p in re.findall(
+        r'<li class="ov-cand[^"]*" data-id="(\d+)" data-prob="([\d.]+)"', page)]
+
+
+def chosen_id(page: str) -> int:
+    return chip_ids(page, "Chosen next token")[0]
+
+
+def live_value(page: str, name: str) -> str:
+    return re.search(r'<div id="overview-live"[^>]*\b%s="([^"]*)"' % name, page).group(1)
+
+
+def expected_sequence(model, prompt, steps, settings=SamplerSettings(temperature=0.0)):
+    ids = list(model.tokenizer.encode_ordinary(prompt))
+    return ids + list(model.generate(ids, steps, sampler(settings, OV_SEED), stop_at_eos=False))
+
+
+def check_pass(page: str, model, sequence: list, n_prompt: int):
+    """Shapes, norms, KV bytes and the prediction on the page against the pipeline, run afresh."""
+    cfg = model.config
+    T = len(sequence)
+    _, cache = model.run_with_cache(sequence)
+    s = shapes(page)
+    assert s["ids"] == [T]
+    assert s["wte"] == list(model.params["wte"].shape)
+    assert s["embed"] == list(cache["hook_embed"].shape) == [T, cfg.d_model]
+    for key, hook in (("ln1", "blocks.0.ln1.hook_normalized"), ("q", "blocks.0.attn.hook_q"),
+                      ("k", "blocks.0.attn.hook_k"), ("pattern", "blocks.0.attn.hook_pattern"),
+                      ("ln2", "blocks.0.ln2.hook_normalized"), ("ffn", "blocks.0.mlp.hook_post"),
+                      ("resid", "blocks.0.hook_resid_pre"),
+                      ("final_norm", "ln_final.hook_normalized")):
+        assert s[key] == list(cache[hook].shape), key
+    assert s["q"] == [T, cfg.n_heads, cfg.head_dim]
+    assert s["k"] == list(cache["blocks.0.attn.hook_v"].shape) == [T, cfg.n_kv_heads, cfg.head_dim]
+    assert s["unembed"] == list(model.params["unembed"].shape)
+    assert s["logits"] == [T, cfg.vocab_size] and s["next_logits"] == [cfg.vocab_size]
+    assert s["kv"] == [cfg.n_layers, 2, T, cfg.n_kv_heads, cfg.head_dim]
+    # the KV cache's bytes: a real cache after the prefill of the whole sequence
+    kv = model.new_kv_cache()
+    model.prefill(sequence, kv)
+    written = re.search(r'<span class="ov-kvbytes">([\d,]+)</span>', page).group(1)
+    assert int(written.replace(",", "")) == kv.nbytes
+    # residual stream norms of the last token, entering block 0 and after each block
+    bars = dict(re.findall(r'data-hook="([^"]+)" data-value="([\d.]+)"', page))
+    assert len(bars) == cfg.n_layers + 1
+    for hook, value in bars.items():
+        assert float(value) == pytest.approx(float(np.linalg.norm(cache[hook][-1])), abs=2e-4)
+    # the prediction: the generation loop's step after the sequence, greedy by default
+    step = list(generation_steps(model, sequence, 1, n_top=5, stop_at_eos=False))[0]
+    got = top_five(page)
+    assert [i for i, _ in got] == [i for i, _ in step.top]
+    for (_, p), (_, q) in zip(got, step.top):
+        assert p == pytest.approx(q, abs=2e-6)
+    assert chip_ids(page, "Tokens of the pass")[-min(T, 12):] == sequence[-min(T, 12):]
+    assert f"{n_prompt} from the prompt" in page
+
+
+def test_default_prompt(client, model):
+    r = client.get(url("/overview"))
+    page = text_of(r)
+    assert r.status_code == 200
+    ids = list(model.tokenizer.encode_ordinary(PROMPT.default))
+    check_pass(page, model, ids, len(ids))
+    assert chosen_id(page) == int(np.argmax(prompt_run(
+        client.application.extensions["explainer_model"], PROMPT.default).logits[-1]))
+    cfg = model.config
+    assert f"{cfg.n_heads} query heads, {cfg.n_kv_heads} key/value heads" in page
+    assert "RoPE, base θ = 10000" in page and "RMSNorm" in page and "SwiGLU" in page
+    assert f"× {cfg.n_layers} blocks" in page
+    assert live_value(page, "data-steps") == "0" and live_value(page, "data-finish") == ""
+
+
+@pytest.mark.parametrize("steps", [1, 3])
+def test_steps_are_the_generation_loop(client, model, steps):
+    """ov_steps=N: the prompt plus the loop's first N greedy tokens; the next token and top five
+    are the loop's next step. The Next token button asks for N + 1."""
+    r = client.get(url("/overview", ov_steps=steps), headers=LIVE)
+    page = text_of(r)
+    assert r.status_code == 200
+    seq = expected_sequence(model, PROMPT.default, steps)
+    n_prompt = len(seq) - steps
+    check_pass(page, model, seq, n_prompt)
+    assert chip_ids(page, "Tokens of the pass")[-steps:] == seq[-steps:]
+    assert page.count('ov-new"') >= steps           # the generated chips are marked
+    assert f"{steps} generated" in page
+    assert html.unescape(re.search(r'id="ov-next"[^>]*hx-vals=\'([^\']*)\'', page).group(1)) \
+        == '{"ov_steps": "%d"}' % (steps + 1)
+    assert r.headers["HX-Replace-Url"] == url("/", ov_steps=steps)
+    assert "HX-Push-Url" not in r.headers
+
+
+def test_sampler_with_its_seed(client, model):
+    """Temperature, top-k and top-p of the overview: the sampler of pipeline/sampling.py with the
+    overview's seed, so the same URL gives the same tokens."""
+    q = dict(ov_steps=5, ov_temp=1.3, ov_topk=20, ov_topp=0.9)
+    page = text_of(client.get(url("/overview", **q), headers=LIVE))
+    settings = SamplerSettings(temperature=1.3, top_k=20, top_p=0.9)
+    seq = expected_sequence(model, PROMPT.default, 5, settings)
+    assert chip_ids(page, "Tokens of the pass")[-5:] == seq[-5:]
+    step = list(generation_steps(model, seq[:-5], 6, sampler(settings, OV_SEED),
+                                 stop_at_eos=False))[-1]
+    assert chosen_id(page) == step.token
+    assert text_of(client.get(url("/overview", **q), headers=LIVE)) == page
+    assert "temperature 1.3, seed 0" in page and "top-k 20, top-p 0.9" in page
+
+
+def test_gpt2_fixture():
+    """Learned positions (a table added to the embeddings), no key/value grouping."""
+    from app import create_app
+    m = get_model("gpt2")
+    c = create_app({"MODEL": m, "TESTING": True, "PROBE_ENCODINGS": False}).test_client()
+    r = c.get(url("/overview", prompt="the cat sat", ov_steps=2), headers=LIVE)
+    page = text_of(r)
+    assert r.status_code == 200, error_message(page, "ov_steps")
+    cfg = m.config
+    assert cfg.n_kv_heads == cfg.n_heads
+    seq = expected_sequence(m, "the cat sat", 2)
+    check_pass(page, m, seq, len(seq) - 2)
+    s = shapes(page)
+    assert s["wpe"] == [cfg.n_ctx, cfg.d_model] and s["pos_embed"] == [len(seq), cfg.d_model]
+    assert "a learned table" in page and "RoPE" not in page
+    assert "grouped-query" not in page and "multi-query" not in page
+    assert "LayerNorm" in page and "GELU" in page
+
+
+def test_page_holds_the_overview_and_its_map(client):
+    page = text_of(client.get(url("/", ov_steps=2)))
+    assert page.index('id="prompt"') < page.index('id="overview"') < page.index('id="sections"')
+    assert '<nav id="ov-map"' in page
+    for sid in ("tokenization", "embeddings", "positions", "block", "attention", "feedforward",
+                "logits", "sampling", "generation", "kvcache"):
+        assert f'href="#{sid}" data-door="{sid}"' in page
+    assert "2 generated" in page
+    # a prompt change sends the overview out of band, computed for the new prompt
+    r = client.get(url("/", prompt="Emma was"), headers=HX)
+    body = text_of(r)
+    assert re.search(r'<section id="overview"[^>]*hx-swap-oob="true"', body)
+    assert chip_ids(body, "Tokens of the pass") == list(
+        client.application.extensions["explainer_model"].tokenizer.encode_ordinary("Emma was"))
+
+
+@pytest.mark.parametrize("query, status, name, words", [
+    (dict(ov_steps=OV_LIMIT + 1), 422, "ov_steps", "between 0 and 20"),
+    (dict(ov_steps="two"), 400, "ov_steps", "whole number"),
+    (dict(ov_topp=0), 422, "ov_topp", "greater than 0"),
+    (dict(ov_temp=5), 422, "ov_temp", "between 0 and 2"),
+    (dict(ov_topk=-1), 422, "ov_topk", "between 0"),
+])
+def test_bad_values(client, query, status, name, words):
+    for headers in (LIVE, {}):
+        r = client.get(url("/overview", **query), headers=headers)
+        page = text_of(r)
+        assert r.status_code == status
+        assert words in error_message(page, name)
+        assert 'id="overview-live"' in page           # shown with the default instead
+
+
+def test_a_full_context_leaves_no_room(client, model):
+    """256 tokens fill the window: the overview shows them (summarised) and refuses a step."""
+    lm = client.application.extensions["explainer_model"]
+    prompt = " the" * 256
+    assert len(prompt_ids(lm, prompt)) == lm.n_ctx
+    r = client.get(url("/overview", prompt=prompt))
+    page = text_of(r)
+    assert r.status_code == 200 and live_value(page, "data-finish") == "context"
+    chips = ordered_list(page, "Tokens of the pass")
+    assert "… 238 more …" in chips and chips.count('<span class="tid">') == 18
+    assert re.search(r'id="ov-next"[^>]*disabled', page)
+    r = client.get(url("/overview", prompt=prompt, ov_steps=1), headers=LIVE)
+    assert r.status_code == 422
+    assert "at most 0 can be generated" in error_message(text_of(r), "ov_steps")
+
+
+@pytest.mark.parametrize("prompt", [
+    "Emma",                                   # one token
+    "a\n\n\n     \t  b",                      # tokens of whitespace alone
+    "I 🦜 love 🤔 tea",                       # emoji split into bytes
+    "مرحبا بالعالم שלום",                     # right-to-left text
+    '<img src=x onerror=alert(1)> "quoted" & done',
+])
+def test_odd_prompts(client, model, prompt):
+    r = client.get(url("/overview", prompt=prompt, ov_steps=2), headers=LIVE)
+    page = text_of(r)
+    assert r.status_code == 200
+    ids = list(model.tokenizer.encode_ordinary(prompt))
+    seq = expected_sequence(model, prompt, 2)
+    shown = seq if len(seq) <= CHIPS_HEAD + CHIPS_TAIL + 1 else (
+        seq[:CHIPS_HEAD] + seq[-CHIPS_TAIL:])
+    assert chip_ids(page, "Tokens of the pass") == shown
+    if shown != seq:
+        assert f"… {len(seq) - len(shown)} more …" in page
+    check_pass(page, model, seq, len(ids))
+    assert "<img src=x" not in page
+
+
+def test_hostile_text_stays_text(client):
+    prompt = '<img src=x onerror=alert(1)><script>alert(2)</script>'
+    r = client.get(url("/", prompt=prompt))
+    page = text_of(r)
+    assert r.status_code == 200
+    assert "<img src=x" not in page and "<script>alert" not in page
+    assert "&lt;img src=x onerror=alert(1)&gt;" in page       # the overview's text box
+    # the thumbnail's labels go through web.figures.label (Plotly draws a little HTML)
+    fig = html.unescape(re.search(r'id="ov-embed-plot" data-figure="([^"]*)"', page).group(1))
+    assert "<img" not in fig and "<script" not in fig and "&lt;" in fig
+
+
+def test_invalid_prompt_shows_no_overview(client):
+    r = client.get(url("/overview", prompt="   "))
+    assert r.status_code == 422
+    assert "Nothing to show until the prompt is fixed" in text_of(r)

@@ -1,0 +1,257 @@
+"""The overview: the whole pass of the prompt on one screen, every value the pipeline's.
+
+    text -> token ids -> embedding rows (+ learned positions, or RoPE inside attention)
+         -> N blocks (norm, attention, add, norm, feed-forward, add) with the KV cache they fill
+         -> final norm -> unembedding -> logits -> the sampler -> the chosen token, appended
+
+`build(lm, state)` returns the template context of templates/overview.html (no Flask here).
+The sequence shown is the prompt plus `ov_steps` tokens that the overview's sampler chose with
+the pipeline's generation loop (prefill, then one KV-cached decode step per token:
+pipeline.generation.decode_loop), seeded with OV_SEED, so the same URL always shows the same
+tokens. Temperature 0 (the default) is greedy: the sampler keeps only the highest score.
+
+The pictures come from the activation cache of one forward pass over that sequence
+(`run_with_cache`; for the prompt alone, the pass the sections share: web.forward.prompt_run);
+the prediction (top five, the sampler's choice) from the generation loop's own logits for the
+next token, after the last KV-cached step.
+"""
+import threading
+from collections import OrderedDict
+from dataclasses import dataclass
+
+import numpy as np
+
+from pipeline.generation import decode_loop
+from pipeline.kvcache import attention_kind, kv_cache_bytes
+from pipeline.model import softmax
+from pipeline.ranking import top_k
+from pipeline.sampling import TEMPERATURE_MAX, SamplerSettings, final_distribution, sampler
+from web.figures import overview as figures
+from web.forward import prompt_ids, prompt_run
+from web.params import Param
+from web.shading import chip_style
+from web.tokens import pieces
+
+OV_LIMIT = 20          # most tokens the overview generates (Play stops there)
+OV_SEED = 0            # the overview sampler's seed: the same URL gives the same tokens
+TOP = 5                # candidates drawn as bars
+CHIPS_HEAD, CHIPS_TAIL = 6, 12      # a long sequence shows its first and last chips
+KV_COLUMNS = 40        # positions drawn in the KV cache picture (the latest ones)
+EMBED_ROWS = 24        # token rows of the embeddings thumbnail (the latest ones)
+
+PARAMS = (
+    Param("ov_steps", "Tokens generated", kind="int", default=0, min=0, max=OV_LIMIT,
+          resets_with_prompt=True),
+    Param("ov_temp", "Temperature", kind="float", default=0.0, min=0.0, max=TEMPERATURE_MAX),
+    Param("ov_topk", "Top-k", kind="int", default=0, min=0, max=1_000_000),
+    Param("ov_topp", "Top-p", kind="float", default=1.0, min=0.0, max=1.0),
+)
+NAMES = tuple(p.name for p in PARAMS)
+
+# Where each box of the diagram leads: the section that explains it.
+DOORS = {"text": "prompt", "tokens": "tokenization", "embed": "embeddings",
+         "positions": "positions", "blocks": "block", "norm": "block", "attention": "attention",
+         "add": "block", "ffn": "feedforward", "kv": "kvcache", "final_norm": "block",
+         "unembed": "logits", "logits": "logits", "top": "logits", "sampler": "sampling",
+         "chosen": "generation"}
+
+# The slim map's stages, in the order of the path: (label, section id).
+MAP = (("Prompt", "prompt"), ("Tokens", "tokenization"), ("Embeddings", "embeddings"),
+       ("Positions", "positions"), ("Block", "block"), ("Attention", "attention"),
+       ("Feed-forward", "feedforward"), ("Logits", "logits"), ("Sampling", "sampling"),
+       ("Decoding", "decoding"), ("Loop", "generation"), ("KV cache", "kvcache"),
+       ("Batching", "batching"), ("Quantization", "quantization"),
+       ("Speculative", "speculative"), ("Tiling", "tiling"), ("Roofline", "roofline"))
+
+
+@dataclass(frozen=True)
+class Chip:
+    id: int
+    pieces: list           # web.tokens.pieces of the token's bytes
+    index: int             # position in the sequence
+    new: bool = False      # chosen by the overview's sampler (not part of the prompt)
+
+
+@dataclass(frozen=True)
+class Pass:
+    """What the overview shows for one (model, prompt, sampler, steps): arrays read-only."""
+    ids: tuple             # the sequence: prompt ids + generated ids
+    n_prompt: int
+    cache: dict            # activation cache of the pass over `ids`
+    next_logits: np.ndarray   # [V] the generation loop's logits after the last token
+    next_token: int        # the sampler's choice from them
+
+
+_passes = OrderedDict()
+_lock = threading.Lock()
+KEEP = 16
+
+
+def settings_of(state) -> SamplerSettings:
+    """The overview sampler's settings; top-p 0 would remove every token: refused."""
+    if state["ov_topp"] == 0:
+        state.reject("ov_topp", "Top-p must be greater than 0 (0 would remove every token); "
+                     "got 0.")
+    return SamplerSettings(temperature=state["ov_temp"], top_k=state["ov_topk"],
+                           top_p=state["ov_topp"])
+
+
+def run_pass(lm, prompt: str, settings: SamplerSettings, steps: int) -> Pass:
+    """The prompt plus `steps` tokens chosen by the seeded sampler through the generation loop
+    (prefill, then KV-cached decode steps), with one more loop pass for the next token."""
+    key = (id(lm.model), prompt, settings, steps)
+    with _lock:
+        if key in _passes:
+            _passes.move_to_end(key)
+            return _passes[key]
+    model = lm.model
+    ids = prompt_ids(lm, prompt)
+    passes = list(decode_loop(model, ids, steps + 1, sampler(settings, OV_SEED),
+                              stop_at_eos=False))
+    generated = tuple(p.token for p in passes[:steps])
+    sequence = ids + generated
+    if steps == 0:
+        cache = prompt_run(lm, prompt).cache
+    else:
+        _, cache = model.run_with_cache(list(sequence))
+    result = Pass(sequence, len(ids), cache, passes[steps].logits, passes[steps].token)
+    with _lock:
+        _passes[key] = result
+        while len(_passes) > KEEP:
+            _passes.popitem(last=False)
+    return result
+
+
+def first_eos(model, prompt: str, settings, lm, steps: int):
+    """Index of the first end-of-text token among the first `steps` generated, or None."""
+    eos = model.config.eos_token_id
+    if eos is None or steps == 0:
+        return None
+    run = run_pass(lm, prompt, settings, steps)
+    new = run.ids[run.n_prompt:]
+    return next((i for i, t in enumerate(new) if t == eos), None)
+
+
+def chip_pieces(tokenizer, token_id: int) -> list:
+    try:
+        return pieces(tokenizer.decode_single_token_bytes(int(token_id)))
+    except KeyError:             # an id past the tokenizer's vocabulary (padded checkpoints)
+        return [("text", f"<id {int(token_id)}: no text>")]
+
+
+def shown_chips(chips: list) -> tuple:
+    """(first chips, number left out, last chips): a long sequence shows its two ends."""
+    if len(chips) <= CHIPS_HEAD + CHIPS_TAIL + 1:
+        return chips, 0, []
+    return chips[:CHIPS_HEAD], len(chips) - CHIPS_HEAD - CHIPS_TAIL, chips[-CHIPS_TAIL:]
+
+
+def shape(a) -> list:
+    return [int(n) for n in np.shape(a)]
+
+
+def residual_bars(cache: dict, n_layers: int) -> list:
+    """The last token's residual-stream norm entering block 0 and after every block:
+    [{label, value, width %}]."""
+    names = ["blocks.0.hook_resid_pre"] + [f"blocks.{i}.hook_resid_post" for i in range(n_layers)]
+    labels = ["in"] + [f"after {i}" for i in range(n_layers)]
+    values = [float(np.linalg.norm(cache[n][-1])) for n in names]
+    top = max(values) or 1.0
+    return [dict(label=l, name=n, value=v, width=round(100 * v / top, 1))
+            for l, n, v in zip(labels, names, values)]
+
+
+def kv_picture(cache: dict, cfg) -> dict:
+    """The KV cache as the store attention reads: per layer, each cached position's key norm
+    (keys after RoPE for a RoPE model, as the cache holds them), the latest KV_COLUMNS shown."""
+    key_hook = "attn.hook_rot_k" if cfg.positions == "rope" else "attn.hook_k"
+    norms = np.stack([np.linalg.norm(cache[f"blocks.{i}.{key_hook}"].reshape(
+        cache[f"blocks.{i}.{key_hook}"].shape[0], -1), axis=-1) for i in range(cfg.n_layers)])
+    T = norms.shape[1]
+    start = max(0, T - KV_COLUMNS)
+    shown = norms[:, start:]
+    top = float(shown.max()) or 1.0
+    rows = [[dict(pos=start + j, value=float(v), style=chip_style(0.15 + 0.85 * v / top))
+             for j, v in enumerate(row)] for row in shown]
+    return dict(rows=rows, start=start, n_positions=T, key_hook=key_hook)
+
+
+def build(lm, state) -> dict:
+    """The overview's context for templates/overview.html."""
+    model, cfg = lm.model, lm.model.config
+    prompt = state["prompt"]
+    settings = settings_of(state)
+    n_prompt = len(prompt_ids(lm, prompt))
+    most = max(0, min(OV_LIMIT, cfg.n_ctx - n_prompt))
+    steps = state["ov_steps"]
+    if steps > most:
+        state.reject("ov_steps", f"{steps} new tokens do not fit: this prompt is {n_prompt} "
+                     f"tokens and the context window {cfg.n_ctx}, so at most {most} can be "
+                     "generated here.")
+        steps = state["ov_steps"]
+    eos_at = first_eos(model, prompt, settings, lm, steps)
+    if eos_at is not None and eos_at < steps - 1:
+        state.reject("ov_steps", f"The model ends the text (its end-of-text token) after "
+                     f"{eos_at + 1} new tokens; {steps} go past it.")
+        steps = state["ov_steps"]
+    run = run_pass(lm, prompt, settings, steps)
+    cache, ids = run.cache, run.ids
+    T = len(ids)
+
+    if steps and cfg.eos_token_id is not None and ids[-1] == cfg.eos_token_id:
+        finish = "eos"
+    elif steps >= OV_LIMIT:
+        finish = "limit"
+    elif steps >= most:
+        finish = "context"
+    else:
+        finish = ""
+
+    chips = [Chip(int(t), chip_pieces(model.tokenizer, t), i, i >= run.n_prompt)
+             for i, t in enumerate(ids)]
+    head, hidden, tail = shown_chips(chips)
+
+    probs = softmax(run.next_logits)                                   # [V], T = 1
+    final = final_distribution(run.next_logits, list(ids), settings)   # [V] the sampler's
+    top = [int(i) for i in top_k(probs, TOP)]
+    best = float(probs[top[0]]) or 1.0
+    candidates = [dict(id=i, pieces=chip_pieces(model.tokenizer, i), prob=float(probs[i]),
+                       final=float(final[i]), chosen=i == run.next_token,
+                       width=round(100 * float(probs[i]) / best, 1)) for i in top]
+    chosen = dict(id=run.next_token, pieces=chip_pieces(model.tokenizer, run.next_token),
+                  prob=float(probs[run.next_token]), final=float(final[run.next_token]),
+                  eos=cfg.eos_token_id is not None and run.next_token == cfg.eos_token_id)
+
+    b0 = "blocks.0."
+    shapes = dict(
+        ids=[T], wte=shape(model.params["wte"]), embed=shape(cache["hook_embed"]),
+        resid=shape(cache[b0 + "hook_resid_pre"]), ln1=shape(cache[b0 + "ln1.hook_normalized"]),
+        q=shape(cache[b0 + "attn.hook_q"]), k=shape(cache[b0 + "attn.hook_k"]),
+        v=shape(cache[b0 + "attn.hook_v"]), pattern=shape(cache[b0 + "attn.hook_pattern"]),
+        attn_out=shape(cache[b0 + "hook_attn_out"]), ln2=shape(cache[b0 + "ln2.hook_normalized"]),
+        ffn=shape(cache[b0 + "mlp.hook_post"]), mlp_out=shape(cache[b0 + "hook_mlp_out"]),
+        resid_post=shape(cache[f"blocks.{cfg.n_layers - 1}.hook_resid_post"]),
+        final_norm=shape(cache["ln_final.hook_normalized"]),
+        unembed=shape(model.params["unembed"]), logits=[T, cfg.vocab_size],
+        next_logits=shape(run.next_logits),
+        kv=[cfg.n_layers, 2, T, cfg.n_kv_heads, cfg.head_dim])
+    if cfg.positions == "learned":
+        shapes.update(wpe=shape(model.params["wpe"]), pos_embed=shape(cache["hook_pos_embed"]))
+
+    embed = cache["hook_embed"]
+    first_row = max(0, T - EMBED_ROWS)
+    return dict(
+        ov_steps=steps, ov_most=most, ov_limit=OV_LIMIT, ov_finish=finish, ov_seed=OV_SEED,
+        settings=settings, n_prompt=run.n_prompt, T=T, cfg=cfg,
+        family="GPT-2-style" if cfg.model_type == "gpt2" else "Llama-style",
+        norm_name="RMSNorm" if cfg.norm == "rms_norm" else "LayerNorm",
+        ffn_name="SwiGLU" if cfg.mlp == "swiglu" else "GELU MLP",
+        attn_kind=attention_kind(cfg), group=cfg.n_heads // cfg.n_kv_heads,
+        text=prompt, generated_ids=[c.id for c in chips if c.new],
+        chips_head=head, chips_hidden=hidden, chips_tail=tail,
+        shapes=shapes, kv_bytes=kv_cache_bytes(cfg, T), kv=kv_picture(cache, cfg),
+        residual=residual_bars(cache, cfg.n_layers),
+        embed_figure=figures.embeddings_thumbnail(
+            embed[first_row:], [c for c in chips[first_row:]], first_row),
+        embed_rows=(first_row, T), candidates=candidates, chosen=chosen,
+        doors=DOORS, stage_map=MAP)
