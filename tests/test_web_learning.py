@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from web.registry import SECTIONS
-from web.tour import STEP_TEXT, tour_steps
+from web.tour import tour_steps
 from web_support import HX, app, client, error_message, model, text_of, url  # noqa: F401
 
 
@@ -15,7 +15,8 @@ def test_every_registered_section_is_a_tour_step_in_page_order():
     steps = tour_steps(SECTIONS)
     assert [s.target for s in steps] == ["prompt"] + [s.id for s in SECTIONS]
     assert [s.number for s in steps] == list(range(1, len(SECTIONS) + 2))
-    assert all(len(STEP_TEXT[s.id]) > 150 for s in SECTIONS)
+    assert [s.text for s in steps[1:]] == [s.tour for s in SECTIONS]
+    assert all(len(s.tour) > 150 for s in SECTIONS)
 
 
 def test_the_page_opens_the_tour_at_the_step_in_the_url(client):

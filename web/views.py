@@ -17,9 +17,8 @@ from collections import Counter
 from flask import Blueprint, abort, current_app, render_template, request
 from markupsafe import Markup
 
-from web import overview as overview_pass
 from web.limits import Deadline, OverBudget
-from web.registry import SECTIONS, section as find_section
+from web.registry import section as find_section, sections
 from web.request_state import current_state
 from web.tour import page_context
 
@@ -52,7 +51,7 @@ def build_in_budget(lm, state, s) -> dict:
 def render_section(lm, state, s, lazy: bool = False):
     """A section's partial (Markup); only a note pointing at the prompt while it is invalid.
     lazy: the placeholder that loads the section when it nears the screen (nothing computed)."""
-    num = SECTIONS.index(s) + 2
+    num = sections().index(s) + 2
     if lazy:
         return Markup(render_template("lazy_section.html", state=state, section=s, num=num))
     ctx = {} if "prompt" in state.errors else build_in_budget(lm, state, s)
@@ -75,10 +74,10 @@ def wanted_sections(state) -> set:
     if is_partial_request() and "X-Sections" in request.headers:
         wanted = {i.strip() for i in request.headers["X-Sections"].split(",")}
     else:
-        wanted = {s.id for s in SECTIONS[:EAGER_SECTIONS]}
-    wanted |= {s.id for s in SECTIONS
+        wanted = {s.id for s in sections()[:EAGER_SECTIONS]}
+    wanted |= {s.id for s in sections()
                if state.status_of([*s.borrows] + [p.name for p in s.params]) != 200}
-    return wanted & {s.id for s in SECTIONS}
+    return wanted & {s.id for s in sections()}
 
 
 def cut_part(html: str, part_id: str):
@@ -112,11 +111,11 @@ def page():
     """The explainer: the prompt and every section, all from the query string."""
     lm, state = current_state()
     # Words and steps of one prompt mean nothing for another: a prompt change drops them.
-    resets = [p.name for s in SECTIONS for p in s.params if p.resets_with_prompt]
-    ctx = dict(lm=lm, state=state, built=built(lm, state, SECTIONS, wanted_sections(state)),
-               resets=resets, overview=render_overview(lm, state, oob=is_partial_request()),
-               overview_map=overview_pass.MAP,
-               oob=is_partial_request(), **page_context(state, SECTIONS))
+    page_sections = sections()
+    resets = [p.name for s in page_sections for p in s.params if p.resets_with_prompt]
+    ctx = dict(lm=lm, state=state, built=built(lm, state, page_sections, wanted_sections(state)),
+               resets=resets,
+               oob=is_partial_request(), **page_context(state, page_sections))
     template = "sections.html" if is_partial_request() else "page.html"
     return respond(render_template(template, **ctx), state)
 
@@ -142,24 +141,3 @@ def section(section_id):
     # section (sent along with the whole form) is that section's to show, not this one's.
     return respond(body, state,
                    state.status_of(["prompt", *s.borrows] + [p.name for p in s.params]))
-
-def render_overview(lm, state, oob: bool = False, live_only: bool = False):
-    """The overview of the pass (templates/overview.html): the whole section (oob: to be swapped
-    in out of band, after a prompt change), or only its live part (live_only)."""
-    ctx = {} if "prompt" in state.errors else overview_pass.build(lm, state)
-    return Markup(render_template("overview.html", lm=lm, state=state, oob=oob,
-                                  live_only=live_only, **ctx))
-
-
-@bp.get("/overview")
-def overview():
-    """The overview of the pass: its live part when HX-Target is `overview-live` (the Next token
-    button, Play and the overview's sampler ask for it), else the whole section."""
-    lm, state = current_state()
-    live_only = is_partial_request() and request.headers.get("HX-Target") == "overview-live"
-    body = render_overview(lm, state, live_only=live_only)
-    response = respond(body, state, state.status_of(["prompt", *overview_pass.NAMES]))
-    # A step of the loop replaces the address: no history entry per generated token.
-    if "HX-Push-Url" in response.headers:
-        response.headers["HX-Replace-Url"] = response.headers.pop("HX-Push-Url")
-    return response
