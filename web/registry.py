@@ -6,7 +6,7 @@ A section is its own files plus one entry here: a module in web/sections/ (its p
     Section(id="embeddings", title="Embeddings",
             template="sections/embeddings.html",     # renders <section id="embeddings">…
             params=(Param("emb_k", "Neighbours", kind="int", default=5, min=1, max=20),),
-            build=embeddings.build,                  # build(app_model, state) -> dict
+            build=embeddings.build,                  # build(lm, state) -> dict
             tour="Each id selects one row of a big table ...")   # its step of the guided tour
 
 `build` reads the validated `state` (the prompt and this section's own parameters), runs the
@@ -33,9 +33,10 @@ class Section:
     title: str              # heading, nav label and tour step title
     template: str           # partial template, used by the page and as the htmx swap
     params: tuple           # the Params this section owns (the prompt is shared by all)
-    build: Callable         # build(app_model, state) -> template context (a dict)
+    build: Callable         # build(lm, state) -> template context (a dict); lm: the loaded
+                            #   model (web.loaded.LoadedModel), lm.model the pipeline model
     tour: str = field(kw_only=True)   # the text of its step in the guided tour (required)
-    warm: Callable = None   # warm(app_model): fill prompt-independent caches and make its timing
+    warm: Callable = None   # warm(lm): fill prompt-independent caches and make its timing
                             #   measurements; web/serving.py runs it once, in the process that
                             #   loaded the model, before the workers are forked (one process: in
                             #   a background thread at start); None: nothing to warm

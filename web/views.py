@@ -17,6 +17,7 @@ from collections import Counter
 from flask import Blueprint, abort, current_app, render_template, request
 from markupsafe import Markup
 
+from web import overview as overview_pass
 from web.limits import Deadline, OverBudget
 from web.registry import section as find_section, sections
 from web.request_state import current_state
@@ -114,7 +115,8 @@ def page():
     page_sections = sections()
     resets = [p.name for s in page_sections for p in s.params if p.resets_with_prompt]
     ctx = dict(lm=lm, state=state, built=built(lm, state, page_sections, wanted_sections(state)),
-               resets=resets,
+               resets=resets, overview=render_overview(lm, state, oob=is_partial_request()),
+               overview_map=overview_pass.MAP,
                oob=is_partial_request(), **page_context(state, page_sections))
     template = "sections.html" if is_partial_request() else "page.html"
     return respond(render_template(template, **ctx), state)
@@ -141,3 +143,24 @@ def section(section_id):
     # section (sent along with the whole form) is that section's to show, not this one's.
     return respond(body, state,
                    state.status_of(["prompt", *s.borrows] + [p.name for p in s.params]))
+
+def render_overview(lm, state, oob: bool = False, live_only: bool = False):
+    """The overview of the pass (templates/overview.html): the whole section (oob: to be swapped
+    in out of band, after a prompt change), or only its live part (live_only)."""
+    ctx = {} if "prompt" in state.errors else overview_pass.build(lm, state)
+    return Markup(render_template("overview.html", lm=lm, state=state, oob=oob,
+                                  live_only=live_only, **ctx))
+
+
+@bp.get("/overview")
+def overview():
+    """The overview of the pass: its live part when HX-Target is `overview-live` (the Next token
+    button, Play and the overview's sampler ask for it), else the whole section."""
+    lm, state = current_state()
+    live_only = is_partial_request() and request.headers.get("HX-Target") == "overview-live"
+    body = render_overview(lm, state, live_only=live_only)
+    response = respond(body, state, state.status_of(["prompt", *overview_pass.NAMES]))
+    # A step of the loop replaces the address: no history entry per generated token.
+    if "HX-Push-Url" in response.headers:
+        response.headers["HX-Replace-Url"] = response.headers.pop("HX-Push-Url")
+    return response
