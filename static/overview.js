@@ -168,10 +168,17 @@
   htmx.onLoad(watch);
   watch();
   // The map shows it is stuck (a shadow) once the overview has scrolled away.
-  var overview = $("overview");
-  if (overview) {
-    new IntersectionObserver(function (entries) {
-      map.classList.toggle("stuck", !entries[0].isIntersecting);
-    }).observe(overview);
+  var away = new IntersectionObserver(function (entries) {
+    map.classList.toggle("stuck", !entries[entries.length - 1].isIntersecting);
+  });
+  var overview = null;
+  function watchOverview() {
+    var el = $("overview");
+    if (el === overview || !el) return;
+    if (overview) away.unobserve(overview);
+    overview = el;
+    away.observe(el);
   }
+  htmx.onLoad(watchOverview);
+  watchOverview();
 })();

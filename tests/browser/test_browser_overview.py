@@ -1,0 +1,89 @@
+"""The overview in real Chromium: Next token appends the generation loop's greedy token and shows
+the next top five, Play steps until Stop, a box opens its section and the slim map marks it."""
+import re
+
+from playwright.sync_api import expect
+
+from pipeline.generation import generation_steps
+
+DEFAULT_PROMPT = ("It is a truth universally acknowledged, that a single man in possession of a "
+                  "good fortune, must be in want of a")
+
+
+def greedy(model, ids, n):
+    return list(model.generate(ids, n, stop_at_eos=False))
+
+
+def top_five_ids(model, ids):
+    step = list(generation_steps(model, ids, 1, n_top=5, stop_at_eos=False))[0]
+    return [str(i) for i, _ in step.top]
+
+
+def test_next_token_appends_the_greedy_token(page, model, page_errors):
+    page.goto_first_screen("/")
+    overview = page.locator("#overview")
+    chips = overview.get_by_role("list", name="Tokens of the pass").locator(".tid")
+    bars = overview.get_by_role("list", name="Top 5 next tokens").locator("li")
+    ids = model.tokenizer.encode_ordinary(DEFAULT_PROMPT)
+    expect(bars).to_have_count(5)
+    for i, expected in enumerate(top_five_ids(model, ids)):
+        expect(bars.nth(i)).to_have_attribute("data-id", expected)
+    page.get_by_role("button", name="Next token").click()
+    first = greedy(model, ids, 1)[0]
+    expect(overview.get_by_role("status").filter(has_text="generated")).to_have_text(
+        "1 token generated.")
+    expect(chips.last).to_have_text(str(first))
+    expect(overview.locator(".chip.ov-new .tid").first).to_have_text(str(first))
+    for i, expected in enumerate(top_five_ids(model, ids + [first])):
+        expect(bars.nth(i)).to_have_attribute("data-id", expected)
+    expect(overview.get_by_role("list", name="Chosen next token").locator(".tid")).to_have_text(
+        str(greedy(model, ids, 2)[1]))
+    expect(page).to_have_url(re.compile(r"[?&]ov_steps=1(&|$)"))
+    # the keyboard presses it too, and a reload shows the same tokens
+    page.get_by_role("button", name="Next token").press("Enter")
+    expect(page).to_have_url(re.compile(r"[?&]ov_steps=2(&|$)"))
+    page.reload()
+    expect(chips.last).to_have_text(str(greedy(model, ids, 2)[1]))
+    assert page_errors == []
+
+
+def test_play_runs_until_stop(page, model, page_errors):
+    page.goto_first_screen("/")
+    live = page.locator("#overview-live")
+    play = page.get_by_role("button", name="Play")
+    stop = page.get_by_role("button", name="Stop")
+    expect(stop).to_be_disabled()
+    play.click()
+    expect(stop).to_be_enabled()
+    expect(live).to_have_attribute("data-steps", re.compile(r"^[2-9]$|^1\d$"))
+    stop.click()
+    expect(stop).to_be_disabled()
+    expect(play).to_be_enabled()
+    page.wait_for_load_state("networkidle")
+    steps = int(live.get_attribute("data-steps"))
+    page.wait_for_load_state("networkidle")
+    assert int(live.get_attribute("data-steps")) == steps     # nothing arrives after Stop
+    assert steps < 20
+    ids = model.tokenizer.encode_ordinary(DEFAULT_PROMPT)
+    expect(page.get_by_role("list", name="Tokens of the pass").locator(".tid").last).to_have_text(
+        str(greedy(model, ids, steps)[-1]))
+    assert page_errors == []
+
+
+def test_a_box_opens_its_section_and_the_map_marks_it(page, page_errors):
+    page.goto_first_screen("/")
+    kv = page.locator("#kvcache")
+    expect(kv).to_have_attribute("data-lazy", "")               # a placeholder until reached
+    page.locator("#overview .ov-kv").click(position={"x": 20, "y": 60})   # the box, not its link
+    expect(page.locator("#kvcache h2")).to_be_in_viewport()
+    expect(page.locator("#kvcache")).not_to_have_attribute("data-lazy", "")
+    expect(page.get_by_role("navigation", name="The data path: go to a stage").get_by_role(
+        "link", name="KV cache")).to_have_attribute("aria-current", "location")
+    # Enter on a box's link: the attention section
+    page.evaluate("() => window.scrollTo(0, 0)")
+    link = page.locator("#overview").get_by_role("link", name="Attention", exact=True)
+    link.focus()
+    link.press("Enter")
+    expect(page.locator("#attention h2")).to_be_in_viewport()
+    expect(page.locator("#attention")).not_to_have_attribute("data-lazy", "")
+    assert page_errors == []
