@@ -25,12 +25,14 @@ target steps, a round yields (1 - a^(gamma+1)) / (1 - a) tokens on average and c
 gamma c + 1 target steps, so the expected speed-up is
     (1 - a^(gamma+1)) / ((1 - a) (gamma c + 1))        (Leviathan et al. 2023, theorem 3.8)
 """
+import os
 import time
 from dataclasses import dataclass, field
 
 import numpy as np
 
 from pipeline.generation import finish_reason
+from pipeline.loader import ModelLoadError, load_model
 from pipeline.model import Model
 from pipeline.sampling import draw, softmax_with_temperature
 
@@ -54,6 +56,29 @@ def check_draft(target: Model, draft: Model):
     if not same:
         raise DraftMismatch("the draft's tokenizer differs from the target's: the same text "
                             "would become different token ids")
+
+
+def load_draft(target: Model, draft: Model = None, path: str = None):
+    """(the draft model for `target`, or None; why there is none, or ""): `draft` when given
+    (already loaded), else the model in directory `path`, else the sibling directory
+    `<target dir>-draft` when it exists (models/austen-draft for models/austen). A draft that
+    does not load, or reads another tokenizer (check_draft), is refused with the reason."""
+    if draft is None and not path:
+        sibling = os.path.normpath(target.path or "") + "-draft"
+        if not target.path or not os.path.isdir(sibling):
+            return None, (f"no draft model: give one with --draft-model (looked for {sibling})"
+                          if target.path else "no draft model given")
+        path = sibling
+    if draft is None:
+        try:
+            draft = load_model(path)
+        except ModelLoadError as e:
+            return None, f"the draft model did not load: {e}"
+    try:
+        check_draft(target, draft)
+    except DraftMismatch as e:
+        return None, f"the draft model cannot serve this model: {e}"
+    return draft, ""
 
 
 def residual(p, q):  # [V], [V] -> [V]: the normalised max(0, p - q)

@@ -61,7 +61,8 @@ def _serve(*args):
                 assert r.status == 200 and b"Tokenization" in r.read()
                 assert "waitress" in r.headers.get("Server", "")
             return proc, port
-        except (ConnectionError, urllib.error.URLError):
+        except (ConnectionError, urllib.error.URLError, TimeoutError):
+            # not listening yet, or still warming its caches (connections wait meanwhile)
             assert proc.poll() is None, proc.stdout.read()
             assert time.monotonic() < deadline, "the server did not answer"
             time.sleep(0.2)

@@ -31,7 +31,8 @@ Limits on requests:
                                   (`state.check_time(name)`): over it, a 422 next to the control
                                   `name` whose value asked for the work, and the section is
                                   rebuilt with that control's default
-    SERVER_WORKERS       2        server processes (app.py forks them after loading the model):
+    SERVER_WORKERS       2        server processes (web/serving.py forks them after the model is
+                                  loaded and the caches warmed):
                                   one per core, since a Python process runs one thread at a
                                   time; each has its own gate, caches and SERVER_THREADS
     GATE_SLOTS           2        requests computing at once, per worker (one BLAS thread each)

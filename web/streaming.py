@@ -39,8 +39,8 @@ from web.sampler_settings import sampler_for
 bp = Blueprint("streaming", __name__)
 
 MAX_STREAMS = 2
-# waitress options for app.py (and the tests' servers): read ahead on a busy connection, so a
-# client that closed it is noticed at once (waitress's documented purpose for this option).
+# waitress options for web/serving.py (and the tests' servers): read ahead on a busy connection,
+# so a client that closed it is noticed at once (waitress's documented purpose for this option).
 SERVER_OPTIONS = {"channel_request_lookahead": 1}
 
 

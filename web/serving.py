@@ -1,0 +1,175 @@
+"""How the app is served to a classroom: the gate in front of every computing request, warming
+the caches once, and the server itself (waitress, in worker processes forked from the one that
+loaded the model).
+
+    run(app, host, port, workers, threads)   bind, warm, fork `workers` processes, serve
+
+The model is loaded, the socket bound and every prompt-independent cache filled (each section's
+`warm`, then the default page rendered once) in the parent process, BEFORE the workers are
+forked: the workers share all of it copy-on-write, so a timing measured while warming is the
+same number in every worker, and no worker starts cold. Where there is no fork (Windows) or
+with --workers 1, one process serves and warms in a background thread.
+
+Why waitress and a small fork supervisor rather than gunicorn's pre-fork server (gthread worker):
+the app relies on three things waitress does itself and gunicorn's gthread worker does not.
+(1) `environ["waitress.client_disconnected"]`: a closed tab stops its stream before the next
+model pass (web/streaming.py); gunicorn only notices when a write fails. (2) Idle and slow
+connections are closed after `channel_timeout` (30 s) by waitress's event loop, whatever the
+client sent; a gthread worker reads a request inside one of its threads, and a client that
+connects and sends nothing holds it with no time limit (benoitc/gunicorn#2652), outside the
+gate. (3) The page state may be a 64 KiB query string (web/limits.py MAX_QUERY_BYTES); gunicorn's
+request line is capped at 8190 bytes unless the cap is switched off altogether.
+"""
+import os
+import signal
+import socket
+import sys
+import threading
+
+from flask import g, render_template, request
+
+from web import limits, streaming
+from web.registry import sections
+
+
+# --- the gate: at most GATE_SLOTS requests compute at once per process --------------------------
+
+def gated(endpoint) -> bool:
+    """Routes that compute pass through the gate; static files and 404s do not."""
+    return endpoint is not None and endpoint != "static" and not endpoint.startswith("assets.")
+
+
+def init_app(app):
+    """Put `app`'s computing routes behind a limits.Gate sized by app.config (GATE_SLOTS,
+    GATE_WAITING, GATE_WAIT_SECONDS): a request that finds no slot in time gets a 503 with
+    Retry-After at once (a text line for htmx, the busy page otherwise)."""
+    gate = limits.Gate(app.config["GATE_SLOTS"], app.config["GATE_WAITING"],
+                       app.config["GATE_WAIT_SECONDS"])
+    app.extensions["explainer_gate"] = gate
+
+    @app.before_request
+    def enter_gate():
+        if gated(request.endpoint):
+            gate.acquire()                       # raises limits.Busy: a 503 at once
+            g.holds_gate_slot = True
+
+    @app.teardown_request
+    def leave_gate(exc=None):
+        if g.pop("holds_gate_slot", False):
+            gate.release()
+
+    @app.errorhandler(limits.Busy)
+    def busy(e):
+        # htmx requests get the message as text (app.js shows it in the page's status line);
+        # a whole-page load gets a small page saying the same.
+        if request.headers.get("HX-Request") == "true":
+            body, mimetype = str(e), "text/plain"
+        else:
+            body, mimetype = render_template("busy.html", message=str(e)), "text/html"
+        response = app.response_class(body, status=503, mimetype=mimetype)
+        response.headers["Retry-After"] = str(limits.RETRY_AFTER_SECONDS)
+        response.headers["Cache-Control"] = "no-store"
+        return response
+
+
+# --- warming: prompt-independent caches and measurements, made once ----------------------------
+
+def warm(app, lm, page: bool = False):
+    """Run every registered section's `warm(lm)` (prompt-independent caches and timings), one
+    after another; with page=True also render the default page once (it fills the default
+    prompt's caches and imports every module a section uses). A failure is only logged.
+    run() calls it in the parent process, before the workers are forked."""
+    for s in sections():
+        if s.warm is not None:
+            try:
+                s.warm(lm)
+            except Exception:
+                app.logger.exception("warming the %s section failed", s.id)
+    if page:
+        status = app.test_client().get("/").status_code
+        if status != 200:
+            app.logger.warning("warming: the default page answered %s", status)
+
+
+def warm_in_background(app, lm):
+    """warm() in a background thread, so the first page does not wait for it (one process)."""
+    threading.Thread(target=warm, args=(app, lm), name="warm-sections", daemon=True).start()
+
+
+# --- the server ----------------------------------------------------------------------------
+
+def listening_socket(host: str, port: int) -> socket.socket:
+    """The server's socket, bound before the workers start so that they all accept from it."""
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    return socket.create_server((host, port), family=family, backlog=1024)
+
+
+def serve(app, sock, threads: int):
+    """waitress on `sock` in this process, until it is stopped."""
+    from waitress import serve as waitress_serve
+    waitress_serve(app, sockets=[sock], threads=threads, **limits.SERVER_SETTINGS,
+                   **streaming.SERVER_OPTIONS)    # notices a closed stream at once
+
+
+def serve_workers(app, sock, workers: int, threads: int) -> int:
+    """Fork `workers` processes that serve `app` from the one listening socket (the kernel hands
+    each new connection to one of them). Python runs one thread at a time per process, so one
+    process uses one core however many threads it has: two workers use both cores of the
+    classroom server. Each worker has its own gate and stream slots. The first worker to stop
+    (or SIGTERM / Ctrl-C to this process) stops them all; the exit status is 0 when they were
+    stopped, 1 when one failed."""
+    pids = []
+    for _ in range(workers):
+        pid = os.fork()
+        if pid == 0:                                  # a worker
+            code = 0
+            try:
+                signal.signal(signal.SIGTERM, signal.SIG_DFL)
+                serve(app, sock, threads)
+            except KeyboardInterrupt:
+                pass
+            except BaseException:
+                import traceback
+                traceback.print_exc()
+                code = 1
+            finally:
+                os._exit(code)
+        pids.append(pid)
+
+    def stop(signum=None, frame=None):
+        for pid in pids:
+            try:
+                os.kill(pid, signal.SIGTERM)
+            except ProcessLookupError:
+                pass
+
+    signal.signal(signal.SIGTERM, stop)
+    signal.signal(signal.SIGINT, stop)
+    first, left = None, set(pids)
+    while left:
+        pid, status = os.wait()
+        left.discard(pid)
+        if first is None:
+            first = os.waitstatus_to_exitcode(status)
+            stop()
+    return 0 if first in (0, -signal.SIGTERM, -signal.SIGINT) else 1
+
+
+def run(app, host: str, port: int, workers: int, threads: int, name: str = "app.py") -> int:
+    """Serve `app` on host:port until stopped; the exit status (2: the address is unusable).
+    workers > 1 (where the system has fork): warm in this process, then fork the workers;
+    otherwise serve from this process (create_app has started its background warm-up)."""
+    forked = workers > 1 and hasattr(os, "fork")
+    try:
+        sock = listening_socket(host, port)
+    except OSError as e:
+        print(f"{name}: cannot listen on {host}:{port}: {e.strerror}", file=sys.stderr)
+        return 2
+    print(f"Serving the explainer on http://{host}:{port}/ ({workers if forked else 1} "
+          f"worker(s) x {threads} threads; Ctrl-C stops it)", flush=True)
+    if not forked:
+        serve(app, sock, threads)
+        return 0
+    # Connections that arrive while this runs wait in the socket's backlog.
+    warm(app, app.extensions["explainer_model"], page=True)
+    return serve_workers(app, sock, workers, threads)
