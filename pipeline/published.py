@@ -9,8 +9,9 @@ the running model go through one path.
 `reported_params` is the parameter count the publisher's checkpoint reports (the safetensors
 weights, a tied embedding counted once); `nominal` is the size in the model's name or paper.
 GPT-2's paper (Radford et al. 2019, table 2) gave 117M / 345M / 762M / 1542M; the released
-checkpoints hold 124M / 355M / 774M / 1.56B (the paper's counts left out the position table and
-other parts): both are kept because learners meet both.
+checkpoints hold 124M / 355M / 774M / 1.56B. Counting the checkpoints' arrays (pipeline.sizes)
+does not give the paper's numbers, with or without the position and token embedding tables, and
+the paper does not say what it counted: both are kept because learners meet both.
 """
 from dataclasses import dataclass
 
