@@ -10,6 +10,7 @@ from pipeline.generation import TextStream
 from pipeline.model import softmax
 from pipeline.sampling import SamplerSettings, sampler
 from web import streaming
+from web.measured import GRID, prefill_decode_timings
 from web.sections import generation
 from web_support import (HX, every_section, app, chip_ids, client, error_message, model,  # noqa: F401
                          table_rows, text_of, url)
@@ -195,24 +196,27 @@ def test_the_counts_are_the_loaded_model_s(client, model):
     assert c["per_token_ratio"] == pytest.approx(0.002 / (0.01 / 10))
 
 
-def test_prefill_and_decode_are_measured_for_the_prompt_and_across_lengths(client, model):
+def test_prefill_and_decode_are_measured_once_across_lengths(client, model):
     page = text_of(client.get(url("/", prompt=PROMPT), headers=every_section()))
     lm = client.application.extensions["explainer_model"]
-    sweep = generation.length_sweep(lm)
-    assert [r["n"] for r in sweep] == [8, 16, 32, 64, 128, 192, 248]
+    timings = prefill_decode_timings(lm)
+    sweep = timings.rows()
+    assert [r["n"] for r in sweep] == list(GRID)
     assert all(r["prefill_s"] > 0 and r["decode_s"] > 0 for r in sweep)
     # a whole 248-token prefill takes longer than an 8-token one; per token it is cheaper
     # than a decode step (the point of the figure; measured, with a wide margin)
     assert sweep[-1]["prefill_s"] > sweep[0]["prefill_s"]
     assert sweep[-1]["prefill_s"] / 248 < sweep[-1]["decode_s"]
-    assert generation.length_sweep(lm) is sweep                    # measured once
+    assert prefill_decode_timings(lm) is timings                    # measured once
     figure = json.loads(html.unescape(re.search(r'data-figure="([^"]+)"', page.split(
         'id="gen-prefill-h"', 1)[1]).group(1)))
-    assert figure["data"][0]["x"] == [8, 16, 32, 64, 128, 192, 248]
+    assert figure["data"][0]["x"] == list(GRID)
     assert figure["data"][0]["y"] == pytest.approx([r["prefill_s"] * 1000 for r in sweep])
-    prefill = re.search(r'id="prefill-ms">([0-9.]+) ms', page)
-    decode = re.search(r'id="decode-ms">([0-9.]+) ms', page)
-    assert prefill and decode and float(prefill.group(1)) > 0 and float(decode.group(1)) > 0
+    # the prompt's point is the measured length nearest it, with the time it was measured
+    point = timings.at(len(model.tokenizer.encode_ordinary(PROMPT)))
+    assert f'id="prefill-ms" class="prefill-ms">{point.prefill_s * 1000:.2f} ms' in page
+    assert f'id="decode-ms" class="decode-ms">{point.decode_s * 1000:.2f} ms' in page
+    assert f"measured once at {timings.when}" in page
 
 
 def test_the_sampler_of_the_sampling_section_drives_the_loop_and_the_stream(client, model):

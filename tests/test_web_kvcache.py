@@ -1,12 +1,14 @@
 """The KV-cache section shows the measured run of the live model and the formula's numbers."""
 import re
 
+import numpy as np
 import pytest
 
 from pipeline.kvcache import kv_cache_bytes
 from pipeline.published import PUBLISHED, KV_ONLY
 from web.figures.kvcache import human_bytes
 from web.forward import prompt_ids
+from web.measured import prefill_decode_timings
 from web.sections import kvcache
 from web_support import (HX, every_section, app, client, error_message, model, table_rows,  # noqa: F401
                          text_of, url)
@@ -14,9 +16,13 @@ from web_support import (HX, every_section, app, client, error_message, model, t
 PROMPT = "Elizabeth walked to Netherfield"
 
 
+def prompt_ids_of(model, prompt):
+    return tuple(model.tokenizer.encode_ordinary(prompt))
+
+
 def measured_run(app, prompt, n_new):
     lm = app.extensions["explainer_model"]
-    return kvcache.measure(lm.model, prompt_ids(lm, prompt), n_new)
+    return kvcache.cache_check(lm.model, prompt_ids(lm, prompt), n_new)
 
 
 def test_nbytes_and_formula_on_screen_are_the_caches(app, client, model):
@@ -31,16 +37,40 @@ def test_nbytes_and_formula_on_screen_are_the_caches(app, client, model):
     assert f"<strong>{last.allocated_nbytes:,} bytes allocated</strong>" in page
 
 
-def test_measured_steps_table_is_the_run(app, client):
+def test_checked_steps_table_is_the_run(app, client):
     page = text_of(client.get(url("/section/kvcache", prompt=PROMPT, kv_new=4), headers=HX))
     run = measured_run(app, PROMPT, 4)
-    rows = table_rows(page, "Measured steps")
-    assert [[r[0], r[1], r[3], r[4], r[5], r[6]] for r in rows] == [
-        [str(i), str(s.n_tokens), f"{s.cached_ms:.2f}", f"{s.uncached_ms:.2f}",
-         f"{s.max_abs_diff:.1e}", f"{s.nbytes:,}"] for i, s in enumerate(run.steps)]
+    rows = table_rows(page, "Checked steps")
+    assert [[r[0], r[1], r[3], r[4]] for r in rows] == [
+        [str(i), str(s.n_tokens), f"{s.max_abs_diff:.1e}", f"{s.nbytes:,}"]
+        for i, s in enumerate(run.steps)]
     assert f"<strong>{run.max_abs_diff:.2e}</strong>" in page
     assert "every step picks the same\n      next token both ways" in page
-    assert f"with the cache <strong>{run.cached_total_ms:.1f} ms</strong>" in page
+
+
+def test_the_check_is_recomputing_step_by_step(model):
+    """Row t of one forward pass over the final sequence is what recomputing step t gives:
+    compared with a forward pass over each step's own prefix."""
+    ids = prompt_ids_of(model, PROMPT)
+    run = kvcache.run_check(model, ids, 6)
+    seq = list(ids) + run.generated[:-1]
+    for s in run.steps:
+        alone = model.forward(seq[:s.n_tokens])[-1]
+        assert int(np.argmax(alone)) == s.next_token
+    assert run.max_abs_diff < 1e-3 and all(s.same_argmax for s in run.steps)
+    assert [s.n_tokens for s in run.steps] == list(range(len(ids), len(ids) + 7))
+
+
+def test_step_times_are_the_shared_measurement_at_lengths_where_they_grow(app, client):
+    lm = app.extensions["explainer_model"]
+    timings = prefill_decode_timings(lm)
+    page = text_of(client.get(url("/section/kvcache", prompt=PROMPT), headers=HX))
+    shown = [p for p in timings.points if p.n in kvcache.SHOWN_LENGTHS]
+    assert [p.n for p in shown] == [16, 64, 128, 248]      # up to the context of 256
+    for p in shown:
+        assert f"<strong>{p.prefill_s * 1000:.2f} ms</strong> at {p.n} tokens" in page
+        assert f"<strong>{p.decode_s * 1000:.2f} ms</strong> at {p.n}" in page
+    assert f"Measured at {timings.when}" in page
 
 
 def test_a_second_render_shows_the_same_measurement(client):

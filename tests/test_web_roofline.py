@@ -4,6 +4,8 @@ import re
 
 import pytest
 
+from web.measured import prefill_decode_timings
+
 from pipeline.published import published
 from pipeline.roofline import decode_work, hardware, model_costs, prefill_work, roofline
 from web_support import HX, app, client, error_message, model, text_of, url  # noqa: F401
@@ -35,11 +37,17 @@ def test_live_point_is_measured_on_this_server(client, model):
     text = plain_text(text_of(client.get(url("/section/roofline", prompt="Emma Woodhouse"),
                                          headers=HX)))
     n = len(model.tokenizer.encode("Emma Woodhouse"))
-    assert f"on your prompt ({n} tokens)" in text
+    lm = client.application.extensions["explainer_model"]
+    timings = prefill_decode_timings(lm)
+    point = timings.at(n)
+    assert point.n == 8                          # the shortest measured length, nearest 2
+    assert (f"measured at {timings.when} on a prompt of {point.n} tokens (the measured length "
+            f"nearest your prompt's {n};") in text
     prefill_ms = float(re.search(r"the prefill took (\S+) ms", text).group(1))
     decode_ms = float(re.search(r"one decode step (\S+) ms", text).group(1))
-    assert prefill_ms > 0 and decode_ms > 0
-    assert "median of 16" in text
+    assert prefill_ms == float(f"{point.prefill_s * 1000:.2f}")
+    assert decode_ms == float(f"{point.decode_s * 1000:.2f}")
+    assert f"median of {timings.decode_steps};" in text
 
 
 @pytest.mark.parametrize("query,name,message", [

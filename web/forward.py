@@ -6,11 +6,11 @@ last few results, so a page render with six such sections costs one forward pass
 that only changes what is drawn costs none. Results are shared between requests: treat the
 arrays as read-only.
 """
-import threading
-from collections import OrderedDict
 from dataclasses import dataclass
 
 import numpy as np
+
+from web.cache import memo, model_key
 
 KEEP = 16             # prompts remembered (a 256-token cache of the default model is ~5 MB)
 
@@ -22,8 +22,7 @@ class PromptRun:
     cache: dict           # activation name -> array (see pipeline.model's docstring)
 
 
-_runs = OrderedDict()
-_lock = threading.Lock()
+_runs = memo("prompt runs", KEEP)
 
 
 def prompt_ids(lm, prompt: str) -> tuple:
@@ -31,20 +30,14 @@ def prompt_ids(lm, prompt: str) -> tuple:
     return tuple(lm.tokenizer.encode_ordinary(prompt))
 
 
-def prompt_run(lm, prompt: str) -> PromptRun:
-    """logits and the activation cache of the prompt, computed once per (model, prompt)."""
-    key = (id(lm.model), prompt)
-    with _lock:
-        if key in _runs:
-            _runs.move_to_end(key)
-            return _runs[key]
+def run_prompt(lm, prompt: str) -> PromptRun:
     ids = prompt_ids(lm, prompt)
     logits, cache = lm.model.run_with_cache(list(ids))
     for a in (logits, *cache.values()):
         a.flags.writeable = False
-    run = PromptRun(ids, logits, cache)
-    with _lock:
-        _runs[key] = run
-        while len(_runs) > KEEP:
-            _runs.popitem(last=False)
-    return run
+    return PromptRun(ids, logits, cache)
+
+
+def prompt_run(lm, prompt: str) -> PromptRun:
+    """logits and the activation cache of the prompt, computed once per (model, prompt)."""
+    return _runs.get((model_key(lm.model), prompt), lambda: run_prompt(lm, prompt))

@@ -1,38 +1,98 @@
 """Measurements shown on the page (timings of the running model), taken once per process.
 
-A timing is a real measurement, so it is not repeated for every render: the first request that
-needs it measures, later ones (the page, the section's own fragment, a slider that only changes
-what is drawn) show the same numbers, with the time they were taken. Measurements run one at a
-time, so two of them never share the cores and disturb each other.
+A timing is a real measurement, so it is not repeated for every render or every prompt: it is
+made once per model (the sections' `warm`, which app.py runs before the worker processes fork,
+so every worker shows the same one; in a single process, the first request that needs it), and
+every render shows the same numbers with the time they were taken. Where a time depends on the
+prompt's length, it is measured once over a grid of lengths and a prompt reads its point from
+the grid. Measurements run one at a time, so two of them never share the cores and disturb
+each other.
 """
 import threading
-from collections import OrderedDict
+import time
+from dataclasses import dataclass
 
-KEEP = 64
+from web.cache import Memo, model_key  # noqa: F401  (model_key: the sections import it here)
 
-_results = OrderedDict()
-_lock = threading.Lock()          # guards _results
-_measuring = threading.Lock()     # one measurement at a time
-
-
-def model_key(model) -> str:
-    """Models loaded from the same directory have the same weights: one key for all of them."""
-    return model.path or f"id:{id(model)}"
+_results = Memo("measurements", 64)
+_measuring = threading.RLock()     # one measurement at a time (a measurement may use another)
+_NOTHING = object()
 
 
 def measured(key: tuple, measure):
     """measure() the first time `key` is asked for, the remembered result afterwards."""
-    with _lock:
-        if key in _results:
-            _results.move_to_end(key)
-            return _results[key]
+    known = _results.peek(key, _NOTHING)
+    if known is not _NOTHING:
+        return known
     with _measuring:
-        with _lock:
-            if key in _results:          # measured by another request while this one waited
-                return _results[key]
-        result = measure()
-        with _lock:
-            _results[key] = result
-            while len(_results) > KEEP:
-                _results.popitem(last=False)
-    return result
+        return _results.get(key, measure)
+
+
+def measurements() -> int:
+    """How many measurements this process has made (tests read it)."""
+    return _results.computed
+
+
+def stamp(epoch_seconds: float) -> str:
+    """When a measurement was made, as the page shows it."""
+    return time.strftime("%H:%M:%S UTC", time.gmtime(epoch_seconds))
+
+
+# --- prefill and decode over a grid of prompt lengths: one measurement, cited everywhere -----
+
+GRID = (8, 16, 24, 32, 48, 64, 96, 128, 192, 248)   # prompt lengths timed (ctx 256 leaves room)
+PREFILL_REPEATS = 5      # prefills timed per length (their median is kept)
+DECODE_STEPS = 5         # decode steps timed after each prefill (their median is kept)
+
+# Which tokens are timed does not matter (every token costs the same arithmetic); this text is
+# repeated to the length needed.
+GRID_TEXT = ("It is a truth universally acknowledged, that a single man in possession of a "
+             "good fortune, must be in want of a wife.")
+
+
+@dataclass(frozen=True)
+class Point:
+    n: int               # prompt length timed (tokens)
+    prefill_s: float     # median of PREFILL_REPEATS prefills of n tokens into an empty cache
+    decode_s: float      # median of DECODE_STEPS decode steps right after that prefill
+
+
+@dataclass(frozen=True)
+class PrefillDecode:
+    points: tuple        # Point per grid length that fits the context, shortest first
+    measured_at: float   # time.time() when the measurement finished
+    repeats: int
+    decode_steps: int
+
+    @property
+    def when(self) -> str:
+        return stamp(self.measured_at)
+
+    def at(self, n: int) -> Point:
+        """The measured point for a prompt of n tokens: the grid length nearest n (the shorter
+        of two equally near)."""
+        return min(self.points, key=lambda p: (abs(p.n - n), p.n))
+
+    def rows(self) -> list:
+        return [dict(n=p.n, prefill_s=p.prefill_s, decode_s=p.decode_s) for p in self.points]
+
+
+def measure_prefill_decode(lm) -> PrefillDecode:
+    from pipeline.generation import time_decode, time_prefill
+    model = lm.model
+    base = list(lm.tokenizer.encode_ordinary(GRID_TEXT))
+    points = []
+    for n in GRID:
+        if n + DECODE_STEPS > lm.n_ctx:
+            continue
+        ids = (base * (n // len(base) + 1))[:n]
+        points.append(Point(n, time_prefill(model, ids, PREFILL_REPEATS),
+                            time_decode(model, ids, DECODE_STEPS)))
+    return PrefillDecode(tuple(points), time.time(), PREFILL_REPEATS, DECODE_STEPS)
+
+
+def prefill_decode_timings(lm) -> PrefillDecode:
+    """Prefill and decode-step times of the model over GRID, measured once per model: the one
+    prefill measurement the generation loop, the KV cache and the roofline sections cite."""
+    return measured(("prefill-decode", model_key(lm.model), GRID, PREFILL_REPEATS,
+                     DECODE_STEPS), lambda: measure_prefill_decode(lm))

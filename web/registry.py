@@ -111,14 +111,15 @@ SECTIONS = (
                 "their total probability. The tree shows every branch it explored and which ones "
                 "it dropped.")),
     Section("generation", "Generation loop", "sections/generation.html",
-            generation.PARAMS, generation.build, borrows=generation.BORROWED,
+            generation.PARAMS, generation.build, warm=generation.warm,
+            borrows=generation.BORROWED,
             tour=(
                 "Generation is a loop: run the model, pick a token, append it, run again. The "
                 "first pass reads the whole prompt at once (prefill); every later pass adds one "
                 "token (decode). Watch the answer stream in, token by token, with the time each "
                 "step took.")),
     Section("kvcache", "KV cache", "sections/kvcache.html",
-            kvcache.PARAMS, kvcache.build,
+            kvcache.PARAMS, kvcache.build, warm=kvcache.warm,
             tour=(
                 "Each decode step needs the keys and values of every earlier token. Recomputing "
                 "them every time would be wasteful, so they are kept: the KV cache. It makes "
@@ -138,7 +139,7 @@ SECTIONS = (
                 "smaller and faster to read, and a little less exact. See how much memory is "
                 "saved and how much the answers change, on the running model.")),
     Section("speculative", "Speculative decoding", "sections/speculative.html",
-            speculative.PARAMS, speculative.build,
+            speculative.PARAMS, speculative.build, warm=speculative.warm,
             tour=(
                 "A small, fast draft model guesses a few tokens ahead; the big model checks all "
                 "the guesses in one pass and keeps those it agrees with. The output follows the "
@@ -150,7 +151,7 @@ SECTIONS = (
                 "attention in tiles with a running softmax, so the full table of scores is never "
                 "written to slow memory. Same result, much less traffic.")),
     Section("roofline", "Prefill vs decode: the roofline", "sections/roofline.html",
-            roofline.PARAMS, roofline.build,
+            roofline.PARAMS, roofline.build, warm=roofline.warm,
             tour=(
                 "Why is reading the prompt fast and writing the answer slow? The prefill does "
                 "many operations per byte of weights it reads; a decode step very few. The "

@@ -30,7 +30,7 @@ def step_time_figure(steps) -> str:
     ])
     fig.update_layout(**base_layout(
         title=dict(text="Measured time per step"),
-        xaxis=dict(title=dict(text="tokens in the sequence (first point: the prompt)")),
+        xaxis=dict(title=dict(text="tokens in the sequence")),
         yaxis=dict(title=dict(text="milliseconds"), rangemode="tozero"),
         legend=dict(orientation="h", y=-0.25)))
     return to_json(fig)

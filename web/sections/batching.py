@@ -13,6 +13,7 @@ from pipeline.batching import (generate_request, make_queue, measure_step_costs,
 from pipeline.kvcache import kv_bytes_per_token
 from web.figures import batching as figures
 from web.figures.kvcache import human_bytes
+from web.cache import memo
 from web.measured import measured, model_key
 from web.params import Param
 
@@ -42,12 +43,16 @@ PARAMS = (
 )
 
 
+_generations = memo("batching generations", 4)
+_figures = memo("batching figures", 64)
+
+
 def generations(model) -> tuple:
-    """The real generations behind the requests (measured once per process)."""
-    return measured(("batching-generations", model_key(model), PROMPTS, MAX_NEW, SEED,
-                     TEMPERATURE),
-                    lambda: tuple(generate_request(model, p, MAX_NEW, SEED + i, TEMPERATURE)
-                                  for i, p in enumerate(PROMPTS)))
+    """The real generations behind the requests (computed once per model)."""
+    return _generations.get((model_key(model), PROMPTS, MAX_NEW, SEED, TEMPERATURE),
+                            lambda: tuple(generate_request(model, p, MAX_NEW, SEED + i,
+                                                           TEMPERATURE)
+                                          for i, p in enumerate(PROMPTS)))
 
 
 def step_costs(model):
@@ -113,22 +118,23 @@ def build(lm, state) -> dict:
 def queue_figures(model, n: int, slots: int, gap: int) -> dict:
     """Figures of one queue, built once (Plotly takes longer than the simulation)."""
     _, costs, runs = schedules(model, n, slots, gap)
-    return measured(("batching-figures", model_key(model), costs.measured_at, n, slots, gap),
-                    lambda: dict(
-                        costs_figure=figures.step_costs_figure(costs.step_ms, costs.samples),
-                        static_figure=figures.timeline_figure(runs["static"], "Static batching"),
-                        continuous_figure=figures.timeline_figure(runs["continuous"],
-                                                                  "Continuous batching")))
+    return _figures.get(("queue", model_key(model), costs.measured_at, n, slots, gap),
+                        lambda: dict(
+                            costs_figure=figures.step_costs_figure(costs.step_ms, costs.samples),
+                            static_figure=figures.timeline_figure(runs["static"],
+                                                                  "Static batching"),
+                            continuous_figure=figures.timeline_figure(runs["continuous"],
+                                                                      "Continuous batching")))
 
 
 def memory_figure(model, n: int, slots: int, gap: int, block: int) -> str:
     _, costs, runs = schedules(model, n, slots, gap)
     per_token = kv_bytes_per_token(model.config, 4)
-    return measured(("batching-memory", model_key(model), costs.measured_at, n, slots, gap,
-                     block),
-                    lambda: figures.memory_figure(
-                        [memory_row(s, block, per_token)
-                         for s in page_snapshots(runs["continuous"], block, MAX_NEW)], block))
+    return _figures.get(("memory", model_key(model), costs.measured_at, n, slots, gap, block),
+                        lambda: figures.memory_figure(
+                            [memory_row(s, block, per_token)
+                             for s in page_snapshots(runs["continuous"], block, MAX_NEW)],
+                            block))
 
 
 def policy_row(s) -> dict:

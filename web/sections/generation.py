@@ -1,18 +1,19 @@
 """The generation loop: step through it, watch it stream, and see why prefill and decode differ.
 
-Every number is measured on the running model now: the steps come from
-pipeline.generation.generation_steps (Model.prefill / Model.decode), the times from
-time.perf_counter around those calls, the byte and FLOP counts from the loaded arrays.
+Every number comes from the running model: the steps from pipeline.generation.generation_steps
+(Model.prefill / Model.decode), computed per prompt; the prefill and decode times from
+web.measured.prefill_decode_timings, measured once per model over a grid of prompt lengths (the
+prompt shows the nearest one, the same point the KV cache and roofline sections cite); the byte
+and FLOP counts from the loaded arrays.
 """
-import threading
 import urllib.parse
 
-import numpy as np
-
-from pipeline.generation import generation_steps, time_decode, time_prefill
+from pipeline.generation import generation_steps
 from pipeline.roofline import decode_work, model_costs, prefill_work, roofline
 from web.figures import generation as figures
+from web.cache import memo
 from web.forward import prompt_ids
+from web.measured import model_key, prefill_decode_timings
 from web.params import Param
 from web.sampler_settings import CHOOSERS, chooser, sampler_for, settings_from
 from web.sections.roofline import machine
@@ -20,9 +21,6 @@ from web.tokens import pieces
 
 MAX_NEW_TOKENS = 200       # the most a request may generate (a classroom shares 2 cores)
 N_TOP = 5                  # candidates shown per step
-SWEEP_LENGTHS = (8, 16, 32, 64, 128, 192, 248)   # prompt lengths timed (ctx 256 leaves room)
-DECODE_STEPS = 5           # decode steps timed after each prefill (their median is shown)
-REPEATS = 3                # prefills timed per length (their median is shown)
 
 PARAMS = (
     Param("gen_step", "Generation step", kind="int", default=0, min=0,
@@ -62,22 +60,14 @@ def stream_query(state) -> str:
 
 # --- the stepped run: computed once per (model, prompt, limit, sampler) -----------------------
 
-_runs, _runs_lock = {}, threading.Lock()
-KEEP_RUNS = 16
+_runs = memo("generation runs", 16)
 
 
 def stepped_run(lm, ids: tuple, max_new_tokens: int, sample, sample_key: tuple) -> tuple:
     """The loop's steps; `sample_key` names the chooser (a seeded one always draws alike)."""
-    key = (id(lm.model), ids, max_new_tokens, sample_key)
-    with _runs_lock:
-        if key in _runs:
-            return _runs[key]
-    steps = tuple(generation_steps(lm.model, ids, max_new_tokens, sample=sample, n_top=N_TOP))
-    with _runs_lock:
-        _runs[key] = steps
-        while len(_runs) > KEEP_RUNS:
-            _runs.pop(next(iter(_runs)))
-    return steps
+    return _runs.get((model_key(lm.model), ids, max_new_tokens, sample_key),
+                     lambda: tuple(generation_steps(lm.model, ids, max_new_tokens,
+                                                    sample=sample, n_top=N_TOP)))
 
 
 class Chip:
@@ -88,61 +78,13 @@ class Chip:
         self.pieces = pieces(tokenizer.decode_single_token_bytes(token_id))
 
 
-_timings = {}
-
-
-def prompt_timing(lm, ids: tuple, steps: tuple) -> tuple:
-    """(prefill s, decode s per token) for this prompt, measured once per prompt (so a redraw
-    shows the same numbers): the median of REPEATS prefills (the stepped run's and REPEATS - 1
-    more), and the median of the run's decode steps (or of DECODE_STEPS timed now, if the run
-    had none)."""
-    key = (id(lm.model), ids)
-    with _runs_lock:
-        if key in _timings:
-            return _timings[key]
-    decode_times = [s.forward_seconds for s in steps if s.phase == "decode"]
-    prefill_s = float(np.median([steps[0].forward_seconds] + [
-        time_prefill(lm.model, ids, 1) for _ in range(REPEATS - 1)]))
-    decode_s = float(np.median(decode_times)) if decode_times else \
-        time_decode(lm.model, ids, DECODE_STEPS) if len(ids) + DECODE_STEPS <= lm.n_ctx else None
-    with _runs_lock:
-        _timings[key] = (prefill_s, decode_s)
-        while len(_timings) > KEEP_RUNS:
-            _timings.pop(next(iter(_timings)))
-    return prefill_s, decode_s
-
-
-# --- prefill vs decode across prompt lengths: measured once per model per process ------------
-
-_sweeps, _sweep_lock = {}, threading.Lock()
-
-
-def length_sweep(lm) -> list:
-    """[{"n", "prefill_s", "decode_s"}] for SWEEP_LENGTHS (those that fit the context)."""
-    key = id(lm.model)
-    with _sweep_lock:                       # one measurement at a time: they would slow each other
-        if key not in _sweeps:
-            model, n_ctx = lm.model, lm.n_ctx
-            base = list(prompt_ids(lm, SWEEP_TEXT))
-            rows = []
-            for n in SWEEP_LENGTHS:
-                if n + DECODE_STEPS > n_ctx:
-                    continue
-                ids = (base * (n // len(base) + 1))[:n]
-                rows.append({"n": n, "prefill_s": time_prefill(model, ids, REPEATS),
-                             "decode_s": time_decode(model, ids, DECODE_STEPS)})
-            _sweeps[key] = rows
-        return _sweeps[key]
-
-
-# Which tokens are timed does not matter (every token costs the same arithmetic); this text is
-# repeated to the length needed.
-SWEEP_TEXT = ("It is a truth universally acknowledged, that a single man in possession of a "
-              "good fortune, must be in want of a wife.")
+def warm(lm):
+    prefill_decode_timings(lm)
+    machine()
 
 
 def costs(lm, n_prompt: int, prefill_s: float, decode_s: float) -> dict:
-    """What a prefill of the prompt and the decode step after it read and compute (the
+    """What a prefill of n_prompt tokens and the decode step after it read and compute (the
     roofline section's formulas, float32: 4 bytes per weight and per cached value), the
     speeds the measured times give, and this server's measured roof."""
     model = lm.model
@@ -164,6 +106,16 @@ def costs(lm, n_prompt: int, prefill_s: float, decode_s: float) -> dict:
     )
 
 
+_figures = memo("generation figures", 16)
+
+
+def sweep_figure(lm, timings, point) -> str:
+    """The measured grid with the prompt's point marked, built once per point."""
+    return _figures.get((model_key(lm.model), timings.measured_at, point.n),
+                        lambda: figures.prefill_decode_figure(timings.rows(), point.n,
+                                                              point.prefill_s, point.decode_s))
+
+
 # --- the section -----------------------------------------------------------------------------
 
 def build(lm, state) -> dict:
@@ -181,9 +133,9 @@ def build(lm, state) -> dict:
     if not chosen_in_top:
         candidates.append(dict(chip=Chip(tok, current.token), prob=current.prob, chosen=True))
 
-    prefill_s, decode_s = prompt_timing(lm, ids, steps)
-    n_decode_timed = sum(s.phase == "decode" for s in steps)
-    sweep = length_sweep(lm)
+    timings = prefill_decode_timings(lm)       # measured once per model, not per prompt
+    point = timings.at(len(ids))
+    prefill_s, decode_s = point.prefill_s, point.decode_s
     return dict(
         n_prompt=len(ids), prompt_chips=[Chip(tok, i) for i in ids],
         generated_chips=[Chip(tok, s.token) for s in steps[:step + 1]],
@@ -195,12 +147,10 @@ def build(lm, state) -> dict:
         n_ctx=lm.n_ctx, model_name=lm.name,
         stream_query=stream_query(state),
         stream_blocked=any(name in state.errors for name in STREAM_PARAMS),
-        prefill_ms=prefill_s * 1000,
-        decode_ms=None if decode_s is None else decode_s * 1000,
-        n_decode_timed=n_decode_timed,
-        costs=None if decode_s is None else costs(lm, len(ids), prefill_s, decode_s),
-        sweep=sweep,
-        sweep_figure=figures.prefill_decode_figure(
-            sweep, len(ids), prefill_s, decode_s),
-        repeats=REPEATS, decode_steps=DECODE_STEPS,
+        timed_n=point.n, measured_at=timings.when,
+        prefill_ms=prefill_s * 1000, decode_ms=decode_s * 1000,
+        costs=costs(lm, point.n, prefill_s, decode_s),
+        sweep=timings.rows(),
+        sweep_figure=sweep_figure(lm, timings, point),
+        repeats=timings.repeats, decode_steps=timings.decode_steps,
     )

@@ -1,23 +1,30 @@
 """KV cache: generation with and without the cache on the running model, and the cache's size.
 
-The timings, logits differences and byte counts come from `pipeline.kvcache.cache_vs_recompute`
-run on the live model (measured once per prompt and length in this process, see web.measured);
+The step times come from `web.measured.prefill_decode_timings`, measured once per model over a
+grid of sequence lengths (a step without the cache is a forward pass over the whole sequence:
+the prefill of that many tokens; with the cache it is one decode step); the same measurement
+the generation loop and roofline sections cite. The logits differences and byte counts are
+the prompt's own generation with the cache, checked against recomputing (`run_check`, per
+prompt and length, untimed);
 the sizes of other models come from `kv_cache_bytes` applied to their published configs
 (`pipeline.published`).
 """
-import functools
-import time
+from dataclasses import dataclass
 
-from pipeline.kvcache import (BYTES_PER_VALUE, attention_kind, cache_vs_recompute,
-                              context_lengths, kv_bytes_per_token, kv_cache_bytes)
+import numpy as np
+
+from pipeline.kvcache import (BYTES_PER_VALUE, attention_kind, context_lengths,
+                              kv_bytes_per_token, kv_cache_bytes)
 from pipeline.published import KV_ONLY, PUBLISHED, attention_config
 from web.figures import kvcache as figures
 from web.forward import prompt_ids
-from web.measured import measured, model_key
+from web.cache import memo
+from web.measured import model_key, prefill_decode_timings
 from web.params import Param
 
 MAX_NEW = 48              # most generated tokens measured (each step also runs a full forward)
 START_CAPACITY = 16       # tokens the section's cache reserves at first (then it doubles)
+SHOWN_LENGTHS = (16, 64, 128, 248)   # measured lengths the sentence cites (up to the context)
 MAX_CTX = 131072          # 128k: the longest context of the published configs shown
 CTX_CHOICES = (1024, 2048, 4096, 8192, 16384, 32768, 65536, 131072)
 # Multi-head vs grouped-query vs multi-query: three 7-8B models of one generation
@@ -31,10 +38,82 @@ PARAMS = (
 )
 
 
-def measure(model, ids: tuple, n_new: int):
-    """The measured run for this prompt and length (measured once per process)."""
-    return measured(("kvcache", model_key(model), ids, n_new, START_CAPACITY),
-                    lambda: cache_vs_recompute(model, ids, n_new, capacity=START_CAPACITY))
+@dataclass(frozen=True)
+class CheckStep:
+    """One step of greedy generation with the cache, checked against recomputing."""
+    n_tokens: int              # sequence length this step reads (prompt + tokens so far)
+    next_token: int            # greedy choice from the cached logits (fed in at the next step)
+    max_abs_diff: float        # max |cached logits - recomputed logits| for the next token
+    same_argmax: bool          # both pick the same next token
+    nbytes: int                # KVCache.nbytes after the step: the tokens held
+    allocated_nbytes: int      # KVCache.allocated_nbytes: the buffers reserved
+    capacity: int              # tokens the buffers have room for
+
+
+@dataclass(frozen=True)
+class Check:
+    prompt_ids: tuple
+    steps: tuple               # step 0 reads the prompt (prefill); then one per generated token
+
+    @property
+    def max_abs_diff(self) -> float:
+        return max(s.max_abs_diff for s in self.steps)
+
+    @property
+    def generated(self) -> list:
+        return [s.next_token for s in self.steps]
+
+
+def run_check(model, ids: tuple, n_new: int) -> Check:
+    """Greedy generation of n_new tokens with the KV cache (prefill, then one decode step per
+    token; the cache starts with room for START_CAPACITY tokens and doubles), every step's
+    logits compared with recomputing without the cache. Recomputing is one forward pass over
+    the whole final sequence: the model is causal, so its row t is what a forward pass over the
+    first t + 1 tokens gives. Nothing here is timed (the timings are prefill_decode_timings)."""
+    seq = [int(t) for t in ids]
+    n_new = min(n_new, model.config.n_ctx - len(seq))
+    kv = model.new_kv_cache(START_CAPACITY)
+    cached, rows = [], []
+    for i in range(n_new + 1):
+        out = model.prefill(seq, kv) if i == 0 else model.decode(seq[-1], kv)
+        last = np.asarray(out).reshape(-1, out.shape[-1])[-1]                    # [V]
+        nxt = int(np.argmax(last))
+        cached.append(last)
+        rows.append((len(seq), nxt, kv.nbytes, kv.allocated_nbytes, kv.k.shape[1]))
+        if i < n_new:
+            seq.append(nxt)
+    full = model.forward(seq)                                                   # [T, V]
+    steps = tuple(CheckStep(n_tokens=n, next_token=nxt,
+                            max_abs_diff=float(np.max(np.abs(c - full[n - 1]))),
+                            same_argmax=nxt == int(np.argmax(full[n - 1])), nbytes=nbytes,
+                            allocated_nbytes=alloc, capacity=cap)
+                  for c, (n, nxt, nbytes, alloc, cap) in zip(cached, rows))
+    return Check(tuple(int(t) for t in ids), steps)
+
+
+_checks = memo("kvcache checks", 32)
+
+
+def cache_check(model, ids: tuple, n_new: int) -> Check:
+    """The checked run for this prompt and length, computed once per (model, prompt, length)."""
+    return _checks.get((model_key(model), ids, n_new, START_CAPACITY),
+                       lambda: run_check(model, ids, n_new))
+
+
+@dataclass(frozen=True)
+class TimedStep:
+    """A step's time at one measured length, both ways (what step_time_figure draws)."""
+    n_tokens: int
+    cached_ms: float           # one decode step with n_tokens in the cache
+    uncached_ms: float         # a forward pass over all n_tokens: the prefill of n_tokens
+
+
+def timed_steps(timings) -> list:
+    return [TimedStep(p.n, p.decode_s * 1000, p.prefill_s * 1000) for p in timings.points]
+
+
+def warm(lm):
+    prefill_decode_timings(lm)
 
 
 def build(lm, state) -> dict:
@@ -48,53 +127,62 @@ def build(lm, state) -> dict:
                      if room > 0 else f"The prompt fills the whole context window "
                      f"({cfg.n_ctx} tokens): no token can be generated.")
         n_new = max(0, min(room, state["kv_new"]))
-    run = measure(lm.model, ids, n_new)
+    run = cache_check(lm.model, ids, n_new)
     steps = run.steps
     last = steps[-1]
     per_token = kv_bytes_per_token(cfg, 4)
     ctx = state["kv_ctx"]
-    decode = steps[1:]
     published = published_rows(ctx)
+    timings = prefill_decode_timings(lm)       # measured once per model, not per prompt
+    timed = timed_steps(timings)
+    shown = [t for t in timed if t.n_tokens in SHOWN_LENGTHS] or timed
+    point = timings.at(len(ids))
     return dict(
         model_name=lm.name, cfg=cfg, human_bytes=figures.human_bytes, n_prompt=len(ids), n_new=n_new, max_new=MAX_NEW,
         steps=[step_row(i, s, lm.tokenizer) for i, s in enumerate(steps)],
-        measured_at=time.strftime("%H:%M:%S UTC", time.gmtime(run.measured_at)),
-        cached_total_ms=run.cached_total_ms, uncached_total_ms=run.uncached_total_ms,
-        speedup=run.uncached_total_ms / run.cached_total_ms,
-        first_decode=decode[0] if decode else None, last_decode=decode[-1] if decode else None,
+        measured_at=timings.when, timed=timed, shown=shown, repeats=timings.repeats,
+        decode_steps=timings.decode_steps,
+        point=next(t for t in timed if t.n_tokens == point.n),
         max_abs_diff=run.max_abs_diff, all_same=all(s.same_argmax for s in steps),
         generated_text=lm.tokenizer.decode(run.generated[:-1]) if n_new else "",
-        start_capacity=START_CAPACITY, repeats=run.repeats,
+        start_capacity=START_CAPACITY,
         per_token=per_token, final_tokens=last.n_tokens, final_nbytes=last.nbytes,
         final_formula=kv_cache_bytes(cfg, last.n_tokens, 4),
         final_allocated=last.allocated_nbytes, final_capacity=last.capacity,
         ctx=ctx, ctx_choices=sorted(set(CTX_CHOICES) | {ctx}),
         published=published,
         kinds=[next(r for r in published if r["name"] == n) for n in KIND_MODELS],
-        **run_figures(lm.model, ids, n_new),
+        **run_figures(lm, run, timings),
         **context_figures(ctx),
     )
 
 
-def run_figures(model, ids: tuple, n_new: int) -> dict:
-    """The measured run's figures, built once per run (Plotly takes longer than the math)."""
-    run = measure(model, ids, n_new)
-    return measured(("kvcache-figures", model_key(model), ids, n_new, run.measured_at),
-                    lambda: dict(time_figure=figures.step_time_figure(run.steps),
-                                 bytes_figure=figures.cache_bytes_figure(run.steps)))
+_figures = memo("kvcache figures", 32)
 
 
-@functools.lru_cache(maxsize=16)
+def run_figures(lm, run, timings) -> dict:
+    """The figures, built once per checked run and measurement (Plotly takes longer than the
+    math)."""
+    return _figures.get((model_key(lm.model), run.prompt_ids, len(run.steps), START_CAPACITY,
+                         timings.measured_at),
+                        lambda: dict(time_figure=figures.step_time_figure(timed_steps(timings)),
+                                     bytes_figure=figures.cache_bytes_figure(run.steps)))
+
+
+_context_figures = memo("kvcache context figures", 16)
+
+
 def context_figures(ctx: int) -> dict:
-    rows = published_rows(ctx)
-    return dict(context_figure=figures.context_figure(context_curves(), ctx),
-                kinds_figure=figures.kinds_figure(
-                    [next(r for r in rows if r["name"] == n) for n in KIND_MODELS], ctx))
+    def build():
+        rows = published_rows(ctx)
+        return dict(context_figure=figures.context_figure(context_curves(), ctx),
+                    kinds_figure=figures.kinds_figure(
+                        [next(r for r in rows if r["name"] == n) for n in KIND_MODELS], ctx))
+    return _context_figures.get(ctx, build)
 
 
 def step_row(i, s, tokenizer) -> dict:
-    return dict(index=i, n_tokens=s.n_tokens, cached_ms=s.cached_ms, uncached_ms=s.uncached_ms,
-                max_abs_diff=s.max_abs_diff, same_argmax=s.same_argmax, nbytes=s.nbytes,
+    return dict(index=i, n_tokens=s.n_tokens, max_abs_diff=s.max_abs_diff, same_argmax=s.same_argmax, nbytes=s.nbytes,
                 allocated=s.allocated_nbytes, capacity=s.capacity,
                 next_text=tokenizer.decode([s.next_token]))
 

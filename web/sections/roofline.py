@@ -1,22 +1,19 @@
 """Prefill vs decode on the roofline: published hardware and model configurations through the
 roofline formula (pipeline/roofline.py), next to this server's own roof and the live model's
-prefill and decode, measured now."""
-import functools
-import statistics
-import threading
+prefill and decode, each measured once per process (web.measured)."""
+import time
 
-from pipeline.generation import generation_steps
 from pipeline.published import PUBLISHED, published
 from pipeline.roofline import (HARDWARE, decode_work, measure_machine, model_costs,
                                prefill_work, roofline)
 from web.figures import tiling as figures
 from web.forward import prompt_ids
 from web.params import Param
+from web.measured import measured, prefill_decode_timings, stamp
 
 DEFAULT_MODEL = "Llama 3 8B"
 BITS = (16, 8, 4)
 LENGTHS = (128, 512, 1024, 2048, 4096, 8192, 32768, 131072)
-DECODE_STEPS = 16              # decode steps timed for the live model's point
 
 PARAMS = (
     Param("rf_model", "Model", default=DEFAULT_MODEL, max_chars=60),
@@ -25,23 +22,18 @@ PARAMS = (
     Param("rf_batch", "Sequences per decode step", kind="int", default=16, min=1, max=1024),
 )
 
-_machine_lock = threading.Lock()
+def machine_measurement() -> tuple:
+    """(this server's roof, when it was measured): measured once per process (under a second)."""
+    return measured(("machine",), lambda: (measure_machine(), time.time()))
 
 
-@functools.lru_cache(maxsize=1)
 def machine():
-    """This server's roof, measured once per process (under a second)."""
-    with _machine_lock:
-        return measure_machine()
+    return machine_measurement()[0]
 
 
-@functools.lru_cache(maxsize=16)
-def live_timings(model, ids: tuple):
-    """(prefill seconds, median decode-step seconds) of the live model on these tokens."""
-    steps = list(generation_steps(model, list(ids), DECODE_STEPS + 1, n_top=1,
-                                  stop_at_eos=False))
-    decode = [s.forward_seconds for s in steps if s.phase == "decode"]
-    return steps[0].forward_seconds, statistics.median(decode), len(decode)
+def warm(lm):
+    machine()
+    prefill_decode_timings(lm)
 
 
 def build(lm, state) -> dict:
@@ -91,15 +83,21 @@ def build(lm, state) -> dict:
 
 def live_point(lm, state) -> dict:
     """The live model's prefill and decode on this server: FLOPs and bytes from the same
-    formulas (float32: 4 bytes per weight and per cached value), time measured."""
-    m = machine()
-    ids = prompt_ids(lm, state["prompt"])[-(lm.n_ctx - DECODE_STEPS - 1):]
-    prefill_s, decode_s, n_decode = live_timings(lm.model, ids)
+    formulas (float32: 4 bytes per weight and per cached value), times from the one prefill /
+    decode measurement (web.measured.prefill_decode_timings) at the length nearest the prompt."""
+    m, m_at = machine_measurement()
+    timings = prefill_decode_timings(lm)
+    n_prompt = len(prompt_ids(lm, state["prompt"]))
+    point = timings.at(n_prompt)
+    ids = range(point.n)                    # the timed length: the counts below are for it
+    prefill_s, decode_s, n_decode = point.prefill_s, point.decode_s, timings.decode_steps
     costs = model_costs(lm.model.config, lm.model.n_params(), 4, 4)
     pre, dec = prefill_work(costs, len(ids)), decode_work(costs, len(ids), 1)
     return dict(
         peak=m.peak_flops, bandwidth=m.bandwidth, threads=m.threads, ridge=m.peak_flops / m.bandwidth,
-        n_prompt=len(ids), n_decode=n_decode, prefill_s=prefill_s, decode_s=decode_s,
+        n_prompt=n_prompt, n_timed=point.n, measured_at=timings.when, machine_at=stamp(m_at),
+        repeats=timings.repeats,
+        n_decode=n_decode, prefill_s=prefill_s, decode_s=decode_s,
         weight_bytes=costs.weight_bytes,
         prefill_intensity=pre.intensity, decode_intensity=dec.intensity,
         prefill_flops=pre.flops / prefill_s, decode_flops=dec.flops / decode_s,

@@ -1,0 +1,240 @@
+"""web.cache and web.measured: each entry computed once (also under concurrent requests), each
+timing measured once per model and shown the same everywhere, section results cached with the
+messages their builds left on the state."""
+import re
+import threading
+
+import pytest
+
+from web import measured as measured_module
+from web.cache import Memo, cached_build, memoized
+from web.measured import prefill_decode_timings
+from web.params import Param, parse_state
+from web.registry import all_params, section as find_section
+from web_support import HX, every_section, app, client, model, text_of, url  # noqa: F401
+
+PROMPTS = ("Elizabeth walked to Netherfield", "Mr. Darcy looked at her and said nothing at all")
+
+
+# --- Memo ----------------------------------------------------------------------------------
+
+def test_an_entry_is_computed_once_under_concurrent_requests():
+    memo = Memo("test", 8)
+    inside, release = threading.Event(), threading.Event()
+    calls = []
+
+    def compute():
+        calls.append(1)
+        inside.set()
+        release.wait(10)
+        return object()
+
+    results = []
+    first = threading.Thread(target=lambda: results.append(memo.get("k", compute)))
+    first.start()
+    assert inside.wait(10)                     # the first request is computing the entry
+    others = [threading.Thread(target=lambda: results.append(memo.get("k", compute)))
+              for _ in range(5)]
+    for t in others:
+        t.start()
+    release.set()
+    for t in [first, *others]:
+        t.join(10)
+    assert len(calls) == 1 and memo.computed == 1
+    assert len(results) == 6 and all(r is results[0] for r in results)
+
+
+def test_a_failed_computation_is_not_kept_and_a_waiting_request_computes_it():
+    memo = Memo("test", 8)
+    inside, release = threading.Event(), threading.Event()
+
+    def fail():
+        inside.set()
+        release.wait(10)
+        raise RuntimeError("over budget")
+
+    errors, results = [], []
+
+    def first():
+        try:
+            memo.get("k", fail)
+        except RuntimeError as e:
+            errors.append(e)
+    t1 = threading.Thread(target=first)
+    t1.start()
+    assert inside.wait(10)
+    t2 = threading.Thread(target=lambda: results.append(memo.get("k", lambda: "second")))
+    t2.start()
+    release.set()
+    t1.join(10), t2.join(10)
+    assert len(errors) == 1 and results == ["second"]
+    assert memo.get("k", lambda: "third") == "second"
+
+
+def test_least_recently_used_entries_go_first():
+    memo = Memo("test", 2)
+    memo.get("a", lambda: 1), memo.get("b", lambda: 2)
+    memo.get("a", lambda: 0)                   # a is used again: b is now the oldest
+    memo.get("c", lambda: 3)
+    assert "a" in memo and "c" in memo and "b" not in memo
+
+
+def test_memoized_keys_a_model_by_its_directory(model):
+    calls = []
+
+    @memoized(4)
+    def n_layers(m, extra):
+        calls.append(extra)
+        return m.config.n_layers
+
+    assert n_layers(model, 1) == n_layers(model, 1) == model.config.n_layers
+    assert n_layers(model, 2) == model.config.n_layers
+    assert calls == [1, 2]
+    assert n_layers.memo.peek((("model", model.path), 1)) == model.config.n_layers
+
+
+# --- measurements: once per model, the same everywhere --------------------------------------
+
+@pytest.fixture()
+def counted(monkeypatch):
+    """Forget every measurement, then count the calls of each measuring function."""
+    from web.sections import batching, roofline, speculative
+    for t in threading.enumerate():            # the app's own warm-up, if it is still running
+        if t.name == "warm-sections":
+            t.join(120)
+    measured_module._results.clear()
+    counts = {}
+
+    def count(module, name):
+        original = getattr(module, name)
+
+        def wrapper(*args, **kwargs):
+            counts[name] = counts.get(name, 0) + 1
+            return original(*args, **kwargs)
+        monkeypatch.setattr(module, name, wrapper)
+
+    count(measured_module, "measure_prefill_decode")
+    count(roofline, "measure_machine")
+    count(speculative, "measure_speed")
+    count(batching, "measure_step_costs")
+    yield counts
+    measured_module._results.clear()
+
+
+def test_each_measurement_is_made_once_across_prompts_and_renders(client, counted):
+    for prompt in PROMPTS:
+        for _ in range(2):
+            assert client.get(url("/", prompt=prompt), headers=every_section()).status_code \
+                == 200
+            for sid in ("generation", "kvcache", "roofline", "speculative", "batching"):
+                client.get(url(f"/section/{sid}", prompt=prompt), headers=HX)
+    lm = client.application.extensions["explainer_model"]
+    expected = {"measure_prefill_decode": 1, "measure_machine": 1, "measure_step_costs": 1}
+    if lm.draft is not None:
+        expected["measure_speed"] = 1
+    assert counted == expected
+
+
+def test_the_sections_warm_makes_the_measurements_before_any_request(app, counted):
+    from web.registry import SECTIONS
+    lm = app.extensions["explainer_model"]
+    for s in SECTIONS:
+        if s.warm is not None:
+            s.warm(lm)
+    assert counted["measure_prefill_decode"] == 1 and counted["measure_machine"] == 1
+    assert counted["measure_step_costs"] == 1
+    assert counted.get("measure_speed", 0) == (lm.draft is not None)
+    app.test_client().get(url("/", prompt=PROMPTS[0]), headers=every_section())
+    assert counted["measure_prefill_decode"] == 1 and counted["measure_machine"] == 1
+
+
+def shown_prefill(html: str, section_id: str) -> list:
+    part = re.search(r'<section id="%s".*?</section>' % section_id, html, re.S).group(0)
+    return re.findall(r'class="prefill-ms">([0-9.]+) ms', part)
+
+
+def test_one_prefill_measurement_is_cited_by_every_section_that_shows_it(client, model):
+    prompt = PROMPTS[1]
+    page = text_of(client.get(url("/", prompt=prompt), headers=every_section()))
+    lm = client.application.extensions["explainer_model"]
+    timings = prefill_decode_timings(lm)
+    point = timings.at(len(model.tokenizer.encode_ordinary(prompt)))
+    expected = f"{point.prefill_s * 1000:.2f}"
+    for sid in ("generation", "kvcache", "roofline"):
+        shown = shown_prefill(page, sid)
+        assert shown and set(shown) == {expected}, sid
+        assert timings.when in re.search(r'<section id="%s".*?</section>' % sid, page,
+                                         re.S).group(0)
+
+
+@pytest.mark.parametrize("sid", ["generation", "kvcache", "roofline", "speculative",
+                                 "batching"])
+def test_the_page_and_the_sections_own_answer_show_the_same_measurement(client, sid):
+    query = dict(prompt=PROMPTS[0])
+    page = text_of(client.get(url("/", **query), headers=every_section()))
+    own = text_of(client.get(url(f"/section/{sid}", **query), headers=HX))
+    in_page = re.search(r'<section id="%s".*?</section>' % sid, page, re.S).group(0)
+    stamps = re.findall(r"\d\d:\d\d:\d\d UTC", own)
+    assert stamps and stamps == re.findall(r"\d\d:\d\d:\d\d UTC", in_page)
+    numbers = re.findall(r"([0-9]+\.[0-9]+) ms", own)
+    assert numbers and numbers == re.findall(r"([0-9]+\.[0-9]+) ms", in_page)
+
+
+# --- a section's result, cached with what its build did to the state ----------------------------
+
+class FakeSection:
+    id = "fake"
+    borrows = ()
+    params = (Param("fk_n", "N", kind="int", default=3, min=0, max=10),
+              Param("fk_i", "Index", kind="int", min=0, max=99))
+
+    def __init__(self):
+        self.builds = 0
+
+    def build(self, lm, state):
+        self.builds += 1
+        if state["fk_n"] > 5:
+            state.reject("fk_n", f"At most 5 here; got {state['fk_n']}.")
+        i = state.resolve("fk_i", state["fk_n"] * 2)
+        return dict(n=state["fk_n"], i=i, rows=[1, 2])
+
+
+def fresh_state(query: bytes, s):
+    from web.params import PROMPT
+    return parse_state(query, [PROMPT, *s.params])
+
+
+def test_a_cached_build_replays_its_rejects_and_resolved_defaults(app):
+    lm = app.extensions["explainer_model"]
+    s = FakeSection()
+    first = fresh_state(b"fk_n=7", s)
+    ctx = cached_build(s, lm, first)
+    second = fresh_state(b"fk_n=7", s)
+    again = cached_build(s, lm, second)
+    assert s.builds == 1
+    assert again == ctx == dict(n=3, i=6, rows=[1, 2])
+    for st in (first, second):
+        assert st.errors == {"fk_n": "At most 5 here; got 7."}
+        assert st.statuses == {"fk_n": 422} and st.status == 422
+        assert st["fk_n"] == 3 and st["fk_i"] == 6 and st.computed == {"fk_i": 6}
+    # another value is another entry; a value that needs no message leaves none
+    ok = fresh_state(b"fk_n=4", s)
+    assert cached_build(s, lm, ok)["i"] == 8 and ok.errors == {} and s.builds == 2
+    # the caller gets its own top-level dict: changing it does not change the entry
+    again["n"] = 99
+    assert cached_build(s, lm, fresh_state(b"fk_n=7", s))["n"] == 3
+
+
+def test_a_real_sections_reject_is_replayed(app):
+    lm = app.extensions["explainer_model"]
+    s = find_section("generation")
+    query = b"prompt=Elizabeth+walked&gen_max=3&gen_step=5"
+    states = [parse_state(query, all_params()) for _ in range(2)]
+    contexts = [cached_build(s, lm, st) for st in states]
+    message = ("Step 5 does not exist: with this prompt and limit the loop makes 3 steps "
+               "(0 to 2).")
+    for st in states:
+        assert st.errors == {"gen_step": message} and st.status == 422
+        assert st["gen_step"] == 0
+    assert contexts[0]["step"] == contexts[1]["step"] == 0
+    assert contexts[0]["steps"] is contexts[1]["steps"]       # one build, shared

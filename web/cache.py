@@ -1,0 +1,163 @@
+"""The one way results are kept between requests: `Memo`, a thread-safe LRU keyed on explicit
+keys, and `cached_build`, a section's context per (model, prompt, the section's values).
+
+A key names everything the result depends on, starting with the model's identity
+(`model_key`: models loaded from the same directory share entries), never a
+Python object's id. Each entry is computed once: a request asking for a key another request is
+computing waits for that result instead of computing it again. Results are shared between
+requests and threads: treat them as read-only.
+
+Timings do not go through a Memo directly: `web.measured.measured` adds the one-measurement-
+at-a-time lock on top of one.
+"""
+import functools
+import threading
+from collections import OrderedDict
+
+
+
+def model_key(model) -> str:
+    """Models loaded from the same directory have the same weights: one key for all of them."""
+    return model.path or f"id:{id(model)}"
+
+
+class _Pending:
+    """An entry being computed by one thread; the others wait on `done`."""
+
+    def __init__(self):
+        self.done = threading.Event()
+        self.failed = False
+        self.value = None
+
+
+class Memo:
+    """LRU memo: get(key, compute) returns compute()'s result, computed once per key (while
+    it is remembered: the `maxsize` most recently used keys are)."""
+
+    def __init__(self, name: str, maxsize: int):
+        self.name, self.maxsize = name, maxsize
+        self._entries = OrderedDict()
+        self._pending = {}
+        self._lock = threading.Lock()
+        self.computed = 0             # how many times compute() ran (tests read it)
+
+    def get(self, key, compute):
+        while True:
+            with self._lock:
+                if key in self._entries:
+                    self._entries.move_to_end(key)
+                    return self._entries[key]
+                pending = self._pending.get(key)
+                owner = pending is None
+                if owner:
+                    pending = self._pending[key] = _Pending()
+                    self.computed += 1
+            if not owner:
+                pending.done.wait()
+                if pending.failed:        # the computing request failed (e.g. over its time
+                    continue              # budget): this one tries for itself
+                return pending.value
+            try:
+                value = compute()
+            except BaseException:
+                with self._lock:
+                    del self._pending[key]
+                pending.failed = True
+                pending.done.set()
+                raise
+            with self._lock:
+                self._entries[key] = value
+                while len(self._entries) > self.maxsize:
+                    self._entries.popitem(last=False)
+                del self._pending[key]
+            pending.value = value
+            pending.done.set()
+            return value
+
+    def peek(self, key, default=None):
+        """The remembered value of `key`, or `default` (nothing is computed)."""
+        with self._lock:
+            if key in self._entries:
+                self._entries.move_to_end(key)
+                return self._entries[key]
+            return default
+
+    def __contains__(self, key) -> bool:
+        with self._lock:
+            return key in self._entries
+
+    def clear(self):
+        with self._lock:
+            self._entries.clear()
+
+
+def memo(name: str, maxsize: int) -> Memo:
+    return Memo(name, maxsize)
+
+
+def key_of(value):
+    """A value as a key: a loaded model (web.loaded.LoadedModel) by lm_key, a pipeline model by
+    model_key, anything else (hashable) as it is."""
+    if hasattr(value, "other_encodings") and hasattr(value, "model"):
+        return lm_key(value)
+    if hasattr(value, "config") and hasattr(value, "params") and hasattr(value, "path"):
+        return ("model", model_key(value))
+    return value
+
+
+def memoized(maxsize: int):
+    """Decorator: fn(*args) computed once per key_of(each argument), through a Memo of the
+    function's name (positional arguments only). `fn.memo` is the Memo."""
+    def wrap(fn):
+        box = Memo(f"{fn.__module__}.{fn.__qualname__}", maxsize)
+
+        @functools.wraps(fn)
+        def cached(*args):
+            return box.get(tuple(key_of(a) for a in args), lambda: fn(*args))
+        cached.memo = box
+        return cached
+    return wrap
+
+
+def lm_key(lm) -> tuple:
+    """The identity of a loaded model as a section sees it: the model, its draft model (or why
+    there is none) and the other encodings found for the tokenization section."""
+    draft = model_key(lm.draft) if lm.draft is not None else ("no draft", lm.draft_problem)
+    encodings = tuple(getattr(e, "name", repr(e)) for e in lm.other_encodings)
+    return model_key(lm.model), draft, lm.name, encodings
+
+
+# --- a section's context, per (model, prompt, the section's own values) -----------------------
+
+SECTION_BUILDS = Memo("section builds", 256)
+
+
+def _changes(before: dict, after: dict) -> tuple:
+    """(name, value) pairs that are new or different in `after`."""
+    return tuple((k, v) for k, v in after.items() if k not in before or before[k] is not v
+                 and before[k] != v)
+
+
+def cached_build(section, lm, state) -> dict:
+    """section.build(lm, state), computed once per (model, prompt, values and messages of the
+    section's parameters and of those it borrows). What the build did to the state (a value it
+    refused with state.reject, a default it worked out with state.resolve) is recorded with the
+    context and done again on the state of every request the entry answers, so the page shows
+    the same messages and status as on the first build. The context is shared: the caller gets
+    a copy of the top-level dict, and rendering must not change the values in it."""
+    names = ("prompt", *section.borrows, *(p.name for p in section.params))
+    key = (section.id, lm_key(lm),
+           tuple((n, state.values.get(n), state.errors.get(n), state.statuses.get(n))
+                 for n in names))
+
+    def build():
+        before = [dict(d) for d in (state.values, state.errors, state.statuses, state.computed)]
+        ctx = section.build(lm, state)
+        after = (state.values, state.errors, state.statuses, state.computed)
+        return ctx, tuple(_changes(b, a) for b, a in zip(before, after))
+
+    ctx, changes = SECTION_BUILDS.get(key, build)
+    for target, changed in zip((state.values, state.errors, state.statuses, state.computed),
+                               changes):
+        target.update(changed)
+    return dict(ctx)
