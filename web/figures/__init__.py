@@ -1,16 +1,40 @@
 """Figure builders: pure functions from pipeline results to Plotly figures (as JSON).
 
-The only place that imports Plotly. Text that came from a user or a tokenizer is HTML-escaped
-before it goes into a label, because Plotly renders a little HTML in text and hover labels.
+The only place that knows Plotly. Every figure is plain dicts and lists (plotly.js's JSON), never
+`plotly.graph_objects`: a go.Figure validates every property, tens of milliseconds per figure,
+where writing the same dicts takes well under one. The builders draw what the pipeline computed;
+they do not compute it again.
+
+One style for every figure, through `base_layout`: the page's font, tick labels and axis titles
+of at least 14 px, every axis sized to its labels (automargin), one categorical palette
+(PALETTE) and one diverging scale for signed values (DIVERGING, via `signed_colours`).
+
+Text that came from a user or a tokenizer is HTML-escaped before it goes into a label, because
+Plotly renders a little HTML in text and hover labels.
 """
 import base64
 import html
 
 import numpy as np
-import plotly.graph_objects as go
 from plotly.io.json import to_json_plotly
 
 FONT = dict(family="system-ui, -apple-system, 'Segoe UI', Roboto, sans-serif", size=15)
+TICK_SIZE = 14                # px: tick labels, legend, labels written on the plot
+TEXT_SIZE = 14
+
+# The categorical palette: one colour per series, in this order. ACCENT marks what the reader
+# chose or the current value; MUTED is context (a reference line, every other point); INK text.
+INK, MUTED, ACCENT = "#14213d", "#7a8ba6", "#b4451f"
+PALETTE = ("#2b3a55", "#b4451f", "#3c8d5a", "#8a5fb5", "#c08a1e", "#4d8fbf", "#a8436f",
+           "#5f6b3a")
+GRID, ZERO_LINE = "#e3e7ee", "#b9c1cf"
+
+# Values >= 0 (attention weights, norms): white to dark blue.
+SEQUENTIAL = [[0.0, "#ffffff"], [0.15, "#c6dbef"], [0.5, "#4a8fc9"], [1.0, "#08306b"]]
+# Signed values, always centred on 0 (signed_colours): red below 0, white at 0, blue above,
+# the positive half being SEQUENTIAL; the page's shaded chips (web.shading) use the same ends.
+DIVERGING = ([[0.0, "#a4161a"], [0.25, "#d6604d"], [0.425, "#fbd0c3"], [0.5, "#ffffff"]]
+             + [[0.5 + p / 2, c] for p, c in SEQUENTIAL[1:]])
 
 
 def label(text: str) -> str:
@@ -20,21 +44,50 @@ def label(text: str) -> str:
     return html.escape(text, quote=False).replace('"', "&#34;").replace("'", "&#39;")
 
 
+def signed_colours(bound: float) -> dict:
+    """The heatmap colour settings of signed values within [-bound, bound]: DIVERGING, 0 white."""
+    bound = float(bound) or 1.0
+    return dict(colorscale=DIVERGING, zmid=0, zmin=-bound, zmax=bound)
+
+
+def _axis(spec: dict) -> dict:
+    """One axis in the page's style; the figure's own settings win."""
+    axis = dict(automargin=True, gridcolor=GRID, zerolinecolor=ZERO_LINE,
+                linecolor=ZERO_LINE, tickfont=dict(size=TICK_SIZE))
+    if spec.get("type") == "log":
+        # one label per power of ten: plotly's minor labels (2, 5) collide on a narrow plot
+        axis.update(dtick=1, minor=dict(showgrid=False))
+    axis.update(spec)
+    axis["automargin"] = True
+    axis["tickfont"] = dict(spec.get("tickfont", {}), size=max(
+        spec.get("tickfont", {}).get("size", TICK_SIZE), TICK_SIZE))
+    title = spec.get("title")
+    if title:
+        title = dict(title) if isinstance(title, dict) else dict(text=title)
+        title["font"] = dict(title.get("font", {}), size=max(
+            title.get("font", {}).get("size", FONT["size"]), FONT["size"]))
+        axis["title"] = title
+    return axis
+
+
 def base_layout(**kw) -> dict:
+    """A figure's layout in the page's style: kw are the figure's own settings (title, axes,
+    height, ...). Every x and y axis (xaxis, yaxis2, ...) gets automargin and readable ticks."""
     layout = dict(font=FONT, margin=dict(l=10, r=10, t=48, b=10), height=340,
-                  paper_bgcolor="white", plot_bgcolor="white")
+                  paper_bgcolor="white", plot_bgcolor="white", colorway=list(PALETTE),
+                  legend=dict(font=dict(size=TICK_SIZE)),
+                  hoverlabel=dict(font=dict(size=TICK_SIZE)))
     layout.update(kw)
+    if "legend" in kw:
+        layout["legend"] = dict(kw["legend"], font=dict(kw["legend"].get("font", {}),
+                                                        size=TICK_SIZE))
+    for key in ["xaxis", "yaxis"] + [k for k in kw if k[:5] in ("xaxis", "yaxis")]:
+        layout[key] = _axis(layout.get(key) or {})
     return layout
 
 
-def to_json(fig: go.Figure) -> str:
-    return fig.to_json()
-
-
-# --- plain Plotly JSON for large figures (attention, feed-forward) -----------------------------
-# graph_objects validates every attribute of every trace: ~35 ms for a 32-heatmap grid. Figures
-# that are many traces or many numbers are written as plain dicts instead (the same JSON), with
-# arrays as plotly.js typed arrays: {"dtype", "bdata": base64 of the bytes, "shape"}.
+# Arrays of many numbers travel as plotly.js typed arrays: {"dtype", "bdata": base64 of the
+# bytes, "shape"}, a quarter of the characters of the decimal list.
 DTYPES = {np.dtype(np.int8): "i1", np.dtype(np.float32): "f4", np.dtype(np.int32): "i4"}
 
 
@@ -45,4 +98,5 @@ def typed_array(a) -> dict:
 
 
 def figure_json(data: list, layout: dict) -> str:
+    """The figure's JSON (NaN and infinities written as null, numpy values as numbers)."""
     return to_json_plotly({"data": data, "layout": layout})

@@ -6,18 +6,16 @@ views they are gaps (NaN) over a grey layer drawn underneath (not the plot backg
 dark theme recolours); in the grid, whose weights travel as whole percents in one byte each to
 keep the figure small, they are the value MASK, which the colour scale paints grey.
 
-Written as plain Plotly JSON (web.figures.figure_json): validating 32 heatmap traces through
-graph_objects cost ~35 ms per render.
+Written as plain Plotly JSON (web.figures.figure_json), 32 heatmap traces and all.
 """
 import numpy as np
 
-from web.figures import base_layout, figure_json, label, typed_array
+from web.figures import (ACCENT, SEQUENTIAL, base_layout, figure_json, label, signed_colours,
+                         typed_array)
 
-MASKED = "#c9ccd3"            # grey of masked cells
-CHOSEN = "#b4451f"            # outline of the chosen head / token
-WEIGHTS = [[0.0, "#ffffff"], [0.15, "#c6dbef"], [0.5, "#4a8fc9"], [1.0, "#08306b"]]
-SCORES = [[0.0, "#b2182b"], [0.25, "#ef8a62"], [0.5, "#ffffff"], [0.75, "#67a9cf"],
-          [1.0, "#2166ac"]]       # red below 0, white at 0, blue above: never the mask's grey
+MASKED = "#c9ccd3"            # grey of masked cells: in neither colour scale
+CHOSEN = ACCENT               # outline of the chosen head / token
+WEIGHTS = SEQUENTIAL          # weights are in [0, 1]; scores are signed (signed_colours)
 GRID_GAP = 2                  # empty cells between two panels of the grid
 MASK = -100                   # grid value of a masked cell (its base64 has no "/" to escape)
 
@@ -59,13 +57,13 @@ def head_grid_figure(grid, chosen_layer, chosen_head) -> str:
 def _token_axis(labels, every):
     idx = list(range(0, len(labels), every))
     return dict(tickmode="array", tickvals=idx, ticktext=[f"{label(labels[i])} ·{i}" for i in idx],
-                showgrid=False, zeroline=False, automargin=True, tickfont=dict(size=11))
+                showgrid=False, zeroline=False)
 
 
 def token_matrix_figure(matrix, labels, title, row, *, kind) -> str:
     """One head's [T, T] matrix, query tokens down, key tokens across; NaN = masked (grey).
 
-    kind "pattern": weights in [0, 1]; kind "scores": scaled scores, blue-white-red around 0.
+    kind "pattern": weights in [0, 1]; kind "scores": scaled scores, the diverging scale.
     The row of the clicked query token is outlined."""
     T = len(labels)
     every = 1 if T <= 40 else int(np.ceil(T / 40))
@@ -73,7 +71,9 @@ def token_matrix_figure(matrix, labels, title, row, *, kind) -> str:
         colours = dict(colorscale=WEIGHTS, zmin=0.0, zmax=1.0)
         hover = "query %{y} → key %{x}<br>weight %{z:.4f}<extra></extra>"
     else:
-        colours = dict(colorscale=SCORES, zmid=0.0)
+        finite = np.abs(np.asarray(matrix, dtype=np.float64))
+        finite = finite[np.isfinite(finite)]
+        colours = signed_colours(finite.max() if finite.size else 1.0)
         hover = "query %{y} → key %{x}<br>score %{z:.3f}<extra></extra>"
     under = dict(type="heatmap", z=typed_array(np.ones((T, T), dtype=np.int8)),
                  colorscale=[[0, MASKED], [1, MASKED]], showscale=False, hoverinfo="skip")
@@ -86,9 +86,9 @@ def token_matrix_figure(matrix, labels, title, row, *, kind) -> str:
     layout = base_layout(
         title=dict(text=title), height=min(620, 160 + 14 * T) + 60,
         shapes=[outline],
-        xaxis=dict(title=dict(text="key: the token looked at"), tickangle=-60,
+        xaxis=dict(title=dict(text="key token (looked at)"), tickangle=-60,
                    **_token_axis(labels, every)),
-        yaxis=dict(title=dict(text="query: the token looking"), autorange="reversed",
+        yaxis=dict(title=dict(text="query token (looking)"), autorange="reversed",
                    **_token_axis(labels, every)))
     return figure_json([under, trace], layout)
 
@@ -102,8 +102,8 @@ def head_measures_figure(measures: dict) -> str:
     names = [k for k in ("previous", "first", "same", "induction") if measures.get(k) is not None]
     L, H = measures["previous"].shape
     gap, width = 0.03, (1 - 0.03 * (len(names) - 1)) / len(names)
-    data, layout = [], base_layout(
-        height=130 + 34 * L, margin=dict(l=10, r=10, t=40, b=10), annotations=[],
+    data, layout = [], dict(
+        height=150 + 34 * L, margin=dict(l=10, r=10, t=40, b=10), annotations=[],
         coloraxis=dict(cmin=0, cmax=1, colorscale=WEIGHTS, showscale=False))
     for i, name in enumerate(names):
         ax = "" if i == 0 else str(i + 1)
@@ -115,12 +115,11 @@ def head_measures_figure(measures: dict) -> str:
                           "%{z:.3f}<extra></extra>"))
         x0 = i * (width + gap)
         layout["xaxis" + ax] = dict(domain=[x0, x0 + width], dtick=1, anchor="y" + ax,
-                                    title=dict(text="head"), automargin=True, showgrid=False,
-                                    zeroline=False)
+                                    title=dict(text="head"), showgrid=False, zeroline=False)
         layout["yaxis" + ax] = dict(autorange="reversed", dtick=1, anchor="x" + ax,
-                                    showticklabels=i == 0, automargin=True, showgrid=False,
+                                    showticklabels=i == 0, showgrid=False,
                                     zeroline=False, title=dict(text="layer" if i == 0 else ""))
         layout["annotations"].append(dict(
             text=MEASURE_TITLES[name], x=x0 + width / 2, y=1.0, xref="paper", yref="paper",
             xanchor="center", yanchor="bottom", showarrow=False))
-    return figure_json(data, layout)
+    return figure_json(data, base_layout(**layout))

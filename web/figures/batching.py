@@ -1,31 +1,27 @@
 """Figures of the batching section: measured step costs, slot timelines, paged memory."""
-import plotly.graph_objects as go
+from web.figures import ACCENT, MUTED, PALETTE, base_layout, figure_json
 
-from web.figures import base_layout, to_json
-
-ACCENT, MUTED, DARK = "#b4451f", "#7a8ba6", "#2b3a55"
-REQUEST_COLOURS = ("#2b3a55", "#b4451f", "#3c8d5a", "#8a5fb5", "#c08a1e", "#4d8fbf",
-                   "#a8436f", "#5f6b3a")
+DARK = PALETTE[0]
+REQUEST_COLOURS = PALETTE
 
 
 def step_costs_figure(step_ms, samples) -> str:
     """Median ms of one decode_batch step for each number of rows, every timing as a dot."""
     rows = list(range(1, len(step_ms) + 1))
-    fig = go.Figure([
-        go.Scatter(x=[b for b, s in zip(rows, samples) for _ in s],
-                   y=[t for s in samples for t in s], mode="markers", name="each timing",
-                   marker=dict(color=MUTED, size=6, opacity=0.6),
-                   hovertemplate="%{x} rows: %{y:.2f} ms<extra>one timing</extra>"),
-        go.Scatter(x=rows, y=list(step_ms), mode="lines+markers", name="median",
-                   line=dict(color=ACCENT), marker=dict(size=9),
-                   hovertemplate="%{x} rows: %{y:.2f} ms<extra>median</extra>"),
-    ])
-    fig.update_layout(**base_layout(
+    data = [
+        dict(type="scatter", x=[b for b, s in zip(rows, samples) for _ in s],
+             y=[float(t) for s in samples for t in s], mode="markers", name="each timing",
+             marker=dict(color=MUTED, size=6, opacity=0.6),
+             hovertemplate="%{x} rows: %{y:.2f} ms<extra>one timing</extra>"),
+        dict(type="scatter", x=rows, y=[float(t) for t in step_ms], mode="lines+markers",
+             name="median", line=dict(color=ACCENT), marker=dict(size=9),
+             hovertemplate="%{x} rows: %{y:.2f} ms<extra>median</extra>"),
+    ]
+    return figure_json(data, base_layout(
         title=dict(text="Measured time of one decode step"),
         xaxis=dict(title=dict(text="sequences in the batch (rows)"), dtick=1),
-        yaxis=dict(title=dict(text="milliseconds"), rangemode="tozero"),
-        legend=dict(orientation="h", y=-0.25)))
-    return to_json(fig)
+        yaxis=dict(title=dict(text="time (ms)"), rangemode="tozero"),
+        legend=dict(orientation="h", y=-0.3)))
 
 
 def _segments(schedule):
@@ -64,45 +60,43 @@ def timeline_figure(schedule, title: str) -> str:
     data = []
     for (rid, padding), tr in sorted(traces.items(), key=lambda kv: (kv[0][0], kv[0][1])):
         colour = REQUEST_COLOURS[rid % len(REQUEST_COLOURS)]
-        data.append(go.Bar(
-            x=tr["x"], base=tr["base"], y=tr["y"], orientation="h", name=tr["name"],
+        data.append(dict(
+            type="bar", x=tr["x"], base=tr["base"], y=tr["y"], orientation="h", name=tr["name"],
             text=tr["text"], textposition="inside", insidetextanchor="middle",
             marker=dict(color=colour, opacity=0.3 if padding else 1.0,
                         line=dict(color="white", width=1)),
             customdata=tr["custom"], showlegend=not padding,
             hovertemplate=tr["name"] + ": steps %{customdata[0]}-%{customdata[1]}, "
                           "%{customdata[2]:.1f}-%{customdata[3]:.1f} ms<extra></extra>"))
-    fig = go.Figure(data)
-    fig.update_layout(**base_layout(
+    return figure_json(data, base_layout(
         title=dict(text=f"{title}: {len(schedule.steps)} steps, "
                         f"{schedule.makespan_ms:.0f} ms"),
         barmode="overlay", bargap=0.25,
         xaxis=dict(title=dict(text="time (ms, from the measured step costs)"),
                    rangemode="tozero"),
-        yaxis=dict(autorange="reversed",
+        yaxis=dict(title=dict(text="batch slot"), autorange="reversed", type="category",
                    categoryorder="array",
                    categoryarray=[f"slot {i}" for i in range(schedule.n_slots)]),
-        height=120 + 34 * schedule.n_slots, legend=dict(orientation="h", y=-0.35)))
-    return to_json(fig)
+        height=140 + 34 * schedule.n_slots, legend=dict(orientation="h", y=-0.35)))
 
 
 def memory_figure(rows, block: int) -> str:
     """KV bytes of the running requests after every step: used, pages, contiguous reservation."""
     xs = [r["step"] for r in rows]
-    fig = go.Figure([
-        go.Scatter(x=xs, y=[r["contiguous"] for r in rows], mode="lines", name="contiguous "
-                   "(each request reserves its maximum)", line=dict(color=MUTED, shape="hv"),
-                   hovertemplate="step %{x}: %{y:,} bytes<extra>contiguous</extra>"),
-        go.Scatter(x=xs, y=[r["paged"] for r in rows], mode="lines",
-                   name=f"paged ({block}-token blocks)", line=dict(color=ACCENT, shape="hv"),
-                   hovertemplate="step %{x}: %{y:,} bytes<extra>paged</extra>"),
-        go.Scatter(x=xs, y=[r["used"] for r in rows], mode="lines", name="tokens held",
-                   line=dict(color=DARK, shape="hv"),
-                   hovertemplate="step %{x}: %{y:,} bytes<extra>used</extra>"),
-    ])
-    fig.update_layout(**base_layout(
+    data = [
+        dict(type="scatter", x=xs, y=[r["contiguous"] for r in rows], mode="lines",
+             name="contiguous (each request reserves its maximum)",
+             line=dict(color=MUTED, shape="hv"),
+             hovertemplate="step %{x}: %{y:,} bytes<extra>contiguous</extra>"),
+        dict(type="scatter", x=xs, y=[r["paged"] for r in rows], mode="lines",
+             name=f"paged ({block}-token blocks)", line=dict(color=ACCENT, shape="hv"),
+             hovertemplate="step %{x}: %{y:,} bytes<extra>paged</extra>"),
+        dict(type="scatter", x=xs, y=[r["used"] for r in rows], mode="lines",
+             name="tokens held", line=dict(color=DARK, shape="hv"),
+             hovertemplate="step %{x}: %{y:,} bytes<extra>used</extra>"),
+    ]
+    return figure_json(data, base_layout(
         title=dict(text="KV memory of the running requests"),
         xaxis=dict(title=dict(text="step of the continuous schedule")),
         yaxis=dict(title=dict(text="bytes"), rangemode="tozero", tickformat=","),
         legend=dict(orientation="h", y=-0.3), height=380))
-    return to_json(fig)

@@ -1,13 +1,11 @@
 """Figures of the transformer-block section.
 
-Plain figure dicts (`web.figures.figure_json`) rather than `go.Figure`s: these sections re-render
-on every prompt change, and `go.Figure`'s validation cost 20-70 ms per figure here.
+Plain figure dicts (`web.figures.figure_json`): these sections re-render on every prompt change.
 """
 import numpy as np
 
-from web.figures import base_layout, figure_json, label, typed_array
-
-ACCENT, MUTED, INK = "#b4451f", "#7a8ba6", "#14213d"
+from web.figures import (ACCENT, INK, MUTED, PALETTE, SEQUENTIAL, base_layout, figure_json,
+                         label, signed_colours, typed_array)
 
 
 def _token_ticks(tokens: list) -> list:
@@ -23,20 +21,20 @@ def tensor_heatmap(matrix, tokens: list, columns, title: str) -> str:
     finite = z[np.isfinite(z)]
     bound = float(np.abs(finite).max()) if finite.size else 1.0
     diverging = finite.size and finite.min() < 0
+    colours = signed_colours(bound) if diverging else dict(colorscale=SEQUENTIAL, zmin=0,
+                                                           zmax=bound)
     heatmap = dict(
-        type="heatmap", z=typed_array(z), y=rows,
-        colorscale="RdBu" if diverging else "Blues",     # plotly.js RdBu: red = high
-        zmin=-bound if diverging else 0, zmax=bound,
+        type="heatmap", z=typed_array(z), y=rows, **colours,
         hovertemplate="token %{y}, column %{x}: %{z:.4g}<extra></extra>")
     xaxis = dict(title=dict(text="dimension"))
     if columns is not None:
-        xaxis = dict(tickmode="array", tickvals=x, ticktext=[label(c) for c in columns],
-                     tickangle=-60, automargin=True)
+        xaxis = dict(title=dict(text="token (column)"), tickmode="array", tickvals=x,
+                     ticktext=[label(c) for c in columns], tickangle=-60)
     return figure_json([heatmap], base_layout(
         title=dict(text=label(title), font=dict(size=14)),
         xaxis=xaxis,
-        yaxis=dict(tickmode="array", tickvals=rows, ticktext=_token_ticks(tokens),
-                   autorange="reversed", automargin=True),
+        yaxis=dict(title=dict(text="token"), tickmode="array", tickvals=rows,
+                   ticktext=_token_ticks(tokens), autorange="reversed"),
         height=max(300, 120 + 18 * len(rows))))
 
 
@@ -45,15 +43,15 @@ def norms_heatmap(norms, tokens: list, stages: list) -> str:
     rows = list(range(norms.shape[0]))
     heatmap = dict(
         type="heatmap", z=typed_array(norms.astype(np.float32)), x=stages, y=rows,
-        colorscale="Viridis",
+        colorscale=SEQUENTIAL,
         colorbar=dict(title=dict(text="norm")),
         hovertemplate="token %{y}, %{x}: norm %{z:.3f}<extra></extra>")
     return figure_json([heatmap], base_layout(
         title=dict(text="Norm of the residual stream, per token and stage"),
-        xaxis=dict(tickangle=-40, automargin=True),
-        yaxis=dict(tickmode="array", tickvals=rows, ticktext=_token_ticks(tokens),
-                   autorange="reversed", automargin=True),
-        height=max(300, 140 + 18 * len(rows))))
+        xaxis=dict(title=dict(text="stage of the residual stream"), tickangle=-40),
+        yaxis=dict(title=dict(text="token"), tickmode="array", tickvals=rows,
+                   ticktext=_token_ticks(tokens), autorange="reversed"),
+        height=max(300, 160 + 18 * len(rows))))
 
 
 def lens_figure(final_p: list, final_text: str, stages: list) -> str:
@@ -63,14 +61,14 @@ def lens_figure(final_p: list, final_text: str, stages: list) -> str:
                 hovertemplate="%{x}: %{y:.2%}<extra></extra>")
     return figure_json([line], base_layout(
         title=dict(text=f"Probability of “{label(final_text)}” after each block"),
-        xaxis=dict(automargin=True),
+        xaxis=dict(title=dict(text="read out after")),
         yaxis=dict(title=dict(text="probability"), range=[0, 1], tickformat=".0%")))
 
 
 SHARES = (("embedding", "embeddings (+ positions, + untied unembedding)", MUTED),
           ("attention", "attention (q, k, v, o)", ACCENT),
           ("ffn", "feed-forward", INK),
-          ("norms", "norms", "#e0b040"))
+          ("norms", "norms", PALETTE[4]))
 
 
 def shares_figure(rows: list) -> str:
@@ -86,7 +84,7 @@ def shares_figure(rows: list) -> str:
             + "</extra>"))
     return figure_json(traces, base_layout(
         title=dict(text="Where the parameters go (formula on each config)"),
-        barmode="stack", legend=dict(orientation="h", y=-0.12),
+        barmode="stack", legend=dict(orientation="h", y=-0.15),
         xaxis=dict(title=dict(text="% of the model's parameters"), range=[0, 100]),
-        yaxis=dict(autorange="reversed", automargin=True),
-        height=160 + 30 * len(rows)))
+        yaxis=dict(title=dict(text="model"), autorange="reversed", type="category"),
+        height=200 + 30 * len(rows)))

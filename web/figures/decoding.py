@@ -1,9 +1,7 @@
 """Figure of the decoding section: the beam-search tree."""
-import json
+from web.figures import ACCENT, INK, PALETTE, base_layout, figure_json, label
 
-from web.figures import FONT, base_layout, label
-
-KEPT, PRUNED, FINISHED, GREEDY, BEST = "#3d5a80", "#c3cad6", "#6a4c93", "#2a9d8f", "#b4451f"
+KEPT, PRUNED, FINISHED, GREEDY, BEST = PALETTE[0], "#c3cad6", PALETTE[3], PALETTE[2], ACCENT
 
 
 def tree_figure(search, names, greedy_nodes, best_nodes) -> str:
@@ -45,7 +43,7 @@ def tree_figure(search, names, greedy_nodes, best_nodes) -> str:
         if text:       # token, then its log-probability | the path's total so far
             trace.update(text=[f"{label(names[p.id])}<br>{p.logprob:.2f} | {p.total:.2f}"
                                for p in pts], textposition="top center",
-                         textfont=dict(size=11))
+                         textfont=dict(size=13))
         return trace
 
     pruned = [n.id for n in search.nodes if n.status == "pruned"]
@@ -60,20 +58,22 @@ def tree_figure(search, names, greedy_nodes, best_nodes) -> str:
         nodes(kept, KEPT, 9, "kept", text=True),
         nodes(finished, FINISHED, 11, "finished (end of text)", text=True, symbol="square"),
         dict(type="scatter", mode="markers+text", x=[-1], y=[root_y], text=["prompt"],
-             textposition="middle left", marker=dict(color="#14213d", size=12),
+             textposition="middle left", marker=dict(color=INK, size=12),
              hoverinfo="skip", showlegend=False),
     ]
     depth = max(1, max((-v for v in y.values()), default=0))
     layout = base_layout(
-        title=dict(text=f"Beam search, width {search.width}: every proposal, ranked per step "
-                        "(labels: token, log p | total)"),
+        title=dict(text=f"Beam search, width {search.width}: every proposal"),
         height=min(1100, 300 + 36 * depth), hovermode="closest",
         legend=dict(orientation="h", y=-0.08, x=0),
-        xaxis=dict(title=dict(text="new token"), tickmode="array",
+        xaxis=dict(title=dict(text="new token (step)"), tickmode="array",
                    tickvals=list(range(-1, search.steps)),
                    ticktext=["prompt"] + [str(s + 1) for s in range(search.steps)],
                    range=[-1.8, search.steps - 0.4], zeroline=False),
-        yaxis=dict(title=dict(text="rank of the total log-probability at this step"),
+        yaxis=dict(title=dict(text="rank of the total log p at this step"),
                    showticklabels=False, zeroline=False),
-        font=FONT)
-    return json.dumps(dict(data=data, layout=layout))
+        annotations=[dict(text="labels: token, log p | total log p so far", xref="paper",
+                          yref="paper", x=0, y=1.0, xanchor="left", yanchor="bottom",
+                          showarrow=False, font=dict(size=14))],
+        margin=dict(l=10, r=10, t=76, b=10))
+    return figure_json(data, layout)

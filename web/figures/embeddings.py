@@ -2,11 +2,10 @@
 import json
 
 import numpy as np
-import plotly.graph_objects as go
 
-from web.figures import base_layout, figure_json, label, typed_array
+from web.figures import ACCENT, base_layout, figure_json, label, signed_colours, typed_array
 
-ACCENT, MUTED = "#b4451f", "#9aa7bd"
+MUTED = "#9aa7bd"             # lighter than the palette's: 50,000 dots under the prompt's
 
 
 def _token_axis(labels: list) -> dict:
@@ -18,36 +17,37 @@ def _token_axis(labels: list) -> dict:
 
 def token_vectors_heatmap(vectors, labels: list) -> str:
     """One row per prompt token: its embedding vector, one column per dimension. A plain figure
-    dict (no go.Figure validation: this one is redrawn for every prompt)."""
+    dict (redrawn for every prompt)."""
     v = np.ascontiguousarray(vectors, dtype=np.float32)
     limit = float(np.abs(v).max()) or 1.0
     heatmap = dict(
-        type="heatmap", z=typed_array(v), zmid=0, zmin=-limit, zmax=limit, colorscale="RdBu",
+        type="heatmap", z=typed_array(v), **signed_colours(limit),
         hovertemplate="token %{y}, dimension %{x}: %{z:.4f}<extra></extra>",
         colorbar=dict(thickness=12))
     return figure_json([heatmap], base_layout(
         title=dict(text=f"Token vectors: {v.shape[0]} tokens x {v.shape[1]} dimensions"),
         xaxis=dict(title=dict(text="dimension"), showgrid=False, automargin=True),
-        yaxis=_token_axis(labels),
+        yaxis=dict(title=dict(text="prompt token"), **_token_axis(labels)),
         height=110 + 22 * v.shape[0]))
 
 
 def vocabulary_base(coords, labels: tuple, explained) -> tuple:
     """Every token of the vocabulary as a grey dot at its PCA position, built once per model:
     (the trace's JSON, the layout's JSON), joined with the prompt's trace by vocabulary_map."""
-    fig = go.Figure(go.Scatter(
-        x=np.round(coords[:, 0], 4), y=np.round(coords[:, 1], 4), mode="markers",
+    trace = dict(
+        type="scatter", x=typed_array(np.round(coords[:, 0], 4).astype(np.float32)),
+        y=typed_array(np.round(coords[:, 1], 4).astype(np.float32)), mode="markers",
         marker=dict(size=4, color=MUTED, opacity=0.55), name="vocabulary",
         customdata=[[label(t)] for t in labels],
-        hovertemplate="%{customdata[0]}<br>id %{pointNumber}<extra></extra>"))
-    fig.update_layout(**base_layout(
-        title=dict(text=f"All {len(labels):,} tokens, projected on their 2 principal components"),
+        hovertemplate="%{customdata[0]}<br>id %{pointNumber}<extra></extra>")
+    layout = base_layout(
+        title=dict(text=f"All {len(labels):,} tokens on their 2 principal components"),
         xaxis=dict(title=dict(text=f"PC 1 ({explained[0]:.1%} of the variance)"),
                    zeroline=False),
         yaxis=dict(title=dict(text=f"PC 2 ({explained[1]:.1%} of the variance)"),
                    zeroline=False),
-        legend=dict(orientation="h", y=-0.18), height=520))
-    whole = json.loads(fig.to_json())
+        legend=dict(orientation="h", y=-0.2), height=520)
+    whole = json.loads(figure_json([trace], layout))
     return json.dumps(whole["data"][0]), json.dumps(whole["layout"])
 
 
@@ -61,7 +61,7 @@ def vocabulary_map(base: tuple, coords, ids: list, labels: list) -> str:
         mode="markers+text", name="the prompt's tokens",
         marker=dict(size=10, color=ACCENT, line=dict(color="white", width=1)),
         text=[label(text[i]) for i in distinct], textposition="top center",
-        textfont=dict(size=13, color=ACCENT),
+        textfont=dict(size=14, color=ACCENT),
         customdata=[[i] for i in distinct],
         hovertemplate="%{text}<br>id %{customdata[0]}<extra>prompt</extra>")
     trace, layout = base

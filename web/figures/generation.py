@@ -1,7 +1,7 @@
 """Figures of the generation-loop section (plain Plotly JSON: drawn on every render)."""
-from web.figures import base_layout, figure_json
+from web.figures import ACCENT, MUTED, PALETTE, base_layout, figure_json
 
-PREFILL, DECODE, PER_TOKEN = "#b4451f", "#1f5fbf", "#7a8ba6"
+PREFILL, DECODE, PER_TOKEN = ACCENT, PALETTE[5], MUTED
 
 
 def prefill_decode_figure(sweep: list, n_prompt: int, prefill_s: float, decode_s) -> str:
@@ -33,8 +33,8 @@ def prefill_decode_figure(sweep: list, n_prompt: int, prefill_s: float, decode_s
             hovertemplate="your prompt: decode %{y:.2f} ms per token<extra></extra>"))
     layout = base_layout(
         title=dict(text="Measured on this server: prefill vs decode"),
-        height=400, legend=dict(orientation="h", y=-0.25),
+        height=420, legend=dict(orientation="h", y=-0.3),
         xaxis=dict(title=dict(text="tokens in the prompt (in the cache, for decode)"),
                    rangemode="tozero"),
-        yaxis=dict(title=dict(text="milliseconds"), rangemode="tozero"))
+        yaxis=dict(title=dict(text="time (ms)"), rangemode="tozero"))
     return figure_json(data, layout)

@@ -1,7 +1,5 @@
 """Figures of the logits-and-softmax section (plain figure dicts: see web.figures.block)."""
-from web.figures import base_layout, figure_json, label
-
-ACCENT, MUTED = "#b4451f", "#7a8ba6"
+from web.figures import ACCENT, MUTED, base_layout, figure_json, label
 
 
 def probs_figure(texts: list, p1, pt, temp: float) -> str:
@@ -18,10 +16,10 @@ def probs_figure(texts: list, p1, pt, temp: float) -> str:
     ]
     return figure_json(data, base_layout(
         title=dict(text="Top tokens' probabilities"),
-        xaxis=dict(tickangle=-50, automargin=True),
+        xaxis=dict(title=dict(text="token (rank by score)"), tickangle=-50),
         yaxis=dict(title=dict(text="probability"), range=[0, 1], tickformat=".0%"),
-        legend=dict(orientation="h", y=-0.45),
-        height=420))
+        legend=dict(orientation="h", x=0, y=1.0, yanchor="bottom"),
+        margin=dict(l=10, r=10, t=80, b=10), height=440))
 
 
 def entropy_figure(temps: list, entropies: list, temp: float, entropy: float) -> str:

@@ -1,75 +1,73 @@
 """Figures of the positions section."""
 import numpy as np
-import plotly.colors
-import plotly.graph_objects as go
 
-from web.figures import base_layout, figure_json, label, to_json, typed_array
+from web.figures import (ACCENT, INK, MUTED, base_layout, figure_json, label, signed_colours,
+                         typed_array)
 
-ACCENT, MUTED, INK = "#b4451f", "#7a8ba6", "#14213d"
-# a cyclic scale (an angle of 180 degrees meets -180), as plotly.js has no named cyclic scale
-TWILIGHT = [[i / (len(plotly.colors.cyclical.Twilight) - 1), c]
-            for i, c in enumerate(plotly.colors.cyclical.Twilight)]
+# a cyclic scale (an angle of 180 degrees meets -180), as plotly.js has no named cyclic scale:
+# plotly.colors.cyclical.Twilight
+TWILIGHT_COLOURS = ("#e2d9e2", "#9ebbc9", "#6785be", "#5e43a5", "#421257", "#471340",
+                    "#8e2c50", "#ba6657", "#ceac94", "#e2d9e2")
+TWILIGHT = [[i / (len(TWILIGHT_COLOURS) - 1), c] for i, c in enumerate(TWILIGHT_COLOURS)]
 
 
 def rope_wavelengths(inv_freq, n_ctx: int) -> str:
     """Positions per full turn of each RoPE pair (2 pi / frequency), log scale."""
     wavelengths = 2 * np.pi / np.asarray(inv_freq, dtype=np.float64)
-    fig = go.Figure([
-        go.Bar(x=list(range(len(wavelengths))), y=wavelengths, marker_color=MUTED,
-               name="positions per turn",
-               hovertemplate="pair %{x}: one turn every %{y:,.1f} positions<extra></extra>"),
-        go.Scatter(x=[-0.5, len(wavelengths) - 0.5], y=[n_ctx, n_ctx], mode="lines",
-                   line=dict(color=ACCENT, dash="dash"), name=f"context window ({n_ctx})",
-                   hoverinfo="skip"),
-    ])
-    fig.update_layout(**base_layout(
+    data = [
+        dict(type="bar", x=list(range(len(wavelengths))), y=wavelengths.tolist(),
+             marker=dict(color=MUTED), name="positions per turn",
+             hovertemplate="pair %{x}: one turn every %{y:,.1f} positions<extra></extra>"),
+        dict(type="scatter", x=[-0.5, len(wavelengths) - 0.5], y=[n_ctx, n_ctx], mode="lines",
+             line=dict(color=ACCENT, dash="dash"), name=f"context window ({n_ctx})",
+             hoverinfo="skip"),
+    ]
+    return figure_json(data, base_layout(
         title=dict(text="How fast each dimension pair turns"),
         xaxis=dict(title=dict(text="dimension pair j")),
         yaxis=dict(title=dict(text="positions per full turn"), type="log"),
-        legend=dict(orientation="h", y=-0.25)))
-    return to_json(fig)
+        legend=dict(orientation="h", y=-0.3)))
 
 
 def position_table(table) -> str:
     """A learned position table: one row per position, one column per dimension."""
     t = np.asarray(table, dtype=np.float32)
     limit = float(np.abs(t).max()) or 1.0
-    fig = go.Figure(go.Heatmap(
-        z=np.round(t, 4), zmid=0, zmin=-limit, zmax=limit, colorscale="RdBu", reversescale=True,
+    heatmap = dict(
+        type="heatmap", z=typed_array(np.round(t, 4)), **signed_colours(limit),
         hovertemplate="position %{y}, dimension %{x}: %{z:.4f}<extra></extra>",
-        colorbar=dict(thickness=12)))
-    fig.update_layout(**base_layout(
+        colorbar=dict(thickness=12))
+    return figure_json([heatmap], base_layout(
         title=dict(text=f"Learned position table ({t.shape[0]} x {t.shape[1]})"),
         xaxis=dict(title=dict(text="dimension")),
-        yaxis=dict(title=dict(text="position"), autorange="reversed"), height=420))
-    return to_json(fig)
+        yaxis=dict(title=dict(text="position (token)"), autorange="reversed"), height=420))
 
 
 def position_similarity(similarity) -> str:
     """Cosine similarity between the learned vectors of every two positions."""
-    fig = go.Figure(go.Heatmap(
-        z=np.round(similarity, 4), zmin=-1, zmax=1, colorscale="RdBu", reversescale=True,
+    heatmap = dict(
+        type="heatmap", z=typed_array(np.round(similarity, 4).astype(np.float32)),
+        **signed_colours(1.0),
         hovertemplate="positions %{y} and %{x}: cosine %{z:.3f}<extra></extra>",
-        colorbar=dict(thickness=12)))
-    fig.update_layout(**base_layout(
+        colorbar=dict(thickness=12, title=dict(text="cosine")))
+    return figure_json([heatmap], base_layout(
         title=dict(text="Cosine similarity between positions"),
-        xaxis=dict(title=dict(text="position")),
-        yaxis=dict(title=dict(text="position"), autorange="reversed", scaleanchor="x"),
+        xaxis=dict(title=dict(text="position (token)")),
+        yaxis=dict(title=dict(text="position (token)"), autorange="reversed", scaleanchor="x"),
         height=420))
-    return to_json(fig)
 
 
 def sinusoid_heatmap(pe, base: int) -> str:
     """Sinusoidal encodings: one row per position, columns sin/cos alternating."""
-    fig = go.Figure(go.Heatmap(
-        z=np.round(pe, 3), zmin=-1, zmax=1, colorscale="RdBu", reversescale=True,
+    heatmap = dict(
+        type="heatmap", z=typed_array(np.round(pe, 3).astype(np.float32)),
+        **signed_colours(1.0),
         hovertemplate="position %{y}, dimension %{x}: %{z:.3f}<extra></extra>",
-        colorbar=dict(thickness=12)))
-    fig.update_layout(**base_layout(
+        colorbar=dict(thickness=12))
+    return figure_json([heatmap], base_layout(
         title=dict(text=f"Sinusoidal encodings, base {base:,}"),
         xaxis=dict(title=dict(text="dimension (even: sin, odd: cos)")),
-        yaxis=dict(title=dict(text="position"), autorange="reversed"), height=420))
-    return to_json(fig)
+        yaxis=dict(title=dict(text="position (token)"), autorange="reversed"), height=420))
 
 
 def rope_angles_heatmap(angles, labels: list, q_at: int) -> str:
@@ -83,11 +81,12 @@ def rope_angles_heatmap(angles, labels: list, q_at: int) -> str:
     outline = dict(type="rect", x0=-0.5, x1=deg.shape[1] - 0.5, y0=q_at - 0.5, y1=q_at + 0.5,
                    line=dict(color=INK, width=2))
     return figure_json([heatmap], base_layout(
-        title=dict(text="Angle of each pair at each position (wrapped to ±180°)"),
-        xaxis=dict(title=dict(text="dimension pair j"), automargin=True),
-        yaxis=dict(tickmode="array", tickvals=list(range(len(labels))),
+        title=dict(text="Angle of each pair (wrapped to ±180°)"),
+        xaxis=dict(title=dict(text="dimension pair j")),
+        yaxis=dict(title=dict(text="prompt token"), tickmode="array",
+                   tickvals=list(range(len(labels))),
                    ticktext=[f"{i}: {label(t)}" for i, t in enumerate(labels)],
-                   autorange="reversed", automargin=True),
+                   autorange="reversed"),
         shapes=[outline], height=120 + 20 * len(labels)))
 
 
@@ -116,19 +115,23 @@ def word_order_figure(rows: list) -> str:
     def ys(key):
         return [max(r[key], tiny) for r in rows]
 
-    fig = go.Figure([
-        go.Scatter(x=names, y=ys("with_pos"), mode="lines+markers", name="with positions",
-                   line=dict(color=ACCENT), customdata=[r["with_pos"] for r in rows],
-                   hovertemplate="%{x}: %{customdata:.3g}<extra>with positions</extra>"),
-        go.Scatter(x=names, y=ys("without"), mode="lines+markers", name="without positions",
-                   line=dict(color=INK, dash="dot"), customdata=[r["without"] for r in rows],
-                   hovertemplate="%{x}: %{customdata:.3g}<extra>without positions</extra>"),
-    ])
-    fig.update_layout(**base_layout(
-        title=dict(text="How different the two orders are, layer by layer"),
+    data = [
+        dict(type="scatter", x=names, y=ys("with_pos"), mode="lines+markers",
+             name="with positions", line=dict(color=ACCENT),
+             customdata=[r["with_pos"] for r in rows],
+             hovertemplate="%{x}: %{customdata:.3g}<extra>with positions</extra>"),
+        dict(type="scatter", x=names, y=ys("without"), mode="lines+markers",
+             name="without positions", line=dict(color=INK, dash="dot"),
+             customdata=[r["without"] for r in rows],
+             hovertemplate="%{x}: %{customdata:.3g}<extra>without positions</extra>"),
+    ]
+    return figure_json(data, base_layout(
+        title=dict(text="How different the two orders are, per layer"),
         annotations=[dict(text="an exact 0 is drawn at 10⁻⁹ (a log axis has no 0)",
                           xref="paper", yref="paper", x=0, y=1.02, showarrow=False,
-                          xanchor="left", yanchor="bottom", font=dict(size=12, color=MUTED))],
-        yaxis=dict(title=dict(text="max |difference|"), type="log", exponentformat="power"),
-        legend=dict(orientation="h", y=-0.25)))
-    return to_json(fig)
+                          xanchor="left", yanchor="bottom", font=dict(size=14, color=MUTED))],
+        margin=dict(l=10, r=10, t=70, b=10),
+        xaxis=dict(title=dict(text="residual stream, stage")),
+        yaxis=dict(title=dict(text="max |difference| (residual units)"), type="log",
+                   exponentformat="power"),
+        legend=dict(orientation="h", y=-0.3)))

@@ -1,12 +1,8 @@
 """Figures of the sampling section: the distribution after each stage, and N draws against
 the prediction."""
-import json
+from web.figures import ACCENT, PALETTE, base_layout, figure_json, label
 
-import plotly.graph_objects as go
-
-from web.figures import base_layout, label, to_json
-
-ACCENT, KEPT, GONE = "#b4451f", "#3d5a80", "#d3d8e0"
+KEPT, GONE = PALETTE[0], "#d3d8e0"
 OTHERS = "all other tokens"
 
 
@@ -19,8 +15,8 @@ def stages_figure(stages, names) -> str:
     x = [label(n) for n in names]
     n_rows, gap = len(stages), 0.035
     height = (1 - gap * (n_rows - 1)) / n_rows
-    data, layout = [], base_layout(height=140 * n_rows + 120, bargap=0.25, showlegend=False,
-                                   margin=dict(l=10, r=10, t=30, b=10), annotations=[])
+    data, layout = [], dict(height=140 * n_rows + 120, bargap=0.25, showlegend=False,
+                            margin=dict(l=10, r=10, t=30, b=10), annotations=[])
     before = None
     for row, st in enumerate(stages):
         colour = ACCENT if row == n_rows - 1 else KEPT
@@ -44,14 +40,17 @@ def stages_figure(stages, names) -> str:
                          hoverinfo="text"))
         top = 1 - row * (height + gap)
         layout["yaxis" + axis] = dict(domain=[top - height, top], tickformat=".0%",
-                                      rangemode="tozero", anchor="x", automargin=True)
+                                      rangemode="tozero", anchor="x",
+                                      title=dict(text="probability" if row == n_rows // 2
+                                                 else ""))
         layout["annotations"].append(dict(
             text=_title(st), x=0, xref="paper", xanchor="left", y=top, yref="paper",
             yanchor="bottom", showarrow=False, font=dict(size=14)))
         before = st
-    layout["xaxis"] = dict(tickmode="array", tickvals=list(range(len(x))), ticktext=x,
-                           tickangle=-40, anchor="y" + str(n_rows), automargin=True)
-    return json.dumps(dict(data=data, layout=layout))
+    layout["xaxis"] = dict(title=dict(text="token"), tickmode="array",
+                           tickvals=list(range(len(x))), ticktext=x, tickangle=-40,
+                           anchor="y" + str(n_rows))
+    return figure_json(data, base_layout(**layout))
 
 
 def _title(st) -> str:
@@ -71,20 +70,22 @@ def draws_figure(names, counts, other_count, probs, other_prob, n) -> str:
     x = [label(t) for t in names] + [OTHERS]
     observed = [c / n for c in counts] + [other_count / n]
     predicted = list(probs) + [other_prob]
-    fig = go.Figure([
-        go.Bar(name="predicted probability", x=list(range(len(x))), y=predicted,
-               marker_color=KEPT,
-               hovertext=[f"{t}: predicted {100 * p:.2f}%" for t, p in zip(x, predicted)],
-               hoverinfo="text"),
-        go.Bar(name=f"share of {n:,} draws", x=list(range(len(x))), y=observed,
-               marker_color=ACCENT,
-               hovertext=[f"{t}: drawn {c:,} times ({100 * o:.2f}%)"
-                          for t, c, o in zip(x, counts + [other_count], observed)],
-               hoverinfo="text"),
-    ])
-    fig.update_layout(**base_layout(
-        title=dict(text=f"{n:,} seeded draws vs the predicted distribution"),
-        barmode="group", height=380, legend=dict(orientation="h", y=1.02, x=0),
-        xaxis=dict(tickmode="array", tickvals=list(range(len(x))), ticktext=x, tickangle=-40),
-        yaxis=dict(tickformat=".0%", rangemode="tozero")))
-    return to_json(fig)
+    data = [
+        dict(type="bar", name="predicted probability", x=list(range(len(x))),
+             y=[float(p) for p in predicted], marker=dict(color=KEPT),
+             hovertext=[f"{t}: predicted {100 * p:.2f}%" for t, p in zip(x, predicted)],
+             hoverinfo="text"),
+        dict(type="bar", name=f"share of {n:,} draws", x=list(range(len(x))),
+             y=[float(o) for o in observed], marker=dict(color=ACCENT),
+             hovertext=[f"{t}: drawn {c:,} times ({100 * o:.2f}%)"
+                        for t, c, o in zip(x, counts + [other_count], observed)],
+             hoverinfo="text"),
+    ]
+    return figure_json(data, base_layout(
+        title=dict(text=f"{n:,} seeded draws vs the prediction"),
+        barmode="group", height=400, legend=dict(orientation="h", y=1.02, x=0, yanchor="bottom"),
+        margin=dict(l=10, r=10, t=80, b=10),
+        xaxis=dict(title=dict(text="token"), tickmode="array", tickvals=list(range(len(x))),
+                   ticktext=x, tickangle=-40),
+        yaxis=dict(title=dict(text="share (% of draws or probability)"), tickformat=".0%",
+                   rangemode="tozero")))

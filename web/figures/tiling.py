@@ -1,27 +1,26 @@
-"""Figures of the attention-tiling and roofline sections."""
-import math
-
+"""Figures of the attention-tiling section: the tile grid on the head's pattern, and the bytes
+moved (counted by pipeline.tiling) as the tiles and the sequence grow."""
 import numpy as np
-import plotly.graph_objects as go
 
-from pipeline.tiling import tiled_traffic
-from web.figures import base_layout, label, to_json
+from web.figures import (ACCENT, INK, MUTED, SEQUENTIAL, base_layout, figure_json, label,
+                         typed_array)
 
-ACCENT, MUTED, INK, SKIP = "#b4451f", "#7a8ba6", "#14213d", "#e3e7ee"
+SKIP = "#e3e7ee"
 
 
 def tiles_figure(pattern, tokens, bq, bk, row) -> str:
     """The head's attention pattern with the tile grid on top: tiles above the diagonal are
-    never computed; the followed query row is outlined."""
+    never computed (grey); the followed query row is outlined."""
     T = pattern.shape[0]
     names = [f"{i}: {label(t)}" for i, t in enumerate(tokens)]
     z = np.where(np.tril(np.ones((T, T), bool)), np.round(pattern, 4), np.nan)
-    fig = go.Figure(go.Heatmap(
-        z=z.tolist(), colorscale="Blues", zmin=0, zmax=1, hoverongaps=False,
+    heatmap = dict(
+        type="heatmap", z=typed_array(z.astype(np.float32)), colorscale=SEQUENTIAL, zmin=0,
+        zmax=1, hoverongaps=False,
         customdata=[[[names[i], names[j]] for j in range(T)] for i in range(T)],
         hovertemplate="query %{customdata[0]}<br>key %{customdata[1]}<br>"
                       "weight %{z:.4f}<extra></extra>",
-        colorbar=dict(title=dict(text="weight"))))
+        colorbar=dict(title=dict(text="weight"), thickness=12))
     shapes = []
     for q0 in range(0, T, bq):
         for k0 in range(0, T, bk):
@@ -33,83 +32,53 @@ def tiles_figure(pattern, tokens, bq, bk, row) -> str:
                                layer="below" if skipped else "above"))
     shapes.append(dict(type="rect", x0=-0.5, x1=row + 0.5, y0=row - 0.5, y1=row + 0.5,
                        line=dict(color=ACCENT, width=3)))
-    fig.update_layout(**base_layout(
-        title=dict(text=f"Tiles of {bq} query rows x {bk} key rows (grey: skipped)"),
+    return figure_json([heatmap], base_layout(
+        title=dict(text=f"Tiles of {bq} queries x {bk} keys; grey: skipped"),
         shapes=shapes, height=min(560, 160 + 14 * T),
-        xaxis=dict(title=dict(text="key position"), constrain="domain"),
-        yaxis=dict(title=dict(text="query position"), autorange="reversed",
+        xaxis=dict(title=dict(text="key position (token)"), constrain="domain"),
+        yaxis=dict(title=dict(text="query position (token)"), autorange="reversed",
                    scaleanchor="x")))
-    return to_json(fig)
 
 
-def traffic_by_tile_figure(T, hd, sizes, plain_bytes, current) -> str:
-    """Bytes moved for this prompt and head (fp32) as the square tile grows, vs plain."""
-    tiled = [tiled_traffic(T, hd, b, b).total * 4 for b in sizes]
-    fig = go.Figure([
-        go.Scatter(x=sizes, y=tiled, mode="lines+markers", name="tiled (FlashAttention)",
-                   line=dict(color=ACCENT),
-                   hovertemplate="tiles of %{x} x %{x}: %{y:,} bytes<extra></extra>"),
-        go.Scatter(x=[sizes[0], sizes[-1]], y=[plain_bytes, plain_bytes], mode="lines",
-                   name="plain (scores stored)", line=dict(color=MUTED, dash="dash"),
-                   hovertemplate="plain: %{y:,} bytes<extra></extra>"),
-    ])
+def traffic_by_tile_figure(T, sizes, tiled_bytes, plain_bytes, current) -> str:
+    """Bytes moved for this prompt and head as the square tile grows (tiled_bytes[i] for
+    tiles of sizes[i]), vs the plain algorithm's plain_bytes; the reader's tile size marked."""
+    data = [
+        dict(type="scatter", x=list(sizes), y=list(tiled_bytes), mode="lines+markers",
+             name="tiled (FlashAttention)", line=dict(color=ACCENT),
+             hovertemplate="tiles of %{x} x %{x}: %{y:,} bytes<extra></extra>"),
+        dict(type="scatter", x=[sizes[0], sizes[-1]], y=[plain_bytes, plain_bytes],
+             mode="lines", name="plain (scores stored)", line=dict(color=MUTED, dash="dash"),
+             hovertemplate="plain: %{y:,} bytes<extra></extra>"),
+    ]
     if current in sizes:
-        fig.add_trace(go.Scatter(x=[current], y=[tiled[sizes.index(current)]], mode="markers",
-                                 name="your tiles", marker=dict(size=13, color=ACCENT),
-                                 hovertemplate="your tiles: %{y:,} bytes<extra></extra>"))
-    fig.update_layout(**base_layout(
-        title=dict(text=f"Slow-memory traffic for this prompt ({T} tokens, one head)"),
-        xaxis=dict(title=dict(text="tile size (rows of queries = rows of keys)"), type="log"),
+        data.append(dict(type="scatter", x=[current], y=[tiled_bytes[list(sizes).index(current)]],
+                         mode="markers", name="your tiles", marker=dict(size=13, color=ACCENT),
+                         hovertemplate="your tiles: %{y:,} bytes<extra></extra>"))
+    return figure_json(data, base_layout(
+        title=dict(text=f"Bytes moved, this prompt ({T} tokens)"),
+        xaxis=dict(title=dict(text="tile size (query rows = key rows)"), type="log",
+                   tickmode="array", tickvals=list(sizes), ticktext=[str(s) for s in sizes]),
         yaxis=dict(title=dict(text="bytes moved (fp32)"), rangemode="tozero"),
-        legend=dict(orientation="h", y=-0.25)))
-    return to_json(fig)
+        legend=dict(orientation="h", y=-0.3)))
 
 
 def traffic_by_length_figure(lengths, plain, tiled, n, name, tile) -> str:
     """Formula at real scale: bytes moved by one head's attention vs sequence length."""
-    fig = go.Figure([
-        go.Scatter(x=lengths, y=plain, mode="lines+markers", name="plain: 4Td + 4T² elements",
-                   line=dict(color=MUTED, dash="dash"),
-                   hovertemplate="T=%{x:,}: %{y:.3s}B<extra>plain</extra>"),
-        go.Scatter(x=lengths, y=tiled, mode="lines+markers",
-                   name=f"tiled, {tile} x {tile} tiles", line=dict(color=ACCENT),
-                   hovertemplate="T=%{x:,}: %{y:.3s}B<extra>tiled</extra>"),
-    ])
-    fig.add_vline(x=n, line=dict(color=INK, width=1, dash="dot"))
-    fig.update_layout(**base_layout(
-        title=dict(text=f"One head of {label(name)}, bf16: bytes moved vs length"),
+    data = [
+        dict(type="scatter", x=list(lengths), y=list(plain), mode="lines+markers",
+             name="plain: 4Td + 4T² elements", line=dict(color=MUTED, dash="dash"),
+             hovertemplate="T=%{x:,}: %{y:.3s}B<extra>plain</extra>"),
+        dict(type="scatter", x=list(lengths), y=list(tiled), mode="lines+markers",
+             name=f"tiled, {tile} x {tile} tiles", line=dict(color=ACCENT),
+             hovertemplate="T=%{x:,}: %{y:.3s}B<extra>tiled</extra>"),
+    ]
+    mark = dict(type="line", x0=n, x1=n, xref="x", y0=0, y1=1, yref="paper",
+                line=dict(color=INK, width=1, dash="dot"))
+    return figure_json(data, base_layout(
+        title=dict(text=f"One head of {label(name)}, bf16"),
+        shapes=[mark],
         xaxis=dict(title=dict(text="sequence length T (tokens)"), type="log"),
-        yaxis=dict(title=dict(text="bytes to and from HBM"), type="log"),
-        legend=dict(orientation="h", y=-0.25)))
-    return to_json(fig)
-
-
-def roofline_figure(roofs, points, machine_points) -> str:
-    """Log-log roofline. roofs: [(name, peak, bandwidth)]; points: [(label, intensity,
-    {hardware name: attainable flops})] for the chosen model; machine_points: measured."""
-    xs = np.logspace(-1, 4, 60)
-    fig = go.Figure()
-    colors = ["#7a8ba6", "#2a9d8f", "#264653", "#e76f51", "#6d597a", "#b4451f"]
-    for (name, peak, bw), color in zip(roofs, colors):
-        fig.add_trace(go.Scatter(
-            x=xs.tolist(), y=np.minimum(peak, xs * bw).tolist(), mode="lines",
-            name=label(name), line=dict(color=color),
-            hovertemplate=label(name) + ": %{y:.3s}FLOP/s at %{x:.3g} FLOP/byte<extra></extra>"))
-    symbols = ["circle", "diamond", "square", "triangle-up"]
-    for (text, intensity), symbol in zip(points, symbols):
-        fig.add_vline(x=intensity, line=dict(color=INK, width=1, dash="dot"))
-        fig.add_annotation(x=math.log10(intensity), y=1, yref="paper", text=label(text),
-                           showarrow=False, textangle=-90, xanchor="right", yanchor="top",
-                           font=dict(size=12))
-    for text, intensity, achieved in machine_points:
-        fig.add_trace(go.Scatter(
-            x=[intensity], y=[achieved], mode="markers", name=label(text),
-            marker=dict(size=13, color=ACCENT, symbol="star"),
-            hovertemplate=label(text) + ": %{y:.3s}FLOP/s at %{x:.3g} FLOP/byte"
-                                        "<extra>measured</extra>"))
-    fig.update_layout(**base_layout(
-        title=dict(text="Roofline: attainable FLOP/s vs arithmetic intensity"), height=480,
-        xaxis=dict(title=dict(text="arithmetic intensity (FLOP per byte moved)"), type="log"),
-        yaxis=dict(title=dict(text="FLOP/s"), type="log"),
-        legend=dict(orientation="h", y=-0.2)))
-    return to_json(fig)
+        yaxis=dict(title=dict(text="bytes to and from HBM"), type="log",
+                   exponentformat="SI"),
+        legend=dict(orientation="h", y=-0.3)))

@@ -157,13 +157,16 @@ def histogram_context(model, matrix_name, group_size):
         int8_scale=float(int8.scales[0, column]), int4_scale=float(int4.scales[group, column]),
         int4_zero=int(int4.zero_points()[group, column]),
         int8_figure=figures.levels_histogram(
-            col, int8.levels(0, column), f"int8: channel {column}",
+            *quantize.levels_histogram(col, int8.levels(0, column), bins=60),
+            int8.levels(0, column),
+            f"int8: channel {column}",
             f"its {len(col)} weights; ticks: the {len(int8.levels(0, column))} int8 levels",
             ticks=True),
         int4_figure=figures.levels_histogram(
-            chunk, int4.levels(group, column), f"int4: inputs {group * g} to "
+            *quantize.levels_histogram(chunk, int4.levels(group, column), bins=40),
+            int4.levels(group, column), f"int4: inputs {group * g} to "
             f"{min(group * g + g, w.shape[0]) - 1} of channel {column}",
-            f"{len(chunk)} weights of one group; lines: the 16 int4 levels", bins=40))
+            f"{len(chunk)} weights of one group; lines: the 16 int4 levels"))
 
 
 def build(lm, state) -> dict:

@@ -59,6 +59,7 @@ def build(lm, state) -> dict:
     row_scores = scores[row, :row + 1].astype(np.float64)
     hd = q.shape[1]
     plain_moved = plain_traffic(T, hd)
+    sizes = tile_sweep(T)
     tokens = [plain(lm.tokenizer.decode_single_token_bytes(i)) for i in run.ids]
     ctx = dict(
         T=T, hd=hd, layer=layer, head=head, kv_head=kv_head, n_layers=cfg.n_layers,
@@ -71,7 +72,8 @@ def build(lm, state) -> dict:
         final_l=float(np.exp(row_scores - row_scores.max()).sum()),
         pattern_figure=figures.tiles_figure(pattern, tokens, bq, bk, row),
         sizes_figure=figures.traffic_by_tile_figure(
-            T, hd, tile_sweep(T), plain_moved.total * 4, bq if bq == bk else None),
+            T, sizes, [tiled_traffic(T, hd, b, b).total * 4 for b in sizes],
+            plain_moved.total * 4, bq if bq == bk else None),
     )
     ctx.update(at_scale(state))
     return ctx

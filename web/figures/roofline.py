@@ -1,0 +1,41 @@
+"""Figure of the roofline section: published chips' roofs and this server's, the chosen model's
+phases at their arithmetic intensity, and the live model's measured points."""
+import numpy as np
+
+from web.figures import ACCENT, INK, PALETTE, TEXT_SIZE, base_layout, figure_json, label
+
+# the published chips' roofs, then this server's in ACCENT like its measured stars
+ROOF_COLOURS = tuple(PALETTE[i] for i in (0, 2, 3, 5, 6)) + (ACCENT,)
+
+
+def roofline_figure(roofs, points, machine_points) -> str:
+    """Log-log roofline. roofs: [(name, intensities, attainable FLOP/s)], each computed by
+    pipeline.roofline.roof_curve; points: [(label, intensity)] of the chosen model's phases,
+    drawn as dotted verticals labelled across the foot of the plot; machine_points: [(label,
+    intensity, measured FLOP/s)]."""
+    data = [dict(type="scatter", x=np.asarray(xs).tolist(), y=np.asarray(ys).tolist(),
+                 mode="lines", name=label(name),
+                 line=dict(color=ROOF_COLOURS[i % len(ROOF_COLOURS)], width=2),
+                 hovertemplate=label(name) + ": %{y:.3s}FLOP/s at %{x:.3g} FLOP/byte"
+                                             "<extra></extra>")
+            for i, (name, xs, ys) in enumerate(roofs)]
+    data += [dict(type="scatter", x=[intensity], y=[achieved], mode="markers", name=label(text),
+                  marker=dict(size=14, color=ACCENT, symbol="star"),
+                  hovertemplate=label(text) + ": %{y:.3s}FLOP/s at %{x:.3g} FLOP/byte"
+                                              "<extra>measured</extra>")
+             for text, intensity, achieved in machine_points]
+    shapes, annotations = [], []
+    for i, (text, intensity) in enumerate(sorted(points, key=lambda p: p[1])):
+        shapes.append(dict(type="line", x0=intensity, x1=intensity, xref="x", y0=0, y1=1,
+                           yref="paper", line=dict(color=INK, width=1, dash="dot")))
+        # horizontal labels, each a step higher than the one to its left, so none overlap
+        annotations.append(dict(
+            x=float(np.log10(intensity)), xref="x", y=0.03 + 0.09 * i, yref="paper",
+            text=label(text), showarrow=False, xanchor="left", yanchor="bottom", xshift=4,
+            font=dict(size=TEXT_SIZE, color=INK), bgcolor="rgba(255,255,255,0.85)"))
+    return figure_json(data, base_layout(
+        title=dict(text="Roofline: attainable FLOP/s vs intensity"), height=500,
+        shapes=shapes, annotations=annotations,
+        xaxis=dict(title=dict(text="arithmetic intensity (FLOP per byte moved)"), type="log"),
+        yaxis=dict(title=dict(text="FLOP/s (operations per second)"), type="log"),
+        legend=dict(orientation="h", y=-0.2)))
