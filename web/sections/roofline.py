@@ -5,8 +5,8 @@ import time
 
 from pipeline.published import PUBLISHED, published
 from pipeline.roofline import (HARDWARE, decode_work, measure_machine, model_costs,
-                               prefill_work, roofline)
-from web.figures import tiling as figures
+                               prefill_work, roof_curve, roofline)
+from web.figures import roofline as figures
 from web.forward import prompt_ids
 from web.params import Param
 from web.measured import measured, prefill_decode_timings, stamp
@@ -67,9 +67,9 @@ def build(lm, state) -> dict:
     points = [(f"prefill {n:,} tokens", phases["prefill"].intensity),
               ("decode, 1 sequence", phases["decode1"].intensity),
               (f"decode, {batch} sequences", phases["decodeB"].intensity)]
-    roofs = [(h.name, h.peak_flops, h.bandwidth) for h in HARDWARE]
-    roofs.append((f"this server, measured ({live['threads']} BLAS thread)", live["peak"],
-                  live["bandwidth"]))
+    roofs = [(h.name, *roof_curve(h.peak_flops, h.bandwidth)) for h in HARDWARE]
+    roofs.append((f"this server, measured ({live['threads']} BLAS thread)",
+                  *roof_curve(live["peak"], live["bandwidth"])))
     return dict(
         models=names, model=name, repo=p.repo, nominal=p.nominal, params=p.reported_params,
         bits=bits, bits_choices=BITS, n=n, lengths=LENGTHS, batch=batch, n_ctx=cfg.n_ctx,
