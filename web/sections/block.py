@@ -16,6 +16,7 @@ from pipeline.model import softmax
 from pipeline.published import PUBLISHED
 from pipeline.ranking import top_k
 from pipeline.sizes import counted_from_arrays, parameter_counts
+from web.cache import memoized
 from web.figures import block as figures
 from web.forward import prompt_run
 from web.params import Param
@@ -97,29 +98,24 @@ def parts_of(cfg) -> list:
 
 # --- prompt-independent: computed once per model --------------------------------------------
 
-_per_model = {}
-
-
+@memoized(4)
 def model_tables(model) -> dict:
-    """Parameter counts of the running model and of the published configs (cached per model)."""
-    key = id(model)
-    if _per_model.get(key, (None,))[0] is not model:    # an id can be reused by a new model
-        counts = parameter_counts(model.config)
-        arrays = counted_from_arrays(model)
-        published = [published_row(p.name, p.repo, p.config, p.nominal, p.reported_params)
-                     for p in PUBLISHED]
-        name = os.path.basename(os.path.normpath(model.path)) if model.path else "this model"
-        here = published_row(f"{name} (running here)", model.path or "", model.config, "", None)
-        small = next(p for p in PUBLISHED if p.name == "GPT-2 small")
-        gpt2 = parameter_counts(small.config)
-        _per_model[key] = model, dict(
-            counts=counts, arrays=arrays, published=published, here=here,
-            gpt2_story=dict(reported=small.reported_params, formula=gpt2.total,
-                            no_positions=gpt2.total - gpt2.positions,
-                            no_embeddings=gpt2.total - gpt2.positions - gpt2.embedding,
-                            paper=small.nominal),
-            shares_figure=figures.shares_figure([here] + published))
-    return _per_model[key][1]
+    """Parameter counts of the running model and of the published configs (once per model)."""
+    counts = parameter_counts(model.config)
+    arrays = counted_from_arrays(model)
+    published = [published_row(p.name, p.repo, p.config, p.nominal, p.reported_params)
+                 for p in PUBLISHED]
+    name = os.path.basename(os.path.normpath(model.path)) if model.path else "this model"
+    here = published_row(f"{name} (running here)", model.path or "", model.config, "", None)
+    small = next(p for p in PUBLISHED if p.name == "GPT-2 small")
+    gpt2 = parameter_counts(small.config)
+    return dict(
+        counts=counts, arrays=arrays, published=published, here=here,
+        gpt2_story=dict(reported=small.reported_params, formula=gpt2.total,
+                        no_positions=gpt2.total - gpt2.positions,
+                        no_embeddings=gpt2.total - gpt2.positions - gpt2.embedding,
+                        paper=small.nominal),
+        shares_figure=figures.shares_figure([here] + published))
 
 
 def published_row(name, repo, config, nominal, reported) -> dict:

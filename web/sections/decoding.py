@@ -6,7 +6,6 @@ Every number is a log-probability the running model computed (pipeline/decoding.
 example prompt where beam search beats greedy is found by running both on a list of famous
 openings, once per model.
 """
-import functools
 import math
 import urllib.parse
 from dataclasses import dataclass
@@ -15,6 +14,7 @@ from pipeline.decoding import beam_search, continue_batch
 from pipeline.generation import most_new_tokens
 from pipeline.model import greedy
 from pipeline.sampling import SamplerSettings, sampler
+from web.cache import memoized
 from web.figures import decoding as figures
 from web.forward import prompt_ids
 from web.params import Param
@@ -59,19 +59,19 @@ class Line:
     ended: bool = False   # stopped at end-of-text
 
 
-@functools.lru_cache(maxsize=32)
+@memoized(32)
 def cached_search(model, ids: tuple, width: int, n: int, alpha: float):
     return beam_search(model, ids, width, n, length_penalty=alpha)
 
 
-@functools.lru_cache(maxsize=32)
+@memoized(32)
 def cached_continuations(model, ids: tuple, n: int, settings: SamplerSettings, seed: int):
     """Greedy, then N_SAMPLES seeded samples (seeds seed, seed + 1, ...), run side by side."""
     pickers = [greedy] + [sampler(settings, seed + i) for i in range(N_SAMPLES)]
     return continue_batch(model, ids, pickers, n)
 
 
-@functools.lru_cache(maxsize=4)
+@memoized(4)
 def beam_beats_greedy(model) -> tuple:
     """Run greedy and beam search (width 3, 6 tokens) on every opening: (prompt, greedy total,
     beam total) of the opening where beam search gains the most, and the number tried."""

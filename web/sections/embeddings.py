@@ -5,12 +5,12 @@ rows the engine looks up in `hook_embed`); the map and the similarities are comp
 pipeline/embedding_space.py. Prompt-independent work (the PCA, the unit-length table) is done
 once per model.
 """
-import functools
 from dataclasses import dataclass
 
 import numpy as np
 
 from pipeline.embedding_space import analogy, cosine_neighbours, pca_2d, rank_of, unit_rows
+from web.cache import memoized
 from web.figures import embeddings as figures
 from web.forward import prompt_run
 from web.params import Param
@@ -51,7 +51,7 @@ class Space:
     figure_base: dict         # the vocabulary scatter, without the prompt's highlights
 
 
-@functools.lru_cache(maxsize=4)
+@memoized(4)
 def embedding_space(model) -> Space:
     W = model.params["wte"]                                   # [V, d]
     coords, _, explained = pca_2d(W)

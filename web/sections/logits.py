@@ -12,6 +12,7 @@ import numpy as np
 
 from pipeline.ranking import top_k
 from pipeline.sampling import entropy_bits, softmax_with_temperature, tokens_holding_mass
+from web.cache import memoized
 from web.figures import logits as figures
 from web.forward import prompt_ids, prompt_run
 from web.params import Param
@@ -43,26 +44,21 @@ CANDIDATES = (
     ("not in the corpus", "The capital of France is"),
 )
 
-_examples = {}
-
-
+@memoized(4)
 def confident_examples(lm) -> list:
     """Each candidate's top next token and its probability under this model, most confident
     first (computed once per model: nine short forward passes)."""
-    key = id(lm.model)
-    if _examples.get(key, (None,))[0] is not lm.model:    # an id can be reused by a new model
-        rows = []
-        for source, prompt in CANDIDATES:
-            ids = prompt_ids(lm, prompt)
-            if len(ids) > lm.n_ctx:                       # a tiny test model's short context
-                continue
-            logits = lm.model.forward(list(ids))[-1]                           # [V]
-            p = softmax_with_temperature(logits, 1.0)
-            top = int(np.argmax(p))
-            rows.append(dict(source=source, prompt=prompt, id=top, p=float(p[top]),
-                             text=token_plain(lm.tokenizer, top)))
-        _examples[key] = lm.model, sorted(rows, key=lambda r: -r["p"])
-    return _examples[key][1]
+    rows = []
+    for source, prompt in CANDIDATES:
+        ids = prompt_ids(lm, prompt)
+        if len(ids) > lm.n_ctx:                       # a tiny test model's short context
+            continue
+        logits = lm.model.forward(list(ids))[-1]                           # [V]
+        p = softmax_with_temperature(logits, 1.0)
+        top = int(np.argmax(p))
+        rows.append(dict(source=source, prompt=prompt, id=top, p=float(p[top]),
+                         text=token_plain(lm.tokenizer, top)))
+    return sorted(rows, key=lambda r: -r["p"])
 
 
 def build(lm, state) -> dict:

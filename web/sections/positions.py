@@ -4,7 +4,6 @@ RoPE's frequencies are the engine's `model.inv_freq` (from `rope_frequencies` an
 rope_theta); rotations use the engine's `rope` / `rope_cos_sin`; q and k come from the prompt's
 activation cache; the word-order numbers come from the engine run with and without positions.
 """
-import functools
 
 import numpy as np
 
@@ -13,6 +12,7 @@ from pipeline.positions import (reordered_positions, rope_angles, rope_relative_
                                 same_multiset, sinusoidal_encoding, word_order_differences)
 from pipeline.embedding_space import unit_rows
 from pipeline.ranking import top_k
+from web.cache import memoized
 from web.figures import positions as figures
 from web.forward import prompt_run
 from web.params import Param
@@ -56,7 +56,7 @@ def build(lm, state) -> dict:
 
 # --- the model's own scheme (prompt-independent: once per model) ----------------------------
 
-@functools.lru_cache(maxsize=4)
+@memoized(4)
 def own_scheme(model) -> dict:
     cfg = model.config
     if cfg.positions == "rope":
@@ -79,7 +79,7 @@ def own_scheme(model) -> dict:
 
 # --- sinusoidal encodings -------------------------------------------------------------------
 
-@functools.lru_cache(maxsize=32)
+@memoized(32)
 def _sinusoid_figure(base: int, d_model: int) -> str:
     return figures.sinusoid_heatmap(sinusoidal_encoding(SINUSOID_POSITIONS, d_model, base), base)
 
@@ -192,7 +192,7 @@ def word_order(lm, state) -> dict:
     return dict(order=_word_order_result(lm.model, tuple(a), tuple(b)))
 
 
-@functools.lru_cache(maxsize=32)
+@memoized(32)
 def _word_order_result(model, a, b) -> dict:
     """Four forward passes (two orders, with and without positions): prompt-independent."""
     tok = model.tokenizer

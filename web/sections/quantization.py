@@ -5,13 +5,12 @@ arrays, logits and perplexity from the engine's forward pass on the dequantized 
 from the same storage formula applied to published configs (`pipeline.published`).
 Prompt-independent work (quantizing, the held-out perplexity) runs once per process.
 """
-import functools
 import os
-import threading
 
 from pipeline import quantize
 from pipeline.published import PUBLISHED
 from pipeline.sizes import parameter_counts
+from web.cache import memoized
 from web.figures import quantization as figures
 from web.forward import prompt_run
 from web.params import Param
@@ -29,26 +28,9 @@ PARAMS = (
 )
 
 
-# --- cached per process (the model object is the key: one entry per loaded model) -----------
+# --- cached per process (web.cache: one entry per model, computed once) ----------------------
 
-_lock = threading.RLock()     # one computation at a time: a request waits for the warm-up's
-
-
-def cached(maxsize):
-    """functools.lru_cache, computed under the section's lock (no entry computed twice)."""
-    def wrap(fn):
-        inner = functools.lru_cache(maxsize=maxsize)(fn)
-
-        @functools.wraps(fn)
-        def locked(*args):
-            with _lock:
-                return inner(*args)
-        locked.cache_clear = inner.cache_clear
-        return locked
-    return wrap
-
-
-@cached(maxsize=8)
+@memoized(8)
 def quantized(model, scheme_name: str) -> quantize.QuantizedModel:
     return quantize.quantize_model(model, quantize.scheme(scheme_name))
 
@@ -57,7 +39,7 @@ def scheme_model(model, scheme_name):
     return model if scheme_name is None else quantized(model, scheme_name).model
 
 
-@cached(maxsize=8)
+@memoized(8)
 def heldout(model, scheme_name) -> quantize.HeldoutResult:
     """Held-out perplexity of a scheme (None: float32), on the committed held-out chapter."""
     with open(HELDOUT_PATH, encoding="utf-8") as f:
@@ -67,12 +49,12 @@ def heldout(model, scheme_name) -> quantize.HeldoutResult:
     return quantize.heldout_perplexity(scheme_model(model, scheme_name), windows)
 
 
-@cached(maxsize=64)
+@memoized(64)
 def prompt_logits(model, scheme_name: str, ids: tuple):
     return scheme_model(model, scheme_name).forward(list(ids))
 
 
-@cached(maxsize=64)
+@memoized(64)
 def greedy_tokens(model, scheme_name, ids: tuple) -> tuple:
     return tuple(scheme_model(model, scheme_name).generate(list(ids), GREEDY_TOKENS))
 
@@ -126,7 +108,7 @@ def first_difference(a, b):
     return next((i for i, (x, y) in enumerate(zip(a, b)) if x != y), None)
 
 
-@functools.lru_cache(maxsize=8)
+@memoized(8)
 def calculator(group_size):
     schemes = [("FP16", None), ("INT8", quantize.INT8), ("INT4", quantize.int4(group_size))]
     rows = []
@@ -140,7 +122,7 @@ def calculator(group_size):
     return [name for name, _ in schemes], rows
 
 
-@cached(maxsize=32)
+@memoized(32)
 def histogram_context(model, matrix_name, group_size):
     """Figures of one matrix: prompt-independent, so built once per (matrix, group size)."""
     w = quantize.linear_weights(model.params)[matrix_name]                     # [d_in, d_out]

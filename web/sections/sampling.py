@@ -5,7 +5,6 @@ Every probability is computed by pipeline/sampling.py from the logits of the pro
 position (web/forward.py's one cached forward pass); every draw is a real draw of NumPy's
 seeded generator.
 """
-import functools
 import urllib.parse
 from dataclasses import dataclass
 
@@ -15,6 +14,7 @@ from pipeline.ranking import top_k
 from pipeline.sampling import (
     REPETITION_PENALTY_MAX, TEMPERATURE_MAX, draw, entropy_bits, goodness_of_fit, inverse_cdf,
     sampling_stages, top_p_keep)
+from web.cache import memoized
 from web.figures import sampling as figures
 from web.forward import prompt_run
 from web.params import Param
@@ -114,7 +114,7 @@ def stage_views(stages, shown, settings) -> list:
     return out
 
 
-@functools.lru_cache(maxsize=64)
+@memoized(64)
 def draws(final_bytes: bytes, seed: int, n: int):
     """The seeded single draw (its uniform u and token) and n draws' counts, cached because a
     slider elsewhere on the page re-renders this section with the same values."""

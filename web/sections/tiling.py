@@ -4,7 +4,6 @@ The tiled computation (pipeline/tiling.py) is compared with the engine's own per
 (`blocks.{i}.attn.hook_z`), and the traffic it counts with the plain algorithm's. At sizes the
 server cannot run, the same traffic formulas are applied to a published configuration.
 """
-import functools
 import math
 
 import numpy as np
@@ -12,6 +11,7 @@ import numpy as np
 from pipeline.published import PUBLISHED, published
 from pipeline.tiling import (fast_memory_elements, plain_traffic, tiled_attention,
                              tiled_traffic, tiles_computed)
+from web.cache import memoized
 from web.figures import tiling as figures
 from web.forward import prompt_run
 from web.params import Param
@@ -99,7 +99,7 @@ def largest_tile(hd, budget=SRAM_BYTES, bytes_per_element=SCALE_BYTES) -> int:
     return b
 
 
-@functools.lru_cache(maxsize=64)
+@memoized(64)
 def scale_curves(name: str, hd: int, tile: int) -> tuple:
     lengths = [2 ** e for e in range(8, 18)]           # 256 ... 131072
     plain = [plain_traffic(n, hd).total * SCALE_BYTES for n in lengths]

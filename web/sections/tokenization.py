@@ -3,11 +3,11 @@
 Everything shown comes from the running tokenizer (`tiktoken.Encoding`) or from the project's
 BPE code in `pipeline/bpe.py` run on the user's own text.
 """
-import functools
 from collections import Counter
 from dataclasses import dataclass
 
 from pipeline.bpe import bpe_replay, learn_bpe, merge_pair, pretokenize, segment
+from web.cache import memoized
 from web.figures import tokenization as figures
 from web.params import Param
 from web.tokens import pieces, plain
@@ -89,7 +89,7 @@ def replay(lm, state, prompt) -> dict:
     )
 
 
-@functools.lru_cache(maxsize=64)
+@memoized(64)
 def learned_merges(text: str) -> tuple:
     return tuple(learn_bpe(text, MAX_MERGES, record_top=TOP_PAIRS))
 
