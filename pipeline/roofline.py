@@ -26,7 +26,10 @@ from dataclasses import dataclass
 import numpy as np
 
 from pipeline.kvcache import kv_bytes_per_token
+from pipeline.quantize import INT8, int4, weight_memory
 from pipeline.sizes import parameter_counts
+
+GiB = 2 ** 30
 
 
 @dataclass(frozen=True)
@@ -34,7 +37,7 @@ class Hardware:
     name: str
     peak_flops: float      # dense 16-bit (fp16/bf16) matrix operations per second, no sparsity
     bandwidth: float       # bytes per second from main memory (HBM / GDDR)
-    memory: float          # bytes of main memory
+    memory: float          # bytes of main memory (the vendor's "GB" of DRAM are GiB: below)
     source: str            # where the numbers are published
 
     @property
@@ -45,20 +48,31 @@ class Hardware:
 
 # Published peak numbers (vendor data sheets). Dense tensor-core fp16/bf16 throughput: the
 # sheets also print "with sparsity" figures twice as large, which dense inference cannot use.
+# Bandwidths are decimal (GB/s = 1e9 bytes per second), as every vendor uses them.
+#
+# Memory capacities: every sheet prints "GB" (L4 "24GB GDDR6", RTX 4090 "24 GB GDDR6X", A100
+# "80GB HBM2e", H100 SXM "80GB HBM3", MI300X "192 GB HBM3"), but DRAM dies are made in binary
+# sizes (a 16 Gbit die holds 2^34 bits) and the capacities are whole numbers of such dies:
+# H100 SXM: 5 active HBM3 stacks of 16 GiB = 80 GiB; A100 80GB: 5 HBM2e stacks of 16 GiB;
+# MI300X: 8 HBM3 stacks of 24 GiB (12 dies of 2 GiB) = 192 GiB; RTX 4090: 12 GDDR6X chips of
+# 2 GiB; L4: 12 GDDR6 chips of 2 GiB. So the bytes are the printed number times 2^30. Part of
+# it can be reserved (ECC on GDDR6, the driver): the "fits" column is an upper bound.
 HARDWARE = (
-    Hardware("NVIDIA L4", 121e12, 300e9, 24e9,
-             "NVIDIA L4 data sheet: FP16 Tensor Core 242 TFLOPS with sparsity, 300 GB/s GDDR6"),
-    Hardware("NVIDIA RTX 4090", 165.2e12, 1008e9, 24e9,
-             "NVIDIA Ada Lovelace architecture whitepaper: FP16 Tensor TFLOPS with FP32 "
-             "accumulate 165.2 (dense), 1008 GB/s GDDR6X"),
-    Hardware("NVIDIA A100 SXM 80GB", 312e12, 2039e9, 80e9,
-             "NVIDIA A100 data sheet: BF16 Tensor Core 312 TFLOPS (624 with sparsity), "
-             "2,039 GB/s HBM2e"),
-    Hardware("NVIDIA H100 SXM", 989.4e12, 3350e9, 80e9,
-             "NVIDIA H100 data sheet: BF16 Tensor Core 1,979 TFLOPS with sparsity, "
-             "3.35 TB/s HBM3"),
-    Hardware("AMD MI300X", 1307.4e12, 5300e9, 192e9,
-             "AMD Instinct MI300X data sheet: FP16/BF16 1,307.4 TFLOPS dense, 5.3 TB/s HBM3"),
+    Hardware("NVIDIA L4", 121e12, 300e9, 24 * GiB,
+             "NVIDIA L4 Tensor Core GPU data sheet: FP16 Tensor Core 242 TFLOPS with sparsity, "
+             "24GB GDDR6 (24 GiB), 300 GB/s"),
+    Hardware("NVIDIA RTX 4090", 165.2e12, 1008e9, 24 * GiB,
+             "NVIDIA Ada Lovelace GPU architecture whitepaper (GeForce RTX 4090): FP16 Tensor "
+             "TFLOPS with FP32 accumulate 165.2 (dense), 24 GB GDDR6X (24 GiB), 1008 GB/s"),
+    Hardware("NVIDIA A100 SXM 80GB", 312e12, 2039e9, 80 * GiB,
+             "NVIDIA A100 Tensor Core GPU data sheet: BF16 Tensor Core 312 TFLOPS (624 with "
+             "sparsity), 80GB HBM2e (80 GiB), 2,039 GB/s"),
+    Hardware("NVIDIA H100 SXM", 989.4e12, 3350e9, 80 * GiB,
+             "NVIDIA H100 Tensor Core GPU data sheet: BF16 Tensor Core 1,979 TFLOPS with "
+             "sparsity, 80GB HBM3 (80 GiB), 3.35 TB/s"),
+    Hardware("AMD MI300X", 1307.4e12, 5300e9, 192 * GiB,
+             "AMD Instinct MI300X accelerator data sheet: FP16/BF16 1,307.4 TFLOPS dense, "
+             "192 GB HBM3 (192 GiB), 5.3 TB/s"),
 )
 
 
@@ -137,30 +151,69 @@ def roof_curve(peak_flops: float, bandwidth: float, lowest=0.1, highest=1e4, n=6
     return intensities, attainable(intensities, peak_flops, bandwidth)
 
 
-def model_costs(config, n_params: int, bytes_per_weight: float,
-                bytes_per_kv: float) -> ModelCosts:
+# Weight storage for a number of bits per weight: 16 = every weight a 16-bit float; 8 and 4 =
+# the blocks' linear layers quantized as pipeline.quantize stores them (int8 per output channel;
+# int4 in groups of 128, the group size GPTQ and AWQ checkpoints commonly use), with their
+# scales and zero points, and the embeddings and norms kept at 16 bits.
+INT4_GROUP = 128
+WEIGHT_SCHEMES = {16: None, 8: INT8, 4: int4(INT4_GROUP)}
+
+
+def weight_scheme(bits: int):
+    """The pipeline.quantize Scheme for `bits` per weight (None: plain 16-bit floats)."""
+    if bits not in WEIGHT_SCHEMES:
+        raise ValueError(f"bits per weight must be one of {', '.join(map(str, WEIGHT_SCHEMES))}")
+    return WEIGHT_SCHEMES[bits]
+
+
+def model_costs(config, n_params: int, bytes_per_weight: float, bytes_per_kv: float,
+                scheme=None) -> ModelCosts:
     """The costs of a configuration (pipeline.model.ModelConfig) holding `n_params` weights.
 
-    Every weight is read once per forward pass. All of them multiply activations except the
-    token-embedding table (one row is looked up per token) and GPT-2's position table, unless
-    the unembedding shares the token table (tied: that matrix is multiplied by every token).
-    Norm scales and biases are counted like matrix weights: they are under 0.1% of them.
+    Weight bytes are pipeline.quantize.weight_memory's, the function the quantization section
+    uses: the blocks' linear layers stored with `scheme` (codes + scales + zero points; None:
+    as floats), every other weight at `bytes_per_weight`. Every weight is read once per forward
+    pass. All of them multiply activations except the token-embedding table (one row is looked
+    up per token) and GPT-2's position table, unless the unembedding shares the token table
+    (tied: that matrix is multiplied by every token). Norm scales and biases are counted like
+    matrix weights: they are under 0.1% of them.
     The breakdown is pipeline.sizes'; the KV entry per token is pipeline.kvcache's.
     """
     counts = parameter_counts(config)
     lookup_only = counts.positions + (0 if config.tied_embeddings else counts.embedding)
+    memory = weight_memory(config, n_params, scheme, float_bits=round(8 * bytes_per_weight))
     return ModelCosts(
         matmul_params=n_params - lookup_only,
-        weight_bytes=n_params * bytes_per_weight,
+        weight_bytes=memory.total_bytes,
         kv_bytes_per_token=kv_bytes_per_token(config, bytes_per_kv),
         attn_flops_per_pair=2 * 2 * config.n_layers * config.n_heads * config.head_dim)
+
+
+def compute_bound_from(m: ModelCosts, peak_flops: float, bandwidth: float, max_tokens: int):
+    """The shortest prompt (1 to max_tokens) whose prefill is compute-bound on this roof, or
+    None. The prefill's intensity grows with the prompt length P: with a = 2 x matmul weights +
+    half the attention operations per pair, b = the other half, W the weight bytes and k the KV
+    bytes per token, intensity = (a P + b P^2) / (W + k P), whose derivative has the numerator
+    a W + 2 b W P + b k P^2 > 0. So a binary search finds the first P at the ridge."""
+    def compute(n):
+        return roofline(prefill_work(m, n), peak_flops, bandwidth).bound == "compute"
+    if max_tokens < 1 or not compute(max_tokens):
+        return None
+    lo, hi = 1, max_tokens                       # compute(hi) holds
+    while lo < hi:
+        mid = (lo + hi) // 2
+        if compute(mid):
+            hi = mid
+        else:
+            lo = mid + 1
+    return lo
 
 
 @dataclass(frozen=True)
 class Machine:
     """This server's own roof, measured: float32 matrix products and a large memory copy."""
     peak_flops: float      # operations per second of a 1024 x 1024 float32 matrix product
-    bandwidth: float       # bytes per second read + written by copying a 256 MB array
+    bandwidth: float       # bytes per second read + written by copying a 256 MiB array
     threads: str           # the BLAS thread setting it was measured with
 
 

@@ -80,3 +80,57 @@ def test_hardware_table_is_consistent():
         assert 50 < h.ridge < 1000
     with pytest.raises(KeyError):
         hardware("TPU v9")
+
+
+def test_weight_bytes_are_the_quantization_sections_formula():
+    from pipeline.quantize import INT8, int4, weight_memory
+    from pipeline.roofline import INT4_GROUP, weight_scheme
+    p = published("Llama 3 8B")
+    for bits, scheme in ((16, None), (8, INT8), (4, int4(INT4_GROUP))):
+        assert weight_scheme(bits) == scheme
+        c = model_costs(p.config, p.reported_params, 2, 2, weight_scheme(bits))
+        assert c.weight_bytes == weight_memory(p.config, p.reported_params, scheme).total_bytes
+    # 16 bits: every weight 2 bytes; int4: more than params x 4 / 8 (scales, zero points and
+    # the 16-bit embeddings), which was the 4.02 GB this used to say
+    assert model_costs(p.config, p.reported_params, 2, 2).weight_bytes == 2 * p.reported_params
+    int4_bytes = model_costs(p.config, p.reported_params, 2, 2, weight_scheme(4)).weight_bytes
+    assert int4_bytes > p.reported_params * 4 / 8 + 1e9
+    assert round(int4_bytes / 1e9, 2) == 5.73
+    with pytest.raises(ValueError):
+        weight_scheme(5)
+
+
+def test_compute_bound_from_is_the_first_compute_bound_prompt_length():
+    from pipeline.roofline import compute_bound_from
+    p = published("Llama 3 8B")
+    c = model_costs(p.config, p.reported_params, 2, 2)
+    for h in HARDWARE:
+        n = compute_bound_from(c, h.peak_flops, h.bandwidth, p.config.n_ctx)
+        assert n is not None and 1 < n < p.config.n_ctx
+        assert roofline(prefill_work(c, n), h.peak_flops, h.bandwidth).bound == "compute"
+        assert roofline(prefill_work(c, n - 1), h.peak_flops, h.bandwidth).bound == "memory"
+        assert prefill_work(c, n).intensity >= h.ridge > prefill_work(c, n - 1).intensity
+    # 128 tokens: memory-bound on every chip (119.8 FLOP/byte, below every ridge)
+    assert all(roofline(prefill_work(c, 128), h.peak_flops, h.bandwidth).bound == "memory"
+               for h in HARDWARE)
+    assert prefill_work(c, 128).intensity == pytest.approx(119.8, abs=0.05)
+    # a ridge the context window never reaches
+    assert compute_bound_from(c, 1e18, 1e9, p.config.n_ctx) is None
+    assert compute_bound_from(c, 1e9, 1e18, p.config.n_ctx) == 1
+
+
+def test_memory_capacities_are_the_data_sheets_binary_gigabytes():
+    import re
+    for h in HARDWARE:
+        m = re.search(r"(\d+) ?GB (?:GDDR6X?|HBM\w*) \((\d+) GiB\)", h.source)
+        assert m, h.source
+        assert m.group(1) == m.group(2)                 # the sheet's "GB" of DRAM is GiB
+        assert h.memory == int(m.group(2)) * 2 ** 30
+    assert hardware("NVIDIA H100 SXM").memory == 80 * 1024 ** 3 == 85_899_345_920
+
+
+def test_the_machine_copy_is_256_mib():
+    import inspect
+    from pipeline.roofline import Machine, measure_machine
+    assert inspect.signature(measure_machine).parameters["copy_bytes"].default == 256 * 2 ** 20
+    assert "256 MiB" in inspect.getsource(Machine)

@@ -7,7 +7,8 @@ import pytest
 from web.measured import prefill_decode_timings
 
 from pipeline.published import published
-from pipeline.roofline import decode_work, hardware, model_costs, prefill_work, roofline
+from pipeline.roofline import (decode_work, hardware, model_costs, prefill_work, roofline,
+                               weight_scheme)
 from web_support import HX, app, client, error_message, model, text_of, url  # noqa: F401
 
 
@@ -20,7 +21,7 @@ def test_estimates_on_the_page_are_the_formulas(client):
                                   rf_len=2048, rf_batch=32), headers=HX))
     text = plain_text(page)
     p = published("Llama 3.1 70B")
-    c = model_costs(p.config, p.reported_params, 1, 2)
+    c = model_costs(p.config, p.reported_params, 2, 2, weight_scheme(8))   # int8, as quantized
     assert f"{p.reported_params:,} parameters" in text
     assert f"prefill of 2,048 tokens {prefill_work(c, 2048).intensity:.1f} FLOP/byte" in text
     h = hardware("NVIDIA H100 SXM")
@@ -30,7 +31,7 @@ def test_estimates_on_the_page_are_the_formulas(client):
         tps = est.tokens_per_second
         shown = f"{tps:,.0f}" if tps >= 10 else f"{tps:.2g}"
         assert f"{shown} ({est.bound})" in row
-    assert "exceed its 80 GB" in row            # 70 GB of int8 weights + 32 x 2049 tokens of KV
+    assert "exceed its 80 GiB" in row           # 73 GB of int8 weights + 32 x 2049 tokens of KV
 
 
 def test_live_point_is_measured_on_this_server(client, model):

@@ -18,7 +18,8 @@ from web.tokens import plain
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 HELDOUT_PATH = os.path.join(ROOT, "tests", "data", "heldout_pride_and_prejudice_ch10.txt")
-HELDOUT_WINDOWS = 2          # 256-token windows of the held-out chapter (510 predictions)
+HELDOUT_WINDOWS = 2          # windows of the held-out chapter (2 x 256 tokens: 510 predictions)
+HELDOUT_WINDOW = 256         # tokens per window, or the model's context if shorter
 GREEDY_TOKENS = 12           # greedy continuation shown for each scheme
 
 PARAMS = (
@@ -45,7 +46,7 @@ def heldout(model, scheme_name) -> quantize.HeldoutResult:
     with open(HELDOUT_PATH, encoding="utf-8") as f:
         text = f.read()
     windows = quantize.heldout_windows(model.tokenizer, text, HELDOUT_WINDOWS,
-                                       min(256, model.config.n_ctx))
+                                       heldout_window(model))
     return quantize.heldout_perplexity(scheme_model(model, scheme_name), windows)
 
 
@@ -71,6 +72,23 @@ def warm(lm):
 
 
 # --- the section -----------------------------------------------------------------------------
+
+def heldout_window(model) -> int:
+    return min(HELDOUT_WINDOW, model.config.n_ctx)
+
+
+def kept_in_float(config) -> str:
+    """What stays in float32, from the config: everything pipeline.quantize.linear_weights
+    does not quantize."""
+    parts = ["the token embedding (which this model also uses as its output layer)"
+             if config.tied_embeddings else "the token embedding",
+             None if config.tied_embeddings else "the separate output layer",
+             "the position table" if config.positions == "learned" else None,
+             "the norms",
+             "the biases" if config.model_type == "gpt2" else None]
+    parts = [p for p in parts if p]
+    return ", ".join(parts[:-1]) + " and " + parts[-1]
+
 
 def default_matrix(names) -> str:
     """The first feed-forward output matrix: the widest inputs, so the longest columns."""
@@ -173,10 +191,15 @@ def build(lm, state) -> dict:
     for row in rows[1:]:
         row["diverges_at"] = first_difference(row["greedy_ids"], rows[0]["greedy_ids"])
     calc_names, calc_rows = calculator(group)
+    for row in rows:
+        row["shrink"] = rows[0]["total_bytes"] / row["total_bytes"]
+        row["ideal_shrink"] = 32 / (8 if row["name"] == "int8" else 4)   # bits alone
     return dict(
         model_name=lm.name, n_params=model.n_params(), n_prompt=len(ids), rows=rows,
         group=group, group_sizes=quantize.GROUP_SIZES, matrices=names, matrix=matrix,
         n_matrices=len(names), greedy_tokens=GREEDY_TOKENS,
         heldout_file=os.path.basename(HELDOUT_PATH), heldout_windows=HELDOUT_WINDOWS,
+        heldout_window=heldout_window(model), kept_in_float=kept_in_float(model.config),
+        float_share=rows[1]["other_bytes"] / rows[0]["total_bytes"],
         calc_names=calc_names, calc_rows=calc_rows,
         **histogram_context(model, matrix, group))

@@ -4,15 +4,16 @@ prefill and decode, each measured once per process (web.measured)."""
 import time
 
 from pipeline.published import PUBLISHED, published
-from pipeline.roofline import (HARDWARE, decode_work, measure_machine, model_costs,
-                               prefill_work, roof_curve, roofline)
+from pipeline.roofline import (HARDWARE, WEIGHT_SCHEMES, compute_bound_from, decode_work,
+                               measure_machine, model_costs, prefill_work, roof_curve,
+                               roofline, weight_scheme)
 from web.figures import roofline as figures
 from web.forward import prompt_ids
 from web.params import Param
 from web.measured import measured, prefill_decode_timings, stamp
 
 DEFAULT_MODEL = "Llama 3 8B"
-BITS = (16, 8, 4)
+BITS = tuple(WEIGHT_SCHEMES)          # 16, 8, 4
 LENGTHS = (128, 512, 1024, 2048, 4096, 8192, 32768, 131072)
 
 PARAMS = (
@@ -54,7 +55,8 @@ def build(lm, state) -> dict:
         state.reject("rf_len", f"{name} reads at most {cfg.n_ctx:,} tokens (its context "
                      f"window); got {n:,}.")
         n = min(1024, cfg.n_ctx)
-    costs = model_costs(cfg, p.reported_params, bits / 8, 2)
+    scheme = weight_scheme(bits)
+    costs = model_costs(cfg, p.reported_params, 2, 2, scheme)
     phases = dict(prefill=prefill_work(costs, n), decode1=decode_work(costs, n, 1),
                   decodeB=decode_work(costs, n, batch))
     rows = []
@@ -62,7 +64,9 @@ def build(lm, state) -> dict:
         est = {k: roofline(w, h.peak_flops, h.bandwidth) for k, w in phases.items()}
         rows.append(dict(name=h.name, source=h.source, ridge=h.ridge, memory=h.memory,
                          fits=costs.weight_bytes + batch * n * costs.kv_bytes_per_token
-                         <= h.memory, **est))
+                         <= h.memory,
+                         compute_from=compute_bound_from(costs, h.peak_flops, h.bandwidth,
+                                                         cfg.n_ctx), **est))
     live = live_point(lm, state)
     points = [(f"prefill {n:,} tokens", phases["prefill"].intensity),
               ("decode, 1 sequence", phases["decode1"].intensity),
@@ -72,13 +76,44 @@ def build(lm, state) -> dict:
                   *roof_curve(live["peak"], live["bandwidth"])))
     return dict(
         models=names, model=name, repo=p.repo, nominal=p.nominal, params=p.reported_params,
-        bits=bits, bits_choices=BITS, n=n, lengths=LENGTHS, batch=batch, n_ctx=cfg.n_ctx,
+        bits=bits, bits_choices=BITS, n=n, prefill_verdict=prefill_verdict(n, rows),
+        scheme=("16-bit floats" if scheme is None else
+                f"{scheme.name} ({scheme.describe()}; embeddings and norms at 16 bits)"), lengths=LENGTHS, batch=batch, n_ctx=cfg.n_ctx,
         costs=costs, phases=phases, rows=rows, live=live,
         figure=figures.roofline_figure(
             roofs, points,
             [(f"{lm.name} prefill, measured", live["prefill_intensity"], live["prefill_flops"]),
              (f"{lm.name} decode, measured", live["decode_intensity"], live["decode_flops"])]),
     )
+
+
+def chips(names) -> str:
+    names = list(names)
+    return names[0] if len(names) == 1 else ", ".join(names[:-1]) + " and " + names[-1]
+
+
+def prefill_verdict(n, rows) -> str:
+    """Which chips the prefill of n tokens is compute-bound on, and from how many tokens each
+    would be: the table's own bounds and pipeline.roofline.compute_bound_from."""
+    compute = [r["name"] for r in rows if r["prefill"].bound == "compute"]
+    memory = [r["name"] for r in rows if r["prefill"].bound == "memory"]
+    if not memory:
+        head = f"at {n:,} tokens the prefill is compute-bound on every chip listed"
+    elif not compute:
+        head = f"at {n:,} tokens the prefill is memory-bound on every chip listed"
+    else:
+        head = (f"at {n:,} tokens the prefill is compute-bound on {chips(compute)} and "
+                f"memory-bound on {chips(memory)}")
+    later = [f"{r['compute_from']:,} tokens on {r['name']}" for r in rows
+             if r["prefill"].bound == "memory" and r["compute_from"] is not None]
+    never = [r["name"] for r in rows
+             if r["prefill"].bound == "memory" and r["compute_from"] is None]
+    tail = ""
+    if later:
+        tail += f"; it becomes compute-bound from {', '.join(later)}"
+    if never:
+        tail += f"; on {chips(never)} it stays memory-bound up to the model's context window"
+    return head + tail
 
 
 def live_point(lm, state) -> dict:
