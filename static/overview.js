@@ -103,7 +103,7 @@
     if (stepping && l && !calm()) l.classList.add("ov-stepped");   // the token travels the path
     stepping = false;
     var chips = l && l.querySelector(".ov-chips");
-    if (chips) chips.scrollLeft = chips.scrollWidth;
+    if (chips) chips.scrollTop = chips.scrollHeight;     // the latest tokens in view
     if (playing) {
       if (l && l.getAttribute("data-finish")) { playing = false; }
       else timer = setTimeout(step, calm() ? 0 : STEP_PAUSE_MS);

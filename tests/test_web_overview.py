@@ -23,8 +23,8 @@ LIVE = {**HX, "HX-Target": "overview-live", "HX-Trigger": "ov-next"}
 
 def shapes(page: str) -> dict:
     return {k: [int(n) for n in v.split(", ") if n]
-            for k, v in re.findall(r'<code class="ov-shape" data-shape="(\w+)">[^<\[]*\[([\d, ]*)\]',
-                                   page)}
+            for k, v in re.findall(
+                r'<code class="ov-shape" data-shape="(\w+)">[^<\[]*\[([\d, ]*)\]', page)}
 
 
 def top_five(page: str) -> list:
@@ -82,7 +82,8 @@ def check_pass(page: str, model, sequence: list, n_prompt: int):
     assert [i for i, _ in got] == [i for i, _ in step.top]
     for (_, p), (_, q) in zip(got, step.top):
         assert p == pytest.approx(q, abs=2e-6)
-    assert chip_ids(page, "Tokens of the pass")[-min(T, 12):] == sequence[-min(T, 12):]
+    tail = min(T, CHIPS_TAIL)
+    assert chip_ids(page, "Tokens of the pass")[-tail:] == sequence[-tail:]
     assert f"{n_prompt} from the prompt" in page
 
 
@@ -195,7 +196,9 @@ def test_a_full_context_leaves_no_room(client, model):
     page = text_of(r)
     assert r.status_code == 200 and live_value(page, "data-finish") == "context"
     chips = ordered_list(page, "Tokens of the pass")
-    assert "… 238 more …" in chips and chips.count('<span class="tid">') == 18
+    shown = CHIPS_HEAD + CHIPS_TAIL
+    assert f"… {lm.n_ctx - shown} more …" in chips
+    assert chips.count('<span class="tid">') == shown
     assert re.search(r'id="ov-next"[^>]*disabled', page)
     r = client.get(url("/overview", prompt=prompt, ov_steps=1), headers=LIVE)
     assert r.status_code == 422

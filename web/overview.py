@@ -29,13 +29,13 @@ from pipeline.sampling import TEMPERATURE_MAX, SamplerSettings, final_distributi
 from web.figures import overview as figures
 from web.forward import prompt_ids, prompt_run
 from web.params import Param
-from web.shading import chip_style
+from web.shading import POSITIVE, blend
 from web.tokens import pieces
 
 OV_LIMIT = 20          # most tokens the overview generates (Play stops there)
 OV_SEED = 0            # the overview sampler's seed: the same URL gives the same tokens
 TOP = 5                # candidates drawn as bars
-CHIPS_HEAD, CHIPS_TAIL = 6, 12      # a long sequence shows its first and last chips
+CHIPS_HEAD, CHIPS_TAIL = 4, 9       # a long sequence shows its first and last chips
 KV_COLUMNS = 40        # positions drawn in the KV cache picture (the latest ones)
 EMBED_ROWS = 24        # token rows of the embeddings thumbnail (the latest ones)
 
@@ -171,7 +171,8 @@ def kv_picture(cache: dict, cfg) -> dict:
     start = max(0, T - KV_COLUMNS)
     shown = norms[:, start:]
     top = float(shown.max()) or 1.0
-    rows = [[dict(pos=start + j, value=float(v), style=chip_style(0.15 + 0.85 * v / top))
+    rows = [[dict(pos=start + j, value=float(v),
+                  colour="#%02x%02x%02x" % blend(POSITIVE, 0.15 + 0.85 * v / top))
              for j, v in enumerate(row)] for row in shown]
     return dict(rows=rows, start=start, n_positions=T, key_hook=key_hook)
 
