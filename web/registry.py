@@ -61,7 +61,7 @@ SECTIONS = (
                 "Here is that table squeezed to two dimensions, with your tokens on it and their "
                 "nearest neighbours.")),
     Section("positions", "Positions", "sections/positions.html",
-            positions.PARAMS, positions.build,
+            positions.PARAMS, positions.build, warm=positions.warm,
             tour=(
                 "A vector says which token, not where it is. Order enters through positions: "
                 "older models add a position vector, Llama-style models rotate the queries and "
@@ -91,7 +91,7 @@ SECTIONS = (
                 "parameters live. See the real activations of one token and which neurons fire "
                 "the most.")),
     Section("logits", "Logits and softmax", "sections/logits.html",
-            logits.PARAMS, logits.build,
+            logits.PARAMS, logits.build, warm=logits.warm,
             tour=(
                 "The last vector is compared with every token of the vocabulary: one score "
                 "(logit) each. Softmax turns the scores into probabilities that add up to one. "
@@ -104,7 +104,7 @@ SECTIONS = (
                 "a chain of filters: repetition penalty, temperature, top-k, top-p, min-p. Move "
                 "each knob and watch which tokens it removes, in the order the filters act.")),
     Section("decoding", "Greedy vs beam search", "sections/decoding.html",
-            decoding.PARAMS, decoding.build,
+            decoding.PARAMS, decoding.build, warm=decoding.warm,
             tour=(
                 "Choosing the best token at each step (greedy) does not always give the most "
                 "probable whole sentence. Beam search keeps several candidates alive and compares "

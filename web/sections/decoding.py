@@ -71,6 +71,10 @@ def cached_continuations(model, ids: tuple, n: int, settings: SamplerSettings, s
     return continue_batch(model, ids, pickers, n)
 
 
+def warm(lm):
+    beam_beats_greedy(lm.model)
+
+
 @memoized(4)
 def beam_beats_greedy(model) -> tuple:
     """Run greedy and beam search (width 3, 6 tokens) on every opening: (prompt, greedy total,

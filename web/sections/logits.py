@@ -44,6 +44,10 @@ CANDIDATES = (
     ("not in the corpus", "The capital of France is"),
 )
 
+def warm(lm):
+    confident_examples(lm)
+
+
 @memoized(4)
 def confident_examples(lm) -> list:
     """Each candidate's top next token and its probability under this model, most confident

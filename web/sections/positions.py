@@ -15,7 +15,7 @@ from pipeline.ranking import top_k
 from web.cache import memoized
 from web.figures import positions as figures
 from web.forward import prompt_run
-from web.params import Param
+from web.params import PROMPT, Param, parse_state
 from web.tokens import token_plain
 
 SINUSOID_POSITIONS = 64          # rows of the sinusoidal heatmap
@@ -52,6 +52,12 @@ def build(lm, state) -> dict:
         ctx.update(rope_on_prompt(lm, state))
     ctx.update(word_order(lm, state))
     return ctx
+
+
+def warm(lm):
+    """The model's own scheme, the default base's sinusoids and the default word order: the
+    prompt-independent parts, computed once per model."""
+    build(lm, parse_state(b"", [PROMPT, *PARAMS]))
 
 
 # --- the model's own scheme (prompt-independent: once per model) ----------------------------
