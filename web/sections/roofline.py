@@ -78,7 +78,8 @@ def build(lm, state) -> dict:
         models=names, model=name, repo=p.repo, nominal=p.nominal, params=p.reported_params,
         bits=bits, bits_choices=BITS, n=n, prefill_verdict=prefill_verdict(n, rows),
         scheme=("16-bit floats" if scheme is None else
-                f"{scheme.name} ({scheme.describe()}; embeddings and norms at 16 bits)"), lengths=LENGTHS, batch=batch, n_ctx=cfg.n_ctx,
+                f"{scheme.name} ({scheme.describe()}; embeddings and norms at 16 bits)"),
+        lengths=LENGTHS, batch=batch, n_ctx=cfg.n_ctx,
         costs=costs, phases=phases, rows=rows, live=live,
         figure=figures.roofline_figure(
             roofs, points,
