@@ -55,6 +55,7 @@ def test_sliders_change_the_distribution_to_the_pipelines(page, model, page_erro
 def test_top_k_and_the_seeded_draw(page, model):
     page.goto("/?prompt=" + PROMPT + "&s_temp=1.5#sampling")
     sampling(page).get_by_label("Top-k").fill("3")
+    sampling(page).get_by_label("Top-k").press("Tab")     # a number box asks on change
     expect(page.locator("#survivors")).to_have_text("3 of 4,096 tokens can be drawn.", timeout=SLOW)
     ids, _ = stages_for(model, SamplerSettings())
     logits = model.forward(ids)[-1]
