@@ -52,7 +52,7 @@ def signed_colours(bound: float) -> dict:
 
 def _axis(spec: dict) -> dict:
     """One axis in the page's style; the figure's own settings win."""
-    axis = dict(automargin=True, gridcolor=GRID, zerolinecolor=ZERO_LINE,
+    axis = dict(automargin=True, gridcolor=GRID, zeroline=False, zerolinecolor=ZERO_LINE,
                 linecolor=ZERO_LINE, tickfont=dict(size=TICK_SIZE))
     if spec.get("type") == "log":
         # one label per power of ten: plotly's minor labels (2, 5) collide on a narrow plot

@@ -48,7 +48,7 @@ def stages_figure(stages, names) -> str:
             yanchor="bottom", showarrow=False, font=dict(size=14)))
         before = st
     layout["xaxis"] = dict(title=dict(text="token"), tickmode="array",
-                           tickvals=list(range(len(x))), ticktext=x, tickangle=-40,
+                           tickvals=list(range(len(x))), ticktext=x,
                            anchor="y" + str(n_rows))
     return figure_json(data, base_layout(**layout))
 
@@ -86,6 +86,6 @@ def draws_figure(names, counts, other_count, probs, other_prob, n) -> str:
         barmode="group", height=400, legend=dict(orientation="h", y=1.02, x=0, yanchor="bottom"),
         margin=dict(l=10, r=10, t=80, b=10),
         xaxis=dict(title=dict(text="token"), tickmode="array", tickvals=list(range(len(x))),
-                   ticktext=x, tickangle=-40),
+                   ticktext=x[:-1] + [OTHERS.replace(" other ", " other<br>")]),
         yaxis=dict(title=dict(text="share (% of draws or probability)"), tickformat=".0%",
                    rangemode="tozero")))
