@@ -148,6 +148,37 @@ def test_the_sections_warm_makes_the_measurements_before_any_request(app, counte
     assert counted["measure_prefill_decode"] == 1 and counted["measure_machine"] == 1
 
 
+def test_a_worker_forked_after_warm_shows_the_parents_measurement(app):
+    """What web/serving.py does: warm in the parent, then fork the workers. A forked worker
+    measures nothing again and shows the parent's numbers with the parent's time."""
+    import multiprocessing
+    from web.registry import SECTIONS
+    lm = app.extensions["explainer_model"]
+    for t in threading.enumerate():            # no other thread may hold a lock at the fork
+        if t.name == "warm-sections":
+            t.join(120)
+    for s in SECTIONS:
+        if s.warm is not None:
+            s.warm(lm)
+    parent = text_of(app.test_client().get(url("/section/kvcache", prompt=PROMPTS[0]),
+                                           headers=HX))
+    made = measured_module.measurements()
+    ctx = multiprocessing.get_context("fork")
+    queue = ctx.Queue()
+
+    def worker():
+        page = text_of(app.test_client().get(url("/section/kvcache", prompt=PROMPTS[0]),
+                                             headers=HX))
+        queue.put((page, measured_module.measurements()))
+    child = ctx.Process(target=worker)
+    child.start()
+    page, child_made = queue.get(timeout=120)
+    child.join(30)
+    assert child_made == made                     # no new measurement in the worker
+    summary = re.compile(r'<p class="stats" id="kv-summary">.*?</p>', re.S)
+    assert summary.search(page).group(0) == summary.search(parent).group(0)
+
+
 def shown_prefill(html: str, section_id: str) -> list:
     part = re.search(r'<section id="%s".*?</section>' % section_id, html, re.S).group(0)
     return re.findall(r'class="prefill-ms">([0-9.]+) ms', part)
