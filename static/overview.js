@@ -6,23 +6,24 @@
   "use strict";
   if (typeof htmx === "undefined") return;
   var STEP_PAUSE_MS = 350;          // between two steps of Play: time to see each token arrive
+  var FOLLOW_MS = 10000;            // how long a door keeps its section in view as others load
   var reduced = window.matchMedia && window.matchMedia("(prefers-reduced-motion: reduce)");
   function calm() { return reduced && reduced.matches; }
   function $(id) { return document.getElementById(id); }
 
   // --- every box is a door ----------------------------------------------------------------
-  // A click anywhere on a box (or Enter on its link) scrolls to the section it names. A section
-  // still a placeholder loads as it nears the screen; sections loading above it move it, so the
-  // page follows it for a few seconds.
+  // A click anywhere on a box (or Enter on its link) moves to the section it names at once (a
+  // smooth scroll would pass every section between and load each). A section still a placeholder
+  // loads as it nears the screen; sections loading above it move it, so the page follows it for
+  // a few seconds, until the reader scrolls.
   var following = null;
   function go(id) {
     var el = $(id);
     if (!el) return;
-    var behavior = calm() ? "auto" : "smooth";
-    el.scrollIntoView({ behavior: behavior, block: "start" });
+    el.scrollIntoView({ behavior: "auto", block: "start" });
     if (!el.hasAttribute("tabindex")) el.setAttribute("tabindex", "-1");
     el.focus({ preventScroll: true });
-    following = { id: id, until: Date.now() + 4000 };
+    following = { id: id, until: Date.now() + FOLLOW_MS };
   }
   document.addEventListener("htmx:afterSettle", function () {
     if (!following || Date.now() > following.until) { following = null; return; }
@@ -32,7 +33,7 @@
   document.addEventListener("click", function (event) {
     var t = event.target;
     if (!t.closest) return;
-    var link = t.closest("a[data-door]");
+    var link = t.closest("a[data-door], #ov-map a[href^='#']");
     if (!link) {
       var box = t.closest(".ov-box, .ov-part");
       if (!box || t.closest("button, input, select, textarea, a, .ov-thumb")) return;
@@ -41,7 +42,7 @@
     }
     if (event.button || event.ctrlKey || event.metaKey || event.shiftKey) return;
     event.preventDefault();
-    go(link.getAttribute("data-door"));
+    go(link.getAttribute("data-door") || link.getAttribute("href").slice(1));
   });
   // A user who scrolls away stops the page from following a door.
   ["wheel", "touchmove", "keydown"].forEach(function (name) {
@@ -132,7 +133,7 @@
   var map = $("ov-map");
   if (!map || !("IntersectionObserver" in window)) return;
   var links = {};
-  map.querySelectorAll("a[data-door]").forEach(function (a) { links[a.getAttribute("data-door")] = a; });
+  map.querySelectorAll("a[href^='#']").forEach(function (a) { links[a.getAttribute("href").slice(1)] = a; });
   var visible = {};
   function mark() {
     var best = null, bestTop = Infinity;

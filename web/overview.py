@@ -55,13 +55,15 @@ DOORS = {"text": "prompt", "tokens": "tokenization", "embed": "embeddings",
          "unembed": "logits", "logits": "logits", "top": "logits", "sampler": "sampling",
          "chosen": "generation"}
 
-# The slim map's stages, in the order of the path: (label, section id).
-MAP = (("Prompt", "prompt"), ("Tokens", "tokenization"), ("Embeddings", "embeddings"),
-       ("Positions", "positions"), ("Block", "block"), ("Attention", "attention"),
-       ("Feed-forward", "feedforward"), ("Logits", "logits"), ("Sampling", "sampling"),
-       ("Decoding", "decoding"), ("Loop", "generation"), ("KV cache", "kvcache"),
-       ("Batching", "batching"), ("Quantization", "quantization"),
-       ("Speculative", "speculative"), ("Tiling", "tiling"), ("Roofline", "roofline"))
+# The slim map of the path names each section briefly; a section not named here shows its title.
+SHORT_NAMES = {"block": "Block", "logits": "Logits", "decoding": "Beam search",
+               "generation": "Loop", "speculative": "Speculative", "tiling": "Tiling",
+               "roofline": "Roofline"}
+
+
+def stage_map(sections) -> list:
+    """[(name, section id)] of the slim map: the prompt, then every section in page order."""
+    return [("Prompt", "prompt")] + [(SHORT_NAMES.get(s.id, s.title), s.id) for s in sections]
 
 
 @dataclass(frozen=True)
@@ -255,4 +257,4 @@ def build(lm, state) -> dict:
         embed_figure=figures.embeddings_thumbnail(
             embed[first_row:], [c for c in chips[first_row:]], first_row),
         embed_rows=(first_row, T), candidates=candidates, chosen=chosen,
-        doors=DOORS, stage_map=MAP)
+        doors=DOORS)

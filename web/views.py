@@ -116,7 +116,7 @@ def page():
     resets = [p.name for s in page_sections for p in s.params if p.resets_with_prompt]
     ctx = dict(lm=lm, state=state, built=built(lm, state, page_sections, wanted_sections(state)),
                resets=resets, overview=render_overview(lm, state, oob=is_partial_request()),
-               overview_map=overview_pass.MAP,
+               overview_map=overview_pass.stage_map(page_sections),
                oob=is_partial_request(), **page_context(state, page_sections))
     template = "sections.html" if is_partial_request() else "page.html"
     return respond(render_template(template, **ctx), state)
@@ -143,6 +143,7 @@ def section(section_id):
     # section (sent along with the whole form) is that section's to show, not this one's.
     return respond(body, state,
                    state.status_of(["prompt", *s.borrows] + [p.name for p in s.params]))
+
 
 def render_overview(lm, state, oob: bool = False, live_only: bool = False):
     """The overview of the pass (templates/overview.html): the whole section (oob: to be swapped

@@ -77,8 +77,9 @@ def test_a_box_opens_its_section_and_the_map_marks_it(page, page_errors):
     page.locator("#overview .ov-kv").click(position={"x": 20, "y": 60})   # the box, not its link
     expect(page.locator("#kvcache h2")).to_be_in_viewport()
     expect(page.locator("#kvcache")).not_to_have_attribute("data-lazy", "")
-    expect(page.get_by_role("navigation", name="The data path: go to a stage").get_by_role(
-        "link", name="KV cache")).to_have_attribute("aria-current", "location")
+    nav = page.get_by_role("navigation", name="Sections, in the order the data flows")
+    expect(nav.get_by_role("link", name="KV cache")).to_have_attribute("aria-current",
+                                                                        "location")
     # Enter on a box's link: the attention section
     page.evaluate("() => window.scrollTo(0, 0)")
     link = page.locator("#overview").get_by_role("link", name="Attention", exact=True)
@@ -86,4 +87,6 @@ def test_a_box_opens_its_section_and_the_map_marks_it(page, page_errors):
     link.press("Enter")
     expect(page.locator("#attention h2")).to_be_in_viewport()
     expect(page.locator("#attention")).not_to_have_attribute("data-lazy", "")
-    assert page_errors == []
+    # Landing among sections loads several at once; a busy server answers some with 503 and a
+    # Retry-After, and the placeholder tries again (static/app.js): the browser logs the 503.
+    assert [e for e in page_errors if "503" not in e] == []
