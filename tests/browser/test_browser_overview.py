@@ -90,3 +90,35 @@ def test_a_box_opens_its_section_and_the_map_marks_it(page, page_errors):
     # Landing among sections loads several at once; a busy server answers some with 503 and a
     # Retry-After, and the placeholder tries again (static/app.js): the browser logs the 503.
     assert [e for e in page_errors if "503" not in e] == []
+
+
+def test_a_new_prompt_starts_the_overview_again(page, model, page_errors):
+    page.goto_first_screen("/?ov_steps=3")
+    chips = page.get_by_role("list", name="Tokens of the pass").locator(".tid")
+    expect(page.locator("#overview-live")).to_have_attribute("data-steps", "3")
+    page.get_by_label("Prompt", exact=True).fill("Emma Woodhouse, handsome")
+    ids = model.tokenizer.encode_ordinary("Emma Woodhouse, handsome")
+    expect(chips).to_have_count(len(ids))
+    for i, t in enumerate(ids):
+        expect(chips.nth(i)).to_have_text(str(t))
+    expect(page.locator("#overview-live")).to_have_attribute("data-steps", "0")
+    expect(page).not_to_have_url(re.compile(r"ov_steps="))
+    assert page_errors == []
+
+
+def test_reduced_motion_gets_the_new_state_without_motion(browser, base_url, model):
+    for motion, moves in (("reduce", False), ("no-preference", True)):
+        context = browser.new_context(base_url=base_url, reduced_motion=motion)
+        page = context.new_page()
+        page.goto("/")
+        page.get_by_role("button", name="Next token").click()
+        live = page.locator("#overview-live")
+        expect(live).to_have_attribute("data-steps", "1")
+        ids = model.tokenizer.encode_ordinary(DEFAULT_PROMPT)
+        expect(page.get_by_role("list", name="Tokens of the pass").locator(".tid").last) \
+            .to_have_text(str(greedy(model, ids, 1)[0]))
+        if moves:
+            expect(live).to_have_class(re.compile(r"\bov-stepped\b"))
+        else:
+            expect(live).not_to_have_class(re.compile(r"\bov-stepped\b"))
+        context.close()
