@@ -147,9 +147,9 @@
       if (id === best) links[id].setAttribute("aria-current", "location");
       else links[id].removeAttribute("aria-current");
     });
-    if (best && links[best] && links[best].scrollIntoView && map.scrollWidth > map.clientWidth) {
-      var ol = links[best].parentNode.parentNode;
-      ol.scrollLeft = links[best].parentNode.offsetLeft - 40;
+    var row = map.querySelector("ol");         // one row: the current stage scrolled into it
+    if (best && links[best] && row.scrollWidth > row.clientWidth) {
+      row.scrollLeft = links[best].parentNode.offsetLeft - row.offsetLeft - 40;
     }
   }
   // A section counts as being read while it crosses the band just below the map.
