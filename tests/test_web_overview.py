@@ -245,3 +245,27 @@ def test_invalid_prompt_shows_no_overview(client):
     r = client.get(url("/overview", prompt="   "))
     assert r.status_code == 422
     assert "Nothing to show until the prompt is fixed" in text_of(r)
+
+
+def test_end_of_text_ends_the_loop(model):
+    """A model whose end-of-text token is the second greedy token: two steps end the text (Next
+    token and Play are off), a third is refused with the reason."""
+    import copy
+    import dataclasses
+
+    from app import create_app
+    ids = list(model.tokenizer.encode_ordinary(PROMPT.default))
+    greedy_tokens = list(model.generate(ids, 2, stop_at_eos=False))
+    eos_model = copy.copy(model)
+    eos_model.config = dataclasses.replace(model.config, eos_token_id=greedy_tokens[1])
+    c = create_app({"MODEL": eos_model, "TESTING": True, "PROBE_ENCODINGS": False}).test_client()
+    page = text_of(c.get(url("/overview", ov_steps=2), headers=LIVE))
+    assert live_value(page, "data-finish") == "eos"
+    assert chip_ids(page, "Tokens of the pass")[-2:] == greedy_tokens
+    assert re.search(r'id="ov-next"[^>]*disabled', page)
+    assert re.search(r'id="ov-play"[^>]*disabled', page)
+    assert "the model ended the text" in page
+    r = c.get(url("/overview", ov_steps=3), headers=LIVE)
+    assert r.status_code == 422
+    assert error_message(text_of(r), "ov_steps") == (
+        "The model ends the text (its end-of-text token) after 2 new tokens; 3 go past it.")

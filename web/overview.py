@@ -103,9 +103,9 @@ def run_pass(lm, prompt: str, settings: SamplerSettings, steps: int) -> Pass:
     (prefill, then KV-cached decode steps), with one more loop pass for the next token."""
     key = (id(lm.model), prompt, settings, steps)
     with _lock:
-        if key in _passes:
+        if key in _passes and _passes[key][0] is lm.model:   # an id can be reused by a new model
             _passes.move_to_end(key)
-            return _passes[key]
+            return _passes[key][1]
     model = lm.model
     ids = prompt_ids(lm, prompt)
     passes = list(decode_loop(model, ids, steps + 1, sampler(settings, OV_SEED),
@@ -118,7 +118,7 @@ def run_pass(lm, prompt: str, settings: SamplerSettings, steps: int) -> Pass:
         _, cache = model.run_with_cache(list(sequence))
     result = Pass(sequence, len(ids), cache, passes[steps].logits, passes[steps].token)
     with _lock:
-        _passes[key] = result
+        _passes[key] = (lm.model, result)
         while len(_passes) > KEEP:
             _passes.popitem(last=False)
     return result
