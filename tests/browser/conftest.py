@@ -28,7 +28,10 @@ def live_server():
         pytest.skip("models/austen/model.safetensors is missing")
     from app import create_app
     from web import streaming
-    app = create_app({"MODEL": load_model(None)})
+    from web.serving import warm
+    app = create_app({"MODEL": load_model(None), "WARM_CACHES": False})
+    # as web/serving.py's run does before it serves: every section's warm (the timings)
+    warm(app, app.extensions["explainer_model"])
     server = create_server(app, host="127.0.0.1", port=0, threads=4,
                            **streaming.SERVER_OPTIONS)  # as app.py serves it
     thread = threading.Thread(target=server.run, daemon=True)
