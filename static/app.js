@@ -475,3 +475,17 @@
     }
   }, true);
 })();
+
+// ---- Enter in a section's box sends that box alone -------------------------------------------
+// Every control sits inside the page's form, so Enter would submit it and recompute every loaded
+// section. In a section's own box, Enter sends that control's change instead.
+(function () {
+  "use strict";
+  document.addEventListener("keydown", function (event) {
+    var el = event.target;
+    if (event.key !== "Enter" || !el.matches || !el.matches("section.section input")) return;
+    if (el.type === "submit" || el.type === "button") return;
+    event.preventDefault();
+    el.dispatchEvent(new Event("change", { bubbles: true }));
+  });
+})();
