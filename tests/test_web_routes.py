@@ -81,6 +81,13 @@ def test_prompt_change_fragment_is_the_page_sections(client, query):
     oob = re.search(r'<p [^>]*hx-swap-oob="true"[^>]*>\s*</p>', body)
     assert oob and 'id="error-prompt"' in oob.group(0)
     rest = body.replace(oob.group(0), "").strip()
+    # the overview comes out of band too, as the page has it above the sections
+    overview = re.search(r'<section id="overview"[^>]*hx-swap-oob="true"[^>]*>.*?</section>',
+                         rest, re.S)
+    assert overview
+    assert overview.group(0).replace(' hx-swap-oob="true"', "") in page.split(
+        '<div id="sections">', 1)[0]
+    rest = rest.replace(overview.group(0), "").strip()
     inner = page.split('<div id="sections">', 1)[1]
     assert rest.split("<section", 1)[1] in inner
 
