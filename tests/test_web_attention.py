@@ -43,7 +43,7 @@ def test_clicked_tokens_weights_are_the_models(client, model, layer, head):
     run = run_of(model)
     t = 9
     page = text_of(client.get(url("/", prompt=PROMPT, att_layer=layer, att_head=head,
-                                  att_token=t)))
+                                  att_token=t), headers=every_section()))
     pattern = run.cache[f"blocks.{layer}.attn.hook_pattern"]
     want = attention_row(pattern, None if head == "mean" else int(head), t)
     if head == "mean":
@@ -66,7 +66,7 @@ def test_softmax_table_recomputes_the_pattern_row(client, model):
     run = run_of(model)
     layer, head, t = 2, 5, 7
     page = text_of(client.get(url("/", prompt=PROMPT, att_layer=layer, att_head=head,
-                                  att_token=t)))
+                                  att_token=t), headers=every_section()))
     scores = run.cache[f"blocks.{layer}.attn.hook_attn_scores"][head, t]
     pattern = run.cache[f"blocks.{layer}.attn.hook_pattern"][head, t]
     rows = table_rows(page, "Softmax of the clicked token's scores")
@@ -149,7 +149,7 @@ def test_without_repeats_induction_is_not_measured_and_a_repeat_is_offered(clien
     page = text_of(client.get(url("/", prompt=prompt, att_head="2"), headers=every_section()))
     assert "Induction cannot be measured here" in page
     m = re.search(r'<a href="([^"]*)" id="att-repeat">', page)
-    r = client.get(html.unescape(m.group(1)))
+    r = client.get(html.unescape(m.group(1)), headers=every_section())
     assert r.status_code == 200
     repeated = text_of(r)
     assert "Induction heads:" in repeated and '<option value="2" selected>head 2' in repeated

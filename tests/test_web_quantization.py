@@ -132,7 +132,7 @@ BAD = [
 @pytest.mark.parametrize("query,name,status,message", BAD)
 def test_bad_values_get_a_message_next_to_their_control(client, query, name, status, message):
     for path in ("/", "/section/quantization"):
-        r = client.get(url(path, **query), headers=HX if path != "/" else {})
+        r = client.get(url(path, **query), headers=HX if path != "/" else every_section())
         assert r.status_code == status
         assert error_message(text_of(r), name).startswith(message)
     # the rest of the section still renders with the default
