@@ -129,13 +129,13 @@ def lm_key(lm) -> tuple:
 
 # --- a section's context, per (model, prompt, the section's own values) -----------------------
 
-SECTION_BUILDS = Memo("section builds", 256)
+SECTION_BUILDS = Memo("section builds", 128)   # contexts hold figure JSON: tens of kB each
 
 
 def _changes(before: dict, after: dict) -> tuple:
     """(name, value) pairs that are new or different in `after`."""
-    return tuple((k, v) for k, v in after.items() if k not in before or before[k] is not v
-                 and before[k] != v)
+    return tuple((k, v) for k, v in after.items()
+                 if k not in before or (before[k] is not v and before[k] != v))
 
 
 def cached_build(section, lm, state) -> dict:
