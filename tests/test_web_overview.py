@@ -242,9 +242,13 @@ def test_hostile_text_stays_text(client):
 
 
 def test_invalid_prompt_shows_no_overview(client):
-    r = client.get(url("/overview", prompt="   "))
-    assert r.status_code == 422
-    assert "Nothing to show until the prompt is fixed" in text_of(r)
+    for headers in ({}, LIVE):
+        r = client.get(url("/overview", prompt="   "), headers=headers)
+        if headers:                              # the message goes next to the prompt box
+            assert "The prompt is empty" in error_message(text_of(r), "prompt")
+        assert r.status_code == 422
+        assert "Nothing to show until the prompt is fixed" in text_of(r)
+        assert "The prompt is empty" in text_of(r)
 
 
 def test_end_of_text_ends_the_loop(model):
