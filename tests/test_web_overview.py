@@ -135,6 +135,11 @@ def test_sampler_with_its_seed(client, model):
     assert chosen_id(page) == step.token
     assert text_of(client.get(url("/overview", **q), headers=LIVE)) == page
     assert "temperature 1.3, seed 0" in page and "top-k 20, top-p 0.9" in page
+    # the prompt alone: the sampler's first draw, as the loop's first step makes it
+    page = text_of(client.get(url("/overview", **{**q, "ov_steps": 0}), headers=LIVE))
+    first = list(generation_steps(model, seq[:-5], 1, sampler(settings, OV_SEED),
+                                  stop_at_eos=False))[0]
+    assert chosen_id(page) == first.token == seq[-5]
 
 
 def test_gpt2_fixture():

@@ -13,7 +13,8 @@ tokens. Temperature 0 (the default) is greedy: the sampler keeps only the highes
 The pictures come from the activation cache of one forward pass over that sequence
 (`run_with_cache`; for the prompt alone, the pass the sections share: web.forward.prompt_run);
 the prediction (top five, the sampler's choice) from the generation loop's own logits for the
-next token, after the last KV-cached step.
+next token, after the last KV-cached step (for the prompt alone, the shared pass's last row,
+the same computation as the loop's prefill).
 """
 import threading
 from collections import OrderedDict
@@ -108,15 +109,19 @@ def run_pass(lm, prompt: str, settings: SamplerSettings, steps: int) -> Pass:
             return _passes[key][1]
     model = lm.model
     ids = prompt_ids(lm, prompt)
-    passes = list(decode_loop(model, ids, steps + 1, sampler(settings, OV_SEED),
-                              stop_at_eos=False))
-    generated = tuple(p.token for p in passes[:steps])
-    sequence = ids + generated
     if steps == 0:
-        cache = prompt_run(lm, prompt).cache
+        # the prompt alone: the pass the sections share gives the next token's logits, and the
+        # sampler's first draw is the generation loop's first choice
+        run = prompt_run(lm, prompt)
+        logits = run.logits[-1]
+        result = Pass(ids, len(ids), run.cache, logits,
+                      int(sampler(settings, OV_SEED)(logits, list(ids))))
     else:
+        passes = list(decode_loop(model, ids, steps + 1, sampler(settings, OV_SEED),
+                                  stop_at_eos=False))
+        sequence = ids + tuple(p.token for p in passes[:steps])
         _, cache = model.run_with_cache(list(sequence))
-    result = Pass(sequence, len(ids), cache, passes[steps].logits, passes[steps].token)
+        result = Pass(sequence, len(ids), cache, passes[steps].logits, passes[steps].token)
     with _lock:
         _passes[key] = (lm.model, result)
         while len(_passes) > KEEP:
