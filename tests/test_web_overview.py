@@ -278,3 +278,18 @@ def test_end_of_text_ends_the_loop(model):
     assert r.status_code == 422
     assert error_message(text_of(r), "ov_steps") == (
         "The model ends the text (its end-of-text token) after 2 new tokens; 3 go past it.")
+
+
+def test_the_last_free_positions(client, model):
+    """250 tokens leave 6 positions: six steps fill the window (the sixth token is the last the
+    model reads), a seventh is refused."""
+    prompt = " the" * 250
+    r = client.get(url("/overview", prompt=prompt, ov_steps=6), headers=LIVE)
+    page = text_of(r)
+    assert r.status_code == 200 and live_value(page, "data-finish") == "context"
+    seq = expected_sequence(model, prompt, 6)
+    assert len(seq) == model.config.n_ctx
+    check_pass(page, model, seq, 250)
+    r = client.get(url("/overview", prompt=prompt, ov_steps=7), headers=LIVE)
+    assert r.status_code == 422
+    assert "at most 6 can be generated" in error_message(text_of(r), "ov_steps")

@@ -86,8 +86,44 @@ class Pass:
 
 
 _passes = OrderedDict()
+_loops = OrderedDict()
 _lock = threading.Lock()
 KEEP = 16
+
+
+class Loop:
+    """One generation for (model, prompt, sampler): the generation loop's passes, pulled from
+    it as they are asked for, so step N + 1 after step N costs one more decode step."""
+
+    def __init__(self, model, ids, settings):
+        self.model = model
+        self.steps = decode_loop(model, ids, OV_LIMIT + 1, sampler(settings, OV_SEED),
+                                 stop_at_eos=False)
+        self.passes = []
+        self.lock = threading.Lock()
+
+    def first(self, n: int) -> list:
+        with self.lock:
+            while len(self.passes) < n:
+                p = next(self.steps, None)
+                if p is None:
+                    break
+                self.passes.append(p)
+            return self.passes[:n]
+
+
+def remembered(table: OrderedDict, key, model, make):
+    """table[key] made once (LRU of KEEP), for this model object: an id can be reused."""
+    with _lock:
+        if key in table and table[key][0] is model:
+            table.move_to_end(key)
+            return table[key][1]
+    value = make()
+    with _lock:
+        table[key] = (model, value)
+        while len(table) > KEEP:
+            table.popitem(last=False)
+    return value
 
 
 def settings_of(state) -> SamplerSettings:
@@ -102,11 +138,11 @@ def settings_of(state) -> SamplerSettings:
 def run_pass(lm, prompt: str, settings: SamplerSettings, steps: int) -> Pass:
     """The prompt plus `steps` tokens chosen by the seeded sampler through the generation loop
     (prefill, then KV-cached decode steps), with one more loop pass for the next token."""
-    key = (id(lm.model), prompt, settings, steps)
-    with _lock:
-        if key in _passes and _passes[key][0] is lm.model:   # an id can be reused by a new model
-            _passes.move_to_end(key)
-            return _passes[key][1]
+    return remembered(_passes, (id(lm.model), prompt, settings, steps), lm.model,
+                      lambda: make_pass(lm, prompt, settings, steps))
+
+
+def make_pass(lm, prompt: str, settings: SamplerSettings, steps: int) -> Pass:
     model = lm.model
     ids = prompt_ids(lm, prompt)
     if steps == 0:
@@ -114,19 +150,14 @@ def run_pass(lm, prompt: str, settings: SamplerSettings, steps: int) -> Pass:
         # sampler's first draw is the generation loop's first choice
         run = prompt_run(lm, prompt)
         logits = run.logits[-1]
-        result = Pass(ids, len(ids), run.cache, logits,
-                      int(sampler(settings, OV_SEED)(logits, list(ids))))
-    else:
-        passes = list(decode_loop(model, ids, steps + 1, sampler(settings, OV_SEED),
-                                  stop_at_eos=False))
-        sequence = ids + tuple(p.token for p in passes[:steps])
-        _, cache = model.run_with_cache(list(sequence))
-        result = Pass(sequence, len(ids), cache, passes[steps].logits, passes[steps].token)
-    with _lock:
-        _passes[key] = (lm.model, result)
-        while len(_passes) > KEEP:
-            _passes.popitem(last=False)
-    return result
+        return Pass(ids, len(ids), run.cache, logits,
+                    int(sampler(settings, OV_SEED)(logits, list(ids))))
+    loop = remembered(_loops, (id(model), prompt, settings), model,
+                      lambda: Loop(model, ids, settings))
+    passes = loop.first(steps + 1)
+    sequence = ids + tuple(p.token for p in passes[:steps])
+    _, cache = model.run_with_cache(list(sequence))
+    return Pass(sequence, len(ids), cache, passes[steps].logits, passes[steps].token)
 
 
 def first_eos(model, prompt: str, settings, lm, steps: int):
