@@ -15,9 +15,10 @@ the app relies on three things waitress does itself and gunicorn's gthread worke
 (1) `environ["waitress.client_disconnected"]`: a closed tab stops its stream before the next
 model pass (web/streaming.py); gunicorn only notices when a write fails. (2) Idle and slow
 connections are closed after `channel_timeout` (30 s) by waitress's event loop, whatever the
-client sent; a gthread worker reads a request inside one of its threads, and a client that
-connects and sends nothing holds it with no time limit (benoitc/gunicorn#2652), outside the
-gate. (3) The page state may be a 64 KiB query string (web/limits.py MAX_QUERY_BYTES); gunicorn's
+client sent; the table of gunicorn's workers in benoitc/gunicorn#2652 gives gthread no time
+limit for a client that connects and sends nothing (25.x hands such a client back to its poller
+after 5 s so it stops holding a thread, gunicorn#3519), and that waiting is outside the gate.
+(3) The page state may be a 64 KiB query string (web/limits.py MAX_QUERY_BYTES); gunicorn's
 request line is capped at 8190 bytes unless the cap is switched off altogether.
 """
 import os
