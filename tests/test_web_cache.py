@@ -7,7 +7,7 @@ import threading
 import pytest
 
 from web import measured as measured_module
-from web.cache import Memo, cached_build, memoized
+from web.cache import SECTION_BUILDS, Memo, cached_build, memoized
 from web.measured import prefill_decode_timings
 from web.params import Param, parse_state
 from web.registry import all_params, section as find_section
@@ -97,12 +97,14 @@ def test_memoized_keys_a_model_by_its_directory(model):
 
 @pytest.fixture()
 def counted(monkeypatch):
-    """Forget every measurement, then count the calls of each measuring function."""
+    """Forget every measurement (and the section results that cite them: a fresh process), then
+    count the calls of each measuring function."""
     from web.sections import batching, roofline, speculative
     for t in threading.enumerate():            # the app's own warm-up, if it is still running
         if t.name == "warm-sections":
             t.join(120)
     measured_module._results.clear()
+    SECTION_BUILDS.clear()
     counts = {}
 
     def count(module, name):
@@ -119,6 +121,7 @@ def counted(monkeypatch):
     count(batching, "measure_step_costs")
     yield counts
     measured_module._results.clear()
+    SECTION_BUILDS.clear()
 
 
 def test_each_measurement_is_made_once_across_prompts_and_renders(client, counted):
@@ -216,6 +219,7 @@ def test_the_page_and_the_sections_own_answer_show_the_same_measurement(client, 
 class FakeSection:
     id = "fake"
     borrows = ()
+    reads = ()
     params = (Param("fk_n", "N", kind="int", default=3, min=0, max=10),
               Param("fk_i", "Index", kind="int", min=0, max=99))
 
@@ -269,3 +273,15 @@ def test_a_real_sections_reject_is_replayed(app):
         assert st["gen_step"] == 0
     assert contexts[0]["step"] == contexts[1]["step"] == 0
     assert contexts[0]["steps"] is contexts[1]["steps"]       # one build, shared
+
+
+def test_a_cached_section_follows_the_parameters_it_reads(client):
+    """The decoding section's samples use the sampling section's settings: the same decoding
+    values with another sampler are another entry, not the first answer again."""
+    q = {"prompt": "Elizabeth smiled at Mr. Darcy.", "s_seed": "3"}
+    first = client.get(url("/section/decoding", **q), headers=HX).get_data(as_text=True)
+    again = client.get(url("/section/decoding", **q), headers=HX).get_data(as_text=True)
+    other = client.get(url("/section/decoding", **{**q, "s_seed": "4", "s_temp": "1.7"}),
+                       headers=HX).get_data(as_text=True)
+    assert first == again
+    assert other != first

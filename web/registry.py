@@ -42,6 +42,8 @@ class Section:
                             #   a background thread at start); None: nothing to warm
     borrows: tuple = ()     # names of other sections' parameters this section uses and whose
                             #   messages it shows too (they count in its answer's status)
+    reads: tuple = ()       # other sections' parameters its build reads without showing their
+                            #   messages (they key its cached result: web.cache.cached_build)
 
 
 SECTIONS = (
@@ -105,6 +107,7 @@ SECTIONS = (
                 "each knob and watch which tokens it removes, in the order the filters act.")),
     Section("decoding", "Greedy vs beam search", "sections/decoding.html",
             decoding.PARAMS, decoding.build, warm=decoding.warm,
+            reads=generation.BORROWED,          # the samples beside the beams use the sampler
             tour=(
                 "Choosing the best token at each step (greedy) does not always give the most "
                 "probable whole sentence. Beam search keeps several candidates alive and compares "

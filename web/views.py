@@ -18,6 +18,7 @@ from flask import Blueprint, abort, current_app, render_template, request
 from markupsafe import Markup
 
 from web import overview as overview_pass
+from web.cache import cached_build
 from web.limits import Deadline, OverBudget
 from web.registry import section as find_section, sections
 from web.request_state import current_state
@@ -39,14 +40,16 @@ def builds() -> Counter:
 def build_in_budget(lm, state, s) -> dict:
     """The section's context. A build that runs past the request's time budget (it called
     `state.check_time(name)` too late) is rebuilt once with that control's default, and the
-    control shows why (web/limits.py)."""
+    control shows why (web/limits.py). Results are cached per model, prompt and the section's
+    own values (web.cache.cached_build): a control that changes one part, or a reload, does
+    not compute the section again."""
     builds()[s.id] += 1
     try:
-        return s.build(lm, state)
+        return cached_build(s, lm, state)
     except OverBudget as e:
         state.reject(e.name, e.message)
         state.deadline = Deadline()
-        return s.build(lm, state)
+        return cached_build(s, lm, state)
 
 
 def render_section(lm, state, s, lazy: bool = False):
