@@ -2,9 +2,12 @@
 (X-Sections lists them all), for --prompts prompts never seen before, after the sections' warm
 (what app.py runs before the workers fork) and one render of the default page.
 
-Prints this process's CPU time (time.process_time) per request and their median.
+Prints this process's CPU time (time.process_time) per request and their median, twice: with
+what the first screen shows computed (the overview and the first sections: X-Sections names
+those) and with every section computed; saves both to bench/results/bench_new_prompt.json (with
+date, machine and commit) unless --no-save or --sections.
 
-    python bench/bench_new_prompt.py [--prompts 5] [--sections id,id]
+    python bench/bench_new_prompt.py [--prompts 5] [--sections id,id] [--no-save]
 """
 import argparse
 import os
@@ -23,7 +26,9 @@ PROMPTS = ("The weather at Pemberley was", "Mr. Collins rose and said that", "A 
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--prompts", type=int, default=5)
-    ap.add_argument("--sections", default="", help="ids to compute (default: every section)")
+    ap.add_argument("--sections", default="", help="ids to compute (default: the first screen's, "
+                                                   "then every section)")
+    ap.add_argument("--no-save", action="store_true")
     args = ap.parse_args(argv)
     from app import create_app
     from web.registry import SECTIONS
@@ -36,17 +41,30 @@ def main(argv=None):
     app.test_client().get("/")
     print(f"warm (every section's warm, then the default page): "
           f"{time.process_time() - t0:.2f} s CPU")
-    ids = args.sections or ",".join(s.id for s in SECTIONS)
+    from web.views import EAGER_SECTIONS
+    runs = ([("chosen", args.sections)] if args.sections else
+            [("first screen", ",".join(s.id for s in SECTIONS[:EAGER_SECTIONS])),
+             ("every section", ",".join(s.id for s in SECTIONS))])
     client = app.test_client()
-    times = []
-    for prompt in PROMPTS[:args.prompts]:
-        t0 = time.process_time()
-        r = client.get("/", query_string={"prompt": prompt},
-                       headers={"HX-Request": "true", "X-Sections": ids})
-        times.append(time.process_time() - t0)
-        print(f"{r.status_code} {1000 * times[-1]:7.1f} ms CPU  {prompt!r}")
-    print(f"median {1000 * statistics.median(times):.1f} ms CPU per new prompt")
-
+    result, prompts = {}, iter(PROMPTS * 4)
+    for name, ids in runs:
+        times = []
+        for _ in range(args.prompts):
+            prompt = next(prompts) + f" ({name})"          # never seen before
+            t0 = time.process_time()
+            r = client.get("/", query_string={"prompt": prompt},
+                           headers={"HX-Request": "true", "X-Sections": ids})
+            times.append(time.process_time() - t0)
+            print(f"{r.status_code} {1000 * times[-1]:7.1f} ms CPU  {prompt!r}")
+        median = 1000 * statistics.median(times)
+        print(f"{name} ({ids}): median {median:.1f} ms CPU per new prompt")
+        result[name] = {"sections": ids.split(","), "median_ms": round(median, 1),
+                        "ms": [round(1000 * t, 1) for t in times]}
+    if not args.no_save and not args.sections:
+        sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__))))
+        from local_server import save_result
+        print("saved", save_result("bench_new_prompt", result, "bench_new_prompt.py",
+                                   argv if argv is not None else sys.argv[1:]))
 
 if __name__ == "__main__":
     main()
