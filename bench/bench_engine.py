@@ -39,6 +39,8 @@ def parse_args(argv=None):
                          "(default 2)")
     ap.add_argument("--profile", action="store_true", help="cProfile our decode loop")
     ap.add_argument("--json", help="also write the results to this file")
+    ap.add_argument("--no-save", action="store_true",
+                    help="do not write bench/results/bench_engine.json")
     return ap.parse_args(argv)
 
 
@@ -265,6 +267,12 @@ def main(args):
     if args.json:
         with open(args.json, "w") as f:
             json.dump(rows, f, indent=1)
+    if rows and not args.no_save and not args.quick and args.only is None:
+        sys.path.insert(0, os.path.join(ROOT, "bench"))
+        from local_server import save_result
+        print("saved", save_result("bench_engine", {
+            "rows": rows, "lengths": args.lengths, "threads": args.threads,
+            "load_average": round(os.getloadavg()[0], 1)}, "bench_engine.py", sys.argv[1:]))
 
 
 if __name__ == "__main__":

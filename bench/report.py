@@ -1,0 +1,152 @@
+"""The README's measured figures, written from the benchmark scripts' committed output.
+
+Each script saves what it printed to bench/results/<name>.json with date, machine and commit;
+this renders those files as the README's tables, between the markers
+`<!-- measured:begin -->` and `<!-- measured:end -->`. No figure is typed in: a test
+(tests/test_readme_measured.py) checks that the README holds exactly what this renders.
+
+    python bench/report.py            # rewrite the README's block
+    python bench/report.py --check    # exit 1 if the README differs from the results
+"""
+import argparse
+import json
+import os
+import sys
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+RESULTS = os.path.join(ROOT, "bench", "results")
+README = os.path.join(ROOT, "README.md")
+BEGIN, END = "<!-- measured:begin -->", "<!-- measured:end -->"
+
+
+def load(name):
+    path = os.path.join(RESULTS, name + ".json")
+    if not os.path.exists(path):
+        return None
+    with open(path) as f:
+        return json.load(f)
+
+
+def provenance(r) -> str:
+    return (f"`{r['command']}` — {r['date'][:16].replace('T', ' ')} UTC, {r['machine']}, "
+            f"commit {r['commit']}")
+
+
+def browser(r) -> list:
+    c = r["controls"]
+    lines = [f"**The page in Chromium at 1280x900** ({provenance(r)}):", "",
+             "| what | measured |", "|---|---|",
+             f"| first load, bytes transferred | {r['first_load']['bytes'] / 1e6:.2f} MB in "
+             f"{r['first_load']['requests']} requests |",
+             f"| first load, until the network is idle | "
+             f"{r['first_load']['seconds_to_network_idle']:.2f} s |",
+             f"| page length, every section loaded | {r['page']['screens']} screens of 900 px |"]
+    if "closed_screens" in r.get("page", {}):
+        lines.append(f"| page length, every disclosure closed | {r['page']['closed_screens']} "
+                     "screens |")
+    if c.get("ms"):
+        lines += [f"| control moved (key press) to its section redrawn, {c['count']} sliders "
+                  f"and selects | median {c['ms']['median']:.0f} ms, p95 {c['ms']['p95']:.0f} ms |",
+                  f"| bytes fetched per control step | median {c['bytes']['median'] / 1e3:.1f} kB, "
+                  f"p95 {c['bytes']['p95'] / 1e3:.1f} kB |",
+                  "| slowest controls | " + ", ".join(
+                      f"{w['section']}/{w['id']} {w['ms']:.0f} ms" for w in c["worst5"]) + " |"]
+    return lines + [""]
+
+
+def load_tests(runs) -> list:
+    lines = ["**A class on 127.0.0.1** (`bench/load_test.py`; the script's client threads share the "
+             "2 cores with the server):", "",
+             "| run | requests | 200 | 503 busy | errors | p50 / p95 / max of the 200s | "
+             "slowest kind (p95) | when, commit |", "|---|---|---|---|---|---|---|---|"]
+    for r in runs:
+        ok = r["ok_ms"] or {}
+        kinds = {k: v for k, v in r["per_kind"].items() if v.get("p95_ms") == v.get("p95_ms")}
+        slow = max(kinds.items(), key=lambda kv: kv[1]["p95_ms"] or 0) if kinds else None
+        lines.append(
+            f"| `{r['command'].replace('python bench/', '')}`: {r['students']} students, "
+            f"{r['prompts']} prompts, workers {r['workers']} | {r['requests']:,} | {r['ok']:,} | "
+            f"{r['busy']:,} ({100 * (r['busy_share'] or 0):.1f} %) | {r['errors']} | "
+            f"{ok.get('p50', 0):.0f} / {ok.get('p95', 0):.0f} / {ok.get('max', 0):.0f} ms | "
+            + (f"{slow[0]} {slow[1]['p95_ms']:.0f} ms" if slow else "–")
+            + f" | {r['date'][:16].replace('T', ' ')}, {r['commit']} |")
+    return lines + [""]
+
+
+def new_prompt(r) -> list:
+    lines = [f"**Server CPU for a new prompt** ({provenance(r)}):", "",
+             "| sections computed | median CPU per new prompt |", "|---|---|"]
+    for name, v in r.items():
+        if isinstance(v, dict) and "median_ms" in v:
+            lines.append(f"| {name} ({len(v['sections'])}) | {v['median_ms']:.1f} ms |")
+    return lines + [""]
+
+
+def overview_step(r) -> list:
+    import statistics
+    shown = r.get("shown_ms") or []
+    if not shown:
+        return []
+    return [f"**\"Next token\" in the overview**, click to the new token on screen, {len(shown)} "
+            f"steps: median {statistics.median(shown):.0f} ms, worst {max(shown):.0f} ms "
+            f"({provenance(r)}).", ""]
+
+
+def engine(r) -> list:
+    lines = [f"**This engine against Hugging Face transformers on the same weights** "
+             f"({provenance(r)}; load average {r['load_average']} during the run):", "",
+             "| model | engine tok/s | transformers tok/s | ratio | same greedy tokens |",
+             "|---|---|---|---|---|"]
+    for x in r["rows"]:
+        lines.append(f"| {x['model']} ({x['params_M']:.1f} M) | {x['ours_tok_s']:.1f} | "
+                     f"{x['hf_tok_s']:.1f} | {x['decode_ratio']:.2f}x | "
+                     f"{'yes' if x['same_greedy_tokens'] else 'no'} |")
+    lines += ["", "| model | sequence | KV-cached | recompute | speed-up | same tokens |",
+              "|---|---|---|---|---|---|"]
+    for x in r["rows"]:
+        for n in r["lengths"]:
+            lines.append(f"| {x['model']} | {n} tokens | {x[f'cached_{n}_s']:.3f} s | "
+                         f"{x[f'recompute_{n}_s']:.3f} s | {x[f'speedup_{n}']:.1f}x | "
+                         f"{'yes' if x[f'same_tokens_{n}'] else 'no'} |")
+    return lines + [""]
+
+
+def render() -> str:
+    out = []
+    r = load("bench_engine")
+    if r:
+        out += engine(r)
+    r = load("bench_browser")
+    if r:
+        out += browser(r)
+    r = load("bench_new_prompt")
+    if r:
+        out += new_prompt(r)
+    r = load("bench_overview_step")
+    if r:
+        out += overview_step(r)
+    runs = [load(n[:-5]) for n in sorted(os.listdir(RESULTS))
+            if n.startswith("load_test") and n.endswith(".json")] if os.path.isdir(RESULTS) else []
+    if runs:
+        out += load_tests(runs)
+    return "\n".join(out).rstrip() + "\n"
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--check", action="store_true")
+    args = ap.parse_args(argv)
+    with open(README) as f:
+        text = f.read()
+    head, rest = text.split(BEGIN, 1)
+    _, tail = rest.split(END, 1)
+    new = head + BEGIN + "\n" + render() + END + tail
+    if args.check:
+        return 0 if new == text else 1
+    with open(README, "w") as f:
+        f.write(new)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
