@@ -190,13 +190,19 @@ def final_distribution(logits, context_ids, settings: SamplerSettings):  # -> [V
 
 # --- the draw ----------------------------------------------------------------------------------
 
+def slice_order(probs):  # [V] -> [V] token ids, most probable first (ties: lower id first)
+    """The order in which the draw lays the tokens' slices end to end."""
+    return np.argsort(-np.asarray(probs, dtype=np.float64), kind="stable")
+
+
 def inverse_cdf(probs, u):  # [V], [n] uniforms in [0, 1) -> [n] token ids
-    """Inverse-CDF sampling: the tokens' probabilities laid end to end cover [0, 1); the
-    uniform number u falls in one token's slice, and that token is drawn. A token of
-    probability 0 has an empty slice and is never drawn."""
-    cdf = np.cumsum(np.asarray(probs, dtype=np.float64))
+    """Inverse-CDF sampling: the tokens' probabilities laid end to end, most probable first,
+    cover [0, 1); the uniform number u falls in one token's slice, and that token is drawn. A
+    token of probability 0 has an empty slice and is never drawn."""
+    order = slice_order(probs)                                               # [V]
+    cdf = np.cumsum(np.asarray(probs, dtype=np.float64)[order])              # [V]
     u = np.asarray(u, dtype=np.float64) * cdf[-1]
-    return np.minimum(np.searchsorted(cdf, u, side="right"), len(cdf) - 1)
+    return order[np.minimum(np.searchsorted(cdf, u, side="right"), len(cdf) - 1)]
 
 
 def draw(probs, rng: np.random.Generator, n: int = None):

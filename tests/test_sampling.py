@@ -250,7 +250,8 @@ def test_the_first_of_n_draws_is_the_single_draw_of_the_same_seed():
         assert draw(probs, np.random.default_rng(seed)) == many[0]
 
 
-def test_inverse_cdf_gives_each_token_its_slice():
+def test_inverse_cdf_gives_each_token_its_slice_most_probable_first():
     probs = np.array([0.25, 0.0, 0.5, 0.25])
-    u = np.array([0.0, 0.2499, 0.25, 0.7499, 0.75, 0.9999])
-    assert inverse_cdf(probs, u).tolist() == [0, 0, 2, 2, 3, 3]
+    # slices: token 2 [0, 0.5), token 0 [0.5, 0.75), token 3 [0.75, 1); ties by lower id
+    u = np.array([0.0, 0.4999, 0.5, 0.7499, 0.75, 0.9999])
+    assert inverse_cdf(probs, u).tolist() == [2, 2, 0, 0, 3, 3]

@@ -66,7 +66,8 @@ def test_samples_use_the_sampling_sections_settings_and_seeds(client, model):
     q = dict(s_temp="1.3", s_topk="50", s_seed="12")
     page = text_of(client.get(url("/section/decoding", prompt=PROMPT, b_new=5, **q)))
     ids = model.tokenizer.encode_ordinary(PROMPT)
-    s = SamplerSettings(temperature=1.3, top_k=50)
+    # top-p and min-p at the sampling section's defaults
+    s = SamplerSettings(temperature=1.3, top_k=50, top_p=0.9, min_p=0.05)
     rows = {r[0]: r[1:] for r in rows_with_headers(page, "Greedy, best beam and samples")}
     for seed in (12, 13, 14):
         tokens = list(model.generate(ids, 5, sample=sampler(s, seed)))

@@ -221,7 +221,7 @@ def test_prefill_and_decode_are_measured_once_across_lengths(client, model):
 
 def test_the_sampler_of_the_sampling_section_drives_the_loop_and_the_stream(client, model):
     query = dict(prompt=PROMPT, gen_choose="sampler", s_temp="0.9", s_topk="40", s_topp="0.95",
-                 s_rep="1.2", s_seed="7", gen_max="12", gen_pace="0")
+                 s_rep="1.2", s_minp="0", s_seed="7", gen_max="12", gen_pace="0")
     settings = SamplerSettings(repetition_penalty=1.2, temperature=0.9, top_k=40, top_p=0.95)
     ids = model.tokenizer.encode_ordinary(PROMPT)
     expected = list(model.generate(ids, 12, sample=sampler(settings, 7)))

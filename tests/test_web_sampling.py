@@ -2,6 +2,8 @@
 each stage's distribution, the seeded draw, N draws and their chi-square test; every bad value
 is a 4xx naming its control."""
 import html
+import json
+import math
 import re
 
 import numpy as np
@@ -9,7 +11,7 @@ import pytest
 
 from pipeline.sampling import (SamplerSettings, draw, goodness_of_fit, sample_next,
                                sampling_stages)
-from web.sections.sampling import EXAMPLE, pct, shown_tokens
+from web.sections.sampling import EXAMPLE, PARAMS, drawn_tv_distance, pct, shown_tokens
 from web.tokens import plain
 from web_support import every_section, app, client, error_message, model, text_of, url  # noqa: F401
 
@@ -47,10 +49,15 @@ SETTINGS = [
 ]
 
 
+DEFAULTS = {p.name: p.default for p in PARAMS}
+
+
 def settings_of(q):
-    return SamplerSettings(repetition_penalty=float(q.get("s_rep", 1)),
-                           temperature=float(q.get("s_temp", 1)), top_k=int(q.get("s_topk", 0)),
-                           top_p=float(q.get("s_topp", 1)), min_p=float(q.get("s_minp", 0)))
+    """The sampler a query sets: its values, the section's defaults for the rest."""
+    q = {**DEFAULTS, **q}
+    return SamplerSettings(repetition_penalty=float(q["s_rep"]), temperature=float(q["s_temp"]),
+                           top_k=int(q["s_topk"]), top_p=float(q["s_topp"]),
+                           min_p=float(q["s_minp"]))
 
 
 @pytest.mark.parametrize("query", SETTINGS)
@@ -148,10 +155,52 @@ def test_bad_values_are_4xx_with_the_message_at_the_control(client, name, value,
         assert 'aria-invalid="true"' in text_of(r)
 
 
-def test_neutral_values_leave_the_url_and_others_stay(client):
-    r = client.get(url("/section/sampling", s_temp="0.7", s_topk="0"),
+def test_default_values_leave_the_url_and_others_stay(client):
+    r = client.get(url("/section/sampling", s_temp="0.7", s_topk="40"),
                    headers={"HX-Request": "true"})
     assert r.headers["HX-Push-Url"] == "/?s_temp=0.7"
+
+
+def test_every_default_setting_changes_the_default_prompts_distribution(client, model):
+    """The defaults show each stage at work: on the default prompt every filter removes tokens
+    and temperature reshapes; the penalty, off by default, is the one stage listed as idle."""
+    from web.params import PROMPT as PROMPT_PARAM
+    ids = prompt_ids_of(model, PROMPT_PARAM.default)
+    stages = sampling_stages(model.forward(ids)[-1], ids, settings_of({}))
+    kept = [int(st.kept.sum()) for st in stages]
+    assert kept[3] < kept[2] and kept[4] < kept[3] and kept[5] < kept[4]     # k, p, min-p
+    assert not np.allclose(stages[2].probs, stages[1].probs)                   # temperature
+    page = text_of(client.get(url("/section/sampling")))
+    note = re.search(r'id="stages-shown">(.*?)</p>', page, re.S).group(1)
+    assert "Changed nothing here: repetition penalty = 1." in " ".join(note.split())
+    fig = json.loads(html.unescape(re.search(r'data-figure="([^"]+)"', page).group(1)))
+    titles = [a["text"].split(" =")[0].split(":")[0] for a in fig["layout"]["annotations"]]
+    assert titles == ["model", "temperature", "top-k", "top-p", "min-p"]
+
+
+def test_total_variation_is_measured_over_the_drawn_groups(client, model):
+    q = dict(s_seed="3", s_draws="2000")
+    page = text_of(client.get(url("/section/sampling", prompt=PROMPT, **q)))
+    ids = prompt_ids_of(model, PROMPT)
+    stages = sampling_stages(model.forward(ids)[-1], ids, settings_of(q))
+    final = stages[-1].probs.astype(np.float64)
+    counts = np.bincount(draw(stages[-1].probs, np.random.default_rng(3), 2000),
+                         minlength=len(final))
+    shown = shown_tokens(stages)
+    others = np.ones(len(final), dtype=bool)
+    others[shown] = False
+    groups_n = [int(counts[t]) for t in shown] + [int(counts[others].sum())]
+    groups_p = [float(final[t]) for t in shown] + [float(final[others].sum())]
+    tv = 0.5 * sum(abs(c / 2000 - p) for c, p in zip(groups_n, groups_p))
+    assert math.isclose(drawn_tv_distance(groups_n, groups_p), tv)
+    assert re.search(r'id="tv">.*?<strong>%s</strong>' % re.escape(f"{tv:.4f}"), page, re.S)
+
+
+def test_a_disclosure_named_in_the_url_is_open(client):
+    closed = text_of(client.get(url("/section/sampling")))
+    assert re.search(r'<details class="deeper" id="deeper-sp-many" data-deeper="sp-many">', closed)
+    page = text_of(client.get(url("/section/sampling", open="sp-many")))
+    assert re.search(r'<details class="deeper" id="deeper-sp-many" data-deeper="sp-many" open>', page)
 
 
 def test_plotly_labels_escape_markup_with_references_plotly_decodes():

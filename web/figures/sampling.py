@@ -7,15 +7,17 @@ OTHERS = "all other tokens"
 
 
 def stages_figure(stages, names) -> str:
-    """One row per stage, the same tokens in every row. A survivor's bar is its probability
+    """One row per stage given (the page passes those that changed the distribution), the same
+    tokens in every row. A survivor's bar is its probability
     after the stage (renormalised); a token the stage removed keeps a grey bar of the
     probability it had just before. The mass of every token not shown is written in the
     row's title (as a bar it would dwarf the others). Written as a plain figure dict: Plotly's
     graph objects cost ~150 ms for six rows."""
     x = [label(n) for n in names]
-    n_rows, gap = len(stages), 0.035
+    n_rows = len(stages)
+    gap = 0.22 / n_rows if n_rows > 1 else 0.0    # room for each row's title above it
     height = (1 - gap * (n_rows - 1)) / n_rows
-    data, layout = [], dict(height=140 * n_rows + 120, bargap=0.25, showlegend=False,
+    data, layout = [], dict(height=105 * n_rows + 90, bargap=0.25, showlegend=False,
                             margin=dict(l=10, r=10, t=30, b=10), annotations=[])
     before = None
     for row, st in enumerate(stages):
@@ -40,9 +42,7 @@ def stages_figure(stages, names) -> str:
                          hoverinfo="text"))
         top = 1 - row * (height + gap)
         layout["yaxis" + axis] = dict(domain=[top - height, top], tickformat=".0%",
-                                      rangemode="tozero", anchor="x",
-                                      title=dict(text="probability" if row == n_rows // 2
-                                                 else ""))
+                                      rangemode="tozero", anchor="x", nticks=3)
         layout["annotations"].append(dict(
             text=_title(st), x=0, xref="paper", xanchor="left", y=top, yref="paper",
             yanchor="bottom", showarrow=False, font=dict(size=14)))
@@ -54,15 +54,17 @@ def stages_figure(stages, names) -> str:
 
 
 def _title(st) -> str:
+    """A row's title, short enough for a phone: the stage, its setting, what it removed."""
     head = st.name if not st.param else f"{st.name} = {st.setting}"
     if not st.active:
         head += " (off)"
     elif st.removed:
-        head += (f": {st.removed:,} tokens removed ({100 * st.removed_mass:.1f}% of the mass), "
-                 f"{st.survivors:,} left")
+        head += f": {st.removed:,} removed, {st.survivors:,} left"
+    elif st.param:
+        head += ": reshaped, none removed"
     else:
-        head += f": {st.survivors:,} tokens left"
-    return f"{head}; tokens not shown: {100 * st.other:.1f}% together"
+        head += f": {st.survivors:,} tokens"
+    return f"{head}; not shown {100 * st.other:.1f}%"
 
 
 def draws_figure(names, counts, other_count, probs, other_prob, n) -> str:

@@ -28,10 +28,12 @@ EXAMPLE = "It was a beautiful"     # a common example of explainers of sampling,
 PARAMS = (
     Param("s_rep", "Repetition penalty", kind="float", default=1.0, min=0.0,
           max=REPETITION_PENALTY_MAX),
-    Param("s_temp", "Temperature", kind="float", default=1.0, min=0.0, max=TEMPERATURE_MAX),
-    Param("s_topk", "Top-k", kind="int", default=0, min=0, max=1_000_000),
-    Param("s_topp", "Top-p", kind="float", default=1.0, min=0.0, max=1.0),
-    Param("s_minp", "Min-p", kind="float", default=0.0, min=0.0, max=1.0),
+    # The defaults are common chat settings, each of which changes the default prompt's
+    # distribution (tests/test_web_sampling.py checks that every one of them does).
+    Param("s_temp", "Temperature", kind="float", default=0.8, min=0.0, max=TEMPERATURE_MAX),
+    Param("s_topk", "Top-k", kind="int", default=40, min=0, max=1_000_000),
+    Param("s_topp", "Top-p", kind="float", default=0.9, min=0.0, max=1.0),
+    Param("s_minp", "Min-p", kind="float", default=0.05, min=0.0, max=1.0),
     Param("s_seed", "Seed", kind="int", default=0, min=0, max=999_999_999),
     Param("s_draws", "Number of draws", kind="int", default=1000, min=1, max=MAX_DRAWS),
 )
@@ -72,6 +74,7 @@ class StageView:
     probs: tuple          # probabilities of the shown tokens after the stage
     kept: tuple           # bool for the shown tokens
     other: float          # mass of every token not shown, after the stage
+    changed: bool         # the stage changed the distribution (removed or reshaped)
 
 
 def shown_tokens(stages, n=SHOWN) -> list:
@@ -109,7 +112,9 @@ def stage_views(stages, shown, settings) -> list:
             float(before.probs[removed].sum(dtype=np.float64)) if before is not None else 0.0,
             entropy_bits(st.probs), tuple(float(p) for p in st.probs[idx]),
             tuple(bool(k) for k in st.kept[idx]),
-            mass_not_shown(st.probs, idx)))
+            mass_not_shown(st.probs, idx),
+            before is None or bool(removed.any())
+            or not np.array_equal(before.probs, st.probs)))
         before = st
     return out
 
@@ -124,6 +129,13 @@ def draws(final_bytes: bytes, seed: int, n: int):
     ids = draw(final, np.random.default_rng(seed), n)
     counts = np.bincount(ids, minlength=len(final))
     return u, one, counts
+
+
+def drawn_tv_distance(counts, probs) -> float:
+    """Total-variation distance between draw frequencies and probabilities, over the given
+    groups (counts and probs each add up to the whole): half the sum of |share - p|."""
+    n = sum(counts)
+    return 0.5 * sum(abs(c / n - p) for c, p in zip(counts, probs)) if n else 0.0
 
 
 def example_url(state) -> str:
@@ -152,6 +164,10 @@ def build(lm, state) -> dict:
     idx = np.array(shown)
     drawn_shown = counts[idx]
     other_drawn = int(n - drawn_shown.sum())
+    # the total-variation distance over what the figure draws: the shown tokens and the rest
+    # lumped together (over all V tokens it also counts the noise of thousands of tiny ones)
+    tv_shown = drawn_tv_distance([int(c) for c in drawn_shown] + [other_drawn],
+                                 [float(final[t]) for t in shown] + [mass_not_shown(final, idx)])
     surviving = int((final > 0).sum())
     # Predict-then-reveal: what top-p = 0.5 alone keeps of the model's own distribution.
     model_probs = stages[0].probs
@@ -166,13 +182,14 @@ def build(lm, state) -> dict:
         settings=settings, stages=views, names=names, shown=shown,
         n_vocab=len(final), n_context=len(context), surviving=surviving,
         context_unique=len(set(context)),
-        stages_figure=figures.stages_figure(views, names),
+        stages_figure=figures.stages_figure([v for v in views if v.changed], names),
         seed=seed, u=u, drawn=one, drawn_name=plain(tok.decode_single_token_bytes(one)),
         drawn_p=float(final[one]), drawn_slice=(float(cdf[one] - final[one]), float(cdf[one])),
         n_draws=n, counts=[int(c) for c in drawn_shown], other_drawn=other_drawn,
         final_shown=[float(final[t]) for t in shown],
         final_other=mass_not_shown(final, idx),
-        fit=fit,
+        fit=fit, tv_shown=tv_shown, changed=[v for v in views if v.changed],
+        unchanged=[v for v in views if not v.changed],
         draws_figure=figures.draws_figure(names, [int(c) for c in drawn_shown], other_drawn,
                                           [float(final[t]) for t in shown],
                                           mass_not_shown(final, idx), n),
