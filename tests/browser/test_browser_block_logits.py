@@ -72,7 +72,8 @@ def test_temperature_slider_reshapes_the_real_distribution(page, model, page_err
     section = page.locator("#logits")
     rows = section.get_by_role("table", name="Highest-scoring next tokens").locator("tbody tr")
     expect(rows.first.locator("td").nth(2)).to_have_text(str(int(np.argmax(logits))))
-    expect(section.locator("#lg-top-p")).to_have_text(f"{100 * softmax(logits).max():.2f}%")
+    default = softmax_with_temperature(logits, 0.7)      # the section's default temperature
+    expect(section.locator("#lg-top-p")).to_have_text(f"{100 * default.max():.2f}%")
     section.get_by_role("slider", name="Temperature").fill("0.5")
     p = softmax_with_temperature(logits, 0.5)
     expect(section.locator("#lg-top-p")).to_have_text(f"{100 * p.max():.2f}%")
@@ -91,7 +92,7 @@ def test_confident_example_is_one_click_away(page, model):
     page.get_by_role("link", name=re.compile("Try the most confident one")).click()
     expect(page).to_have_url(re.compile(r"prompt=the(%20|\+)advice"))
     logits = model.forward(model.tokenizer.encode_ordinary("the advice of Lady Catherine de"))
-    p = softmax(logits[-1])
+    p = softmax_with_temperature(logits[-1], 0.7)        # the section's default temperature
     expect(page.locator("#lg-top-p")).to_have_text(f"{100 * p.max():.2f}%")
     expect(page.get_by_label("Prompt", exact=True)).to_have_value(
         "the advice of Lady Catherine de")

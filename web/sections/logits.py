@@ -23,13 +23,15 @@ TOP_BARS = 20                             # bars in the figure
 CURVE_TEMPERATURES = np.round(np.arange(0.05, 2.0001, 0.05), 2)   # the entropy-vs-T curve
 
 PARAMS = (
-    Param("lg_temp", "Temperature", kind="float", default=1.0, min=0.0, max=2.0),
+    # 0.7 by default, a common chat setting: the chart shows it beside the model's own T = 1
+    Param("lg_temp", "Temperature", kind="float", default=0.7, min=0.0, max=2.0),
 )
 
 # Candidate prompts for "where a confident prediction comes from": lines and names from the six
-# novels the default model was trained on (all in training chapters, see models/austen's model
-# card), plus the “capital of France” prompt that explainers of large models show, which this
-# model cannot know.
+# novels the default model was trained on (in training chapters, see models/austen's model card),
+# one famous line that is not in them (the 2005 film of Pride and Prejudice gave Darcy “you have
+# bewitched me, body and soul”; the model card says so), and the “capital of France” prompt that
+# explainers of large models show, which this model cannot know.
 CANDIDATES = (
     ("Pride and Prejudice", "the advice of Lady Catherine de"),
     ("Sense and Sensibility", "Marianne and Colonel"),
@@ -40,7 +42,7 @@ CANDIDATES = (
     ("Emma", "Mr. Weston's son, Frank"),
     ("Pride and Prejudice, ch. 1", "It is a truth universally acknowledged, that a single man "
      "in possession of a good fortune, must be in want of a"),
-    ("Pride and Prejudice, ch. 58", "you have bewitched me, body and"),
+    ("the 2005 film of Pride and Prejudice, not the novel", "you have bewitched me, body and"),
     ("not in the corpus", "The capital of France is"),
 )
 
