@@ -50,7 +50,7 @@ def test_step_through_the_loop_with_the_state_in_the_url(page, model, page_error
 
 
 def test_the_stream_shows_tokens_one_by_one(page, model, page_errors):
-    page.goto("/?gen_max=30&gen_pace=100#generation")           # 3 s to watch it grow
+    page.goto("/?gen_max=30&gen_pace=100&open=gen-stream#generation")           # 3 s to watch it grow
     items = page.get_by_role("list", name="Streamed tokens with their times").locator("li")
     status = page.locator(".stream-status")
     page.get_by_role("button", name="Generate").click()
@@ -69,7 +69,7 @@ def test_the_stream_shows_tokens_one_by_one(page, model, page_errors):
 
 
 def test_stop_or_closing_the_page_ends_the_servers_work(page):
-    page.goto("/?gen_max=200&gen_pace=100#generation")
+    page.goto("/?gen_max=200&gen_pace=100&open=gen-stream#generation")
     items = page.get_by_role("list", name="Streamed tokens with their times").locator("li")
     before = len(streaming.slots.finished)
     page.get_by_role("button", name="Generate").click()
@@ -108,7 +108,7 @@ def test_stop_or_closing_the_page_ends_the_servers_work(page):
 def test_model_text_is_inserted_as_text(page, model):
     """A prompt full of markup streams back as characters; nothing it holds is run."""
     evil = "<img src=x onerror=alert(1)> said Mr. Collins"
-    page.goto("/?gen_max=5&gen_pace=0&prompt=" + evil.replace(" ", "%20"))
+    page.goto("/?gen_max=5&gen_pace=0&open=gen-stream&prompt=" + evil.replace(" ", "%20"))
     page.get_by_role("button", name="Generate").click()
     expect(page.locator(".stream-status")).to_contain_text("Done: 5 tokens")
     expect(page.locator(".stream-prompt")).to_have_text(evil)
