@@ -76,3 +76,33 @@ def rank_of(W_unit, query, token, exclude=()):
     mask = np.ones(len(sims), dtype=bool)
     mask[list(exclude)] = False
     return int((sims[mask] > sims[token]).sum()) + 1, float(sims[token])
+
+
+def cosine_matrix(vectors):  # [T, d] -> [T, T]: cosine similarity of every pair of rows
+    unit = unit_rows(np.asarray(vectors, dtype=np.float32))
+    return unit @ unit.T
+
+
+def far_rows(W):
+    """The rows of W that stand apart by their length: those longer than the widest gap between
+    neighbouring values of the sorted row norms (in the longest tenth of the rows).
+
+    A row whose token never occurs as an input in the training text (a byte no UTF-8 text of
+    the corpus holds, a BPE piece always merged further) is never read; with tied embeddings it
+    is moved only as an output, and the softmax pushes every such token down the same way: the
+    rows end up as one tight cluster of long vectors. Returns (ids, threshold): the
+    ids in increasing order and the norm that separates them (the gap's midpoint); no ids when
+    the gap is not wide (a tenth of the other rows' spread) or cuts off under 0.5% of the rows
+    (an outlier or two, not a group).
+    """
+    norms = np.linalg.norm(np.asarray(W, dtype=np.float32), axis=-1)   # [V]
+    ordered = np.sort(norms)
+    tail = ordered[int(len(ordered) * 0.9) - 1:]                       # the longest tenth
+    gaps = np.diff(tail)
+    at = int(gaps.argmax())
+    body = ordered[:int(len(ordered) * 0.9)]
+    if (gaps[at] <= float(body.max() - body.min()) / 10
+            or len(tail) - 1 - at < len(norms) / 200):       # no clear break, or no group
+        return np.zeros(0, dtype=np.int64), float("inf")
+    threshold = float(tail[at] + tail[at + 1]) / 2
+    return np.flatnonzero(norms > threshold), threshold

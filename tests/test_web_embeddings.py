@@ -9,7 +9,7 @@ import urllib.parse
 import numpy as np
 import pytest
 
-from pipeline.embedding_space import analogy, cosine_neighbours, pca_2d, unit_rows
+from pipeline.embedding_space import analogy, cosine_neighbours, far_rows, pca_2d, unit_rows
 from web.sections import embeddings as section
 from web_support import HX, app, client, error_message, model, table_rows, text_of, url  # noqa: F401,E501
 
@@ -54,19 +54,57 @@ def test_neighbour_table_is_the_pipelines(client, model):
                                                     zip(nids, sims)]
 
 
-def test_heatmap_rows_are_hook_embed_and_map_highlights_the_prompt(client, model):
+def test_cosine_matrix_raw_rows_and_map_are_the_models(client, model):
     page = embeddings_part(text_of(client.get(url("/", prompt=PROMPT))))
-    heat, vocab = figures(page)[:2]
+    cos, heat, vocab = figures(page)[:3]
     ids = model.tokenizer.encode(PROMPT)
-    np.testing.assert_allclose(array(heat["data"][0]["z"]), model.params["wte"][ids],
-                               atol=1e-4)
+    W = model.params["wte"]
+    unit = W[ids] / np.linalg.norm(W[ids], axis=1, keepdims=True)
+    np.testing.assert_allclose(array(cos["data"][0]["z"]), unit @ unit.T, atol=1e-5)
+    np.testing.assert_allclose(array(heat["data"][0]["z"]), W[ids], atol=1e-4)
     assert len(heat["layout"]["yaxis"]["ticktext"]) == len(ids)   # repeated tokens keep rows
-    coords, _, explained = pca_2d(model.params["wte"])
-    assert len(array(vocab["data"][0]["x"])) == model.config.vocab_size
-    highlight = vocab["data"][1]
+    assert len(cos["layout"]["xaxis"]["ticktext"]) == len(ids)
+    coords, _, explained = pca_2d(W)
+    far, _ = far_rows(W)
+    dots, marked, highlight = vocab["data"]
+    assert len(array(dots["x"])) + len(array(marked["x"])) == model.config.vocab_size
+    assert [c[1] for c in marked["customdata"]] == far.tolist()
+    assert f"({len(far):,})" in marked["name"]
     assert [c[0] for c in highlight["customdata"]] == list(dict.fromkeys(ids))
     np.testing.assert_allclose(array(highlight["x"]), coords[list(dict.fromkeys(ids)), 0], atol=1e-3)
-    assert f"{explained[0] * 100:.1f}%</strong> of the variance" in page
+    assert f"{explained[0] * 100:.1f}%</strong> and" in page
+    assert f"The <strong>{len(far)}</strong> purple crosses" in page
+
+
+def test_far_rows_are_the_long_cluster_and_none_in_a_random_table(model):
+    W = model.params["wte"]
+    far, threshold = far_rows(W)
+    norms = np.linalg.norm(W, axis=1)
+    assert 100 < len(far) < 500                     # this model: the never-trained rows
+    assert norms[far].min() > threshold > np.sort(norms)[-len(far) - 1]
+    unit = W[far] / norms[far, None]
+    assert (unit @ unit.T).mean() > 0.9             # one tight cluster
+    rng = np.random.default_rng(0)
+    assert len(far_rows(rng.normal(size=(2000, 64)).astype(np.float32))[0]) == 0
+
+
+def test_prompt_labels_on_the_map_do_not_pile_up(client, model):
+    page = embeddings_part(text_of(client.get(url("/", prompt=PROMPT))))
+    highlight = figures(page)[2]["data"][2]
+    xs, ys = array(highlight["x"]), array(highlight["y"])
+    pts = np.stack([xs, ys], 1)[[i for i, t in enumerate(highlight["text"]) if t]]
+    span = np.stack([xs, ys], 1).max(0) - np.stack([xs, ys], 1).min(0)
+    for i in range(len(pts)):
+        for j in range(i):
+            assert np.abs((pts[i] - pts[j]) / span).max() > 0.045
+
+
+def test_disclosure_open_from_the_url(client):
+    closed = embeddings_part(text_of(client.get(url("/"))))
+    assert '<details class="deeper" id="deeper-emb-map" data-deeper="emb-map">' in closed
+    page = embeddings_part(text_of(client.get(url("/", open="emb-map,emb-analogy"))))
+    assert '<details class="deeper" id="deeper-emb-map" data-deeper="emb-map" open>' in page
+    assert '<details class="deeper" id="deeper-emb-analogy" data-deeper="emb-analogy" open>' in page
 
 
 def test_analogy_table_is_the_pipelines(client, model):

@@ -3,7 +3,7 @@ import json
 
 import numpy as np
 
-from web.figures import ACCENT, base_layout, figure_json, label, signed_colours, typed_array
+from web.figures import ACCENT, PALETTE, base_layout, figure_json, label, signed_colours, typed_array
 
 MUTED = "#9aa7bd"             # lighter than the palette's: 50,000 dots under the prompt's
 
@@ -31,38 +31,83 @@ def token_vectors_heatmap(vectors, labels: list) -> str:
         height=110 + 22 * v.shape[0]))
 
 
-def vocabulary_base(coords, labels: tuple, explained) -> tuple:
-    """Every token of the vocabulary as a grey dot at its PCA position, built once per model:
-    (the trace's JSON, the layout's JSON), joined with the prompt's trace by vocabulary_map."""
-    trace = dict(
-        type="scatter", x=typed_array(np.round(coords[:, 0], 4).astype(np.float32)),
-        y=typed_array(np.round(coords[:, 1], 4).astype(np.float32)), mode="markers",
-        marker=dict(size=4, color=MUTED, opacity=0.55), name="vocabulary",
-        customdata=[[label(t)] for t in labels],
-        hovertemplate="%{customdata[0]}<br>id %{pointNumber}<extra></extra>")
+def cosine_matrix_heatmap(sims, labels: list) -> str:
+    """The prompt's tokens against each other: the cosine similarity of their embedding rows
+    (1 on the diagonal and wherever a token repeats)."""
+    s = np.ascontiguousarray(sims, dtype=np.float32)
+    n = s.shape[0]
+    heatmap = dict(
+        type="heatmap", z=typed_array(s), **signed_colours(1.0),
+        hovertemplate="%{y} and %{x}: %{z:.3f}<extra></extra>",
+        colorbar=dict(thickness=12, title=dict(text="cosine")))
+    axis = _token_axis(labels)
+    return figure_json([heatmap], base_layout(
+        title=dict(text="Cosine similarity of the prompt's token vectors"),
+        xaxis=dict(axis, autorange=True, tickangle=-60, showgrid=False),
+        yaxis=dict(axis, showgrid=False),
+        height=min(720, 160 + 24 * n)))
+
+
+def vocabulary_base(coords, labels: tuple, explained, far_ids=()) -> tuple:
+    """Every token of the vocabulary as a grey dot at its PCA position, the rows that stand
+    apart by their length (`far_ids`, embedding_space.far_rows) in their own colour, built once
+    per model: (the traces' JSON, the layout's JSON), joined with the prompt's trace by
+    vocabulary_map."""
+    far = np.zeros(len(coords), dtype=bool)
+    far[list(far_ids)] = True
+
+    def dots(mask, **style):
+        ids = np.flatnonzero(mask)
+        return dict(
+            type="scatter", x=typed_array(np.round(coords[ids, 0], 4).astype(np.float32)),
+            y=typed_array(np.round(coords[ids, 1], 4).astype(np.float32)), mode="markers",
+            customdata=[[label(labels[i]), int(i)] for i in ids],
+            hovertemplate="%{customdata[0]}<br>id %{customdata[1]}<extra></extra>", **style)
+    traces = [dots(~far, marker=dict(size=4, color=MUTED, opacity=0.55),
+                   name=f"vocabulary ({int((~far).sum()):,})")]
+    if far.any():
+        traces.append(dots(far, marker=dict(size=5, color=PALETTE[3], opacity=0.8,
+                                            symbol="x"),
+                           name=f"long rows, never trained as inputs ({int(far.sum()):,})"))
     layout = base_layout(
         title=dict(text=f"All {len(labels):,} tokens on their 2 principal components"),
         xaxis=dict(title=dict(text=f"PC 1 ({explained[0]:.1%} of the variance)"),
                    zeroline=False),
         yaxis=dict(title=dict(text=f"PC 2 ({explained[1]:.1%} of the variance)"),
                    zeroline=False),
-        legend=dict(orientation="h", y=-0.2), height=520)
-    whole = json.loads(figure_json([trace], layout))
-    return json.dumps(whole["data"][0]), json.dumps(whole["layout"])
+        legend=dict(orientation="h", y=-0.22), height=540)
+    whole = json.loads(figure_json(traces, layout))
+    return ",".join(json.dumps(t) for t in whole["data"]), json.dumps(whole["layout"])
+
+
+def separated_labels(points, min_gap: float = 0.045) -> list:
+    """Which points get a text label: greedily, in order, those farther than `min_gap` (a share
+    of the plot's width and height) from every point already labelled, so labels do not pile."""
+    p = np.asarray(points, dtype=np.float64)
+    if not len(p):
+        return []
+    span = np.maximum(p.max(axis=0) - p.min(axis=0), 1e-9)
+    q = p / span
+    kept = []
+    for i, x in enumerate(q):
+        if all(np.abs(x - q[j]).max() > min_gap for j in kept):
+            kept.append(i)
+    return kept
 
 
 def vocabulary_map(base: tuple, coords, ids: list, labels: list) -> str:
     """The cached vocabulary scatter plus the prompt's tokens, highlighted and labelled."""
     distinct = list(dict.fromkeys(ids))
     text = {i: t for i, t in zip(ids, labels)}
+    shown = set(separated_labels(coords[distinct]))
     prompt = dict(
         type="scatter", x=typed_array(coords[distinct, 0].astype(np.float32)),
         y=typed_array(coords[distinct, 1].astype(np.float32)),
         mode="markers+text", name="the prompt's tokens",
         marker=dict(size=10, color=ACCENT, line=dict(color="white", width=1)),
-        text=[label(text[i]) for i in distinct], textposition="top center",
-        textfont=dict(size=14, color=ACCENT),
-        customdata=[[i] for i in distinct],
-        hovertemplate="%{text}<br>id %{customdata[0]}<extra>prompt</extra>")
+        text=[label(text[i]) if n in shown else "" for n, i in enumerate(distinct)],
+        textposition="top center", textfont=dict(size=14, color=ACCENT),
+        customdata=[[i, label(text[i])] for i in distinct],
+        hovertemplate="%{customdata[1]}<br>id %{customdata[0]}<extra>prompt</extra>")
     trace, layout = base
     return '{"data":[' + trace + "," + json.dumps(prompt) + '],"layout":' + layout + "}"

@@ -9,7 +9,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from pipeline.embedding_space import analogy, cosine_neighbours, pca_2d, rank_of, unit_rows
+from pipeline.embedding_space import (analogy, cosine_matrix, cosine_neighbours, far_rows,
+                                      pca_2d, rank_of, unit_rows)
 from web.cache import memoized
 from web.figures import embeddings as figures
 from web.forward import prompt_run
@@ -18,6 +19,7 @@ from web.sections.logits import trained_on_austen
 from web.tokens import pieces, plain, token_plain
 
 MAX_HEATMAP_TOKENS = 64       # rows of the token-vector heatmap (more would not be readable)
+MAX_COSINE_TOKENS = 32        # rows and columns of the prompt's cosine-similarity matrix
 MAX_NEIGHBOUR_ROWS = 32       # distinct prompt tokens listed with their neighbours
 ANALOGY_TOP = 8               # results listed for an analogy
 
@@ -48,7 +50,12 @@ class Space:
     coords: np.ndarray        # [V, 2] PCA projection
     explained: np.ndarray     # [2] share of the variance along each component
     labels: tuple             # [V] token text with visible whitespace marks
-    figure_base: dict         # the vocabulary scatter, without the prompt's highlights
+    far_ids: np.ndarray       # rows that stand apart by their length (far_rows)
+    far_norm: float           # the row norm that separates them
+    typical_norm: float       # the median row norm
+    far_cos: float            # mean cosine similarity between two of those rows
+    far_beyond: float         # share of them farther out along PC 1 than every other row
+    figure_base: tuple        # the vocabulary scatter, without the prompt's highlights
 
 
 @memoized(4)
@@ -57,8 +64,19 @@ def embedding_space(model) -> Space:
     coords, _, explained = pca_2d(W)
     tok = model.tokenizer
     labels = tuple(token_plain(tok, i) for i in range(len(W)))
-    return Space(unit_rows(W), coords, explained, labels,
-                 figures.vocabulary_base(coords, labels, explained))
+    unit = unit_rows(W)
+    far, threshold = far_rows(W)
+    far_cos = float((unit[far] @ unit[far].T).mean()) if len(far) else float("nan")
+    # where they sit on the map: the share of them beyond every other row along PC 1
+    rest = np.setdiff1d(np.arange(len(W)), far)
+    if len(far):
+        side = 1 if coords[far, 0].mean() > coords[rest, 0].mean() else -1
+        beyond = float(np.mean(side * coords[far, 0] > (side * coords[rest, 0]).max()))
+    else:
+        beyond = float("nan")
+    return Space(unit, coords, explained, labels, far, threshold,
+                 float(np.median(np.linalg.norm(W, axis=-1))), far_cos, beyond,
+                 figures.vocabulary_base(coords, labels, explained, far))
 
 
 def build(lm, state) -> dict:
@@ -78,6 +96,7 @@ def build(lm, state) -> dict:
             neighbours=[dict(id=int(n), text=space.labels[n], sim=float(s))
                         for n, s in zip(nids, sims)]))
     shown = min(len(ids), MAX_HEATMAP_TOKENS)
+    n_cos = min(len(ids), MAX_COSINE_TOKENS)
     ctx = dict(
         d_model=model.config.d_model, vocab_size=model.config.vocab_size, n_tokens=len(ids),
         n_params=model.n_params(), austen=trained_on_austen(model),
@@ -86,6 +105,12 @@ def build(lm, state) -> dict:
         neighbour_rows=neighbour_rows, n_distinct=len(dict.fromkeys(ids)),
         max_neighbour_rows=MAX_NEIGHBOUR_ROWS,
         vector_norms=[float(np.linalg.norm(v)) for v in vectors[:shown]],
+        cosine_figure=figures.cosine_matrix_heatmap(
+            cosine_matrix(vectors[:n_cos]), [space.labels[i] for i in ids[:n_cos]]),
+        n_cos=n_cos,
+        n_far=len(space.far_ids), far_norm=space.far_norm, typical_norm=space.typical_norm,
+        far_cos=space.far_cos, far_beyond=space.far_beyond,
+        far_in_prompt=sorted(set(ids) & set(space.far_ids.tolist())),
         heatmap_figure=figures.token_vectors_heatmap(
             vectors[:shown], [space.labels[i] for i in ids[:shown]]),
         map_figure=figures.vocabulary_map(space.figure_base, space.coords, ids,
