@@ -52,6 +52,10 @@ def create_app(test_config=None):
     app.extensions["explainer_model"] = LoadedModel.wrap(
         model, probe_encodings=app.config["PROBE_ENCODINGS"], draft=draft,
         draft_problem=draft_problem)
+    missing = [o for o in app.extensions["explainer_model"].other_encodings if o.encoding is None]
+    if missing:      # the page shows only the encodings that loaded; the operator is told why
+        app.logger.warning("tokenization: other encodings not shown: %s", "; ".join(
+            f"{o.name}: {o.problem}" for o in missing))
     if app.config.get("WARM_CACHES", True):
         serving.warm_in_background(app, app.extensions["explainer_model"])
     app.register_blueprint(views.bp)

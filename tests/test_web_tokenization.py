@@ -161,7 +161,7 @@ def test_token_counts_by_merges_equal_segmenting_each_time():
     assert counts == [len(segment(TEXT, merges[:k])) for k in range(len(merges) + 1)]
 
 
-def test_other_encodings_are_counted_or_said_to_be_missing(app, client):
+def test_other_encodings_are_counted_and_missing_ones_not_shown(app, client):
     lm = app.extensions["explainer_model"]
     prompt = "It is a truth universally acknowledged"
     page = text_of(client.get(url("/", prompt=prompt)))
@@ -170,9 +170,20 @@ def test_other_encodings_are_counted_or_said_to_be_missing(app, client):
             n = len(o.encoding.encode(prompt))
             assert re.search(rf"<td>{o.name}.*?</td><td>[^<]*</td><td>{n}</td>", page), o.name
         else:
-            assert f"<strong>{o.name}</strong>" in page
-    if any(o.encoding is None for o in lm.other_encodings):
-        assert "Not shown:" in page
+            assert f"<td>{o.name}" not in page
+    # the learner never reads about the environment's trouble
+    assert "Not shown:" not in page and "internet" not in page and "download" not in page
+    assert ('id="deeper-tok-others"' in page) == any(o.encoding for o in lm.other_encodings)
+
+
+def test_missing_encodings_are_one_warning_at_start_up(model, caplog, monkeypatch):
+    import app as app_module
+    gone = encodings.OtherEncoding("gone", "nobody", problem="not available on this machine")
+    monkeypatch.setattr(encodings, "probe", lambda: (gone,))
+    with caplog.at_level("WARNING"):
+        app_module.create_app(dict(MODEL=model, WARM_CACHES=False))
+    lines = [r.getMessage() for r in caplog.records if "other encodings" in r.getMessage()]
+    assert lines == ["tokenization: other encodings not shown: gone: not available on this machine"]
 
 
 def test_probe_never_hangs_and_never_raises(monkeypatch):

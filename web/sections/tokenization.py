@@ -42,9 +42,10 @@ def build(lm, state) -> dict:
     ids = tok.encode_ordinary(prompt)
     specials = sorted(s for s in tok.special_tokens_set if s in prompt)
     tokens = [Token(i, pieces(tok.decode_single_token_bytes(i))) for i in ids]
-    others = [dict(name=o.name, used_by=o.used_by, source=o.source, problem=o.problem,
-                   n_tokens=len(o.encoding.encode_ordinary(prompt)) if o.encoding else None)
-              for o in lm.other_encodings]
+    # only the encodings that loaded: the operator is told of the others once, at start-up
+    others = [dict(name=o.name, used_by=o.used_by, source=o.source,
+                   n_tokens=len(o.encoding.encode_ordinary(prompt)))
+              for o in lm.other_encodings if o.encoding is not None]
     ctx = dict(
         tokens=tokens, n_tokens=len(ids), n_chars=len(prompt),
         n_bytes=len(prompt.encode("utf-8")), chars_per_token=len(prompt) / max(1, len(ids)),
@@ -53,7 +54,7 @@ def build(lm, state) -> dict:
         others=others,
         encodings_figure=figures.encodings_figure(
             [(lm.name + " (this model)", len(ids))]
-            + [(o["name"], o["n_tokens"]) for o in others if o["n_tokens"] is not None]),
+            + [(o["name"], o["n_tokens"]) for o in others]),
     )
     ctx.update(replay(lm, state, prompt))
     ctx.update(learn(state))
