@@ -250,6 +250,10 @@
     if (d.open && at < 0) ids.push(id);
     if (!d.open && at >= 0) ids.splice(at, 1);
     setParam("open", ids.join(","), "");
+    // a figure drawn while its disclosure was closed had no width to fit: fit it now
+    if (d.open && typeof Plotly !== "undefined") {
+      d.querySelectorAll(".js-plotly-plot").forEach(function (el) { Plotly.Plots.resize(el); });
+    }
   }, true);
 
   // --- wiring --------------------------------------------------------------------------------
