@@ -88,10 +88,10 @@ def test_published_table_is_the_formula(client, ctx):
         c = p.config
         assert row[0].startswith(p.name)
         assert ("(window" in row[0]) == (ctx > c.n_ctx)
-        assert row[3] == f"{c.n_heads} / {c.n_kv_heads}"
-        assert row[5] == f"{kv_cache_bytes(c, 1, 2):,} B"
-        assert row[6] == human_bytes(kv_cache_bytes(c, ctx, 2))
-        assert row[7] == human_bytes(kv_cache_bytes(c, ctx, 1))
+        assert row[2] == f"{c.n_heads} / {c.n_kv_heads}"
+        assert row[3] == f"{kv_cache_bytes(c, 1, 2):,} B"
+        assert row[4] == human_bytes(kv_cache_bytes(c, ctx, 2))
+        assert row[5] == human_bytes(kv_cache_bytes(c, ctx, 1))
     assert f'<option value="{ctx}" selected>' in page
 
 
@@ -99,7 +99,7 @@ def test_llama3_70b_at_128k_is_40_gib(client):
     page = text_of(client.get(url("/section/kvcache", kv_ctx=131072), headers=HX))
     row = next(r for r in table_rows(page, "KV cache of published models")
                if r[0].startswith("Llama 3 70B "))
-    assert row[6] == "40 GiB" and row[7] == "20 GiB"
+    assert row[4] == "40 GiB" and row[5] == "20 GiB"
 
 
 @pytest.mark.parametrize("query, name, status, message", [

@@ -41,7 +41,7 @@ def test_numbers_on_screen_are_the_simulation(page, model, page_errors):
 
 
 def test_controls_round_trip_through_the_url(page, model):
-    page.goto("/")
+    page.goto("/?open=bat-paged")                # the paged-memory disclosure open
     section = page.locator("#batching")
     section.get_by_role("slider", name="Slots in a batch").fill("2")
     expect(page).to_have_url(re.compile(r"bat_slots=2"))

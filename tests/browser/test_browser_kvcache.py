@@ -44,7 +44,7 @@ def test_numbers_on_screen_are_the_measured_run(page, model, page_errors):
 
 
 def test_controls_round_trip_through_the_url(page, model):
-    page.goto(f"/?prompt={PROMPT}")
+    page.goto(f"/?prompt={PROMPT}&open=kv-real")       # the real models' disclosure open
     section = page.locator("#kvcache")
     section.get_by_role("slider", name="Tokens to generate").fill("9")
     expect(section.get_by_text("prompt tokens, then 9 generated")).to_be_visible()

@@ -54,8 +54,14 @@ def cache_bytes_figure(steps) -> str:
 
 def context_figure(curves, ctx: int) -> str:
     """fp16 KV-cache bytes vs context length for published configs, both axes logarithmic."""
-    data = [dict(type="scatter", x=list(xs), y=list(ys), mode="lines", name=label(name),
-                 line=dict(color=PALETTE[i % len(PALETTE)]),
+    # Two models can need almost the same bytes per token (Llama 2 7B and Llama 3.1 405B): on
+    # log axes their lines coincide, so each line has its own dash and marker as well as colour.
+    dashes = ("solid", "dash", "dot", "dashdot", "longdash", "longdashdot")
+    symbols = ("circle", "square", "diamond", "triangle-up", "x", "star")
+    data = [dict(type="scatter", x=list(xs), y=list(ys), mode="lines+markers", name=label(name),
+                 line=dict(color=PALETTE[i % len(PALETTE)], dash=dashes[i % len(dashes)],
+                           width=2.5),
+                 marker=dict(symbol=symbols[i % len(symbols)], size=9, maxdisplayed=9),
                  hovertemplate="%{x:,} tokens: %{y:.3s}B<extra>" + label(name) + "</extra>")
             for i, (name, xs, ys) in enumerate(curves)]
     mark = dict(type="line", x0=ctx, x1=ctx, xref="x", y0=0, y1=1, yref="paper",
@@ -63,9 +69,8 @@ def context_figure(curves, ctx: int) -> str:
     return figure_json(data, base_layout(
         title=dict(text="fp16 KV cache of one sequence"), shapes=[mark],
         xaxis=dict(title=dict(text="context length (tokens, log scale)"), type="log"),
-        yaxis=dict(title=dict(text="bytes (log; k, M, G = 10³, 10⁶, 10⁹)"),
-                   type="log", exponentformat="SI"),
-        height=420, legend=dict(orientation="h", y=-0.3)))
+        yaxis=dict(title=dict(text="bytes (log scale)"), type="log", exponentformat="SI"),
+        height=480, legend=dict(orientation="h", y=-0.25, yanchor="top")))
 
 
 def kinds_figure(rows, ctx: int) -> str:
