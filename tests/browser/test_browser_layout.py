@@ -1,0 +1,330 @@
+"""The page stays readable with every "Go deeper" disclosure open, at three sizes: a laptop
+(1280x900), a projector at 150% zoom (1024x768, device scale factor 1.5) and a phone (390x844).
+
+Every section is loaded (scrolled in, as a reader would), every <details> on the page is opened
+(as a reader clicking each summary: static/learn.js redraws the figures inside), then one pass
+over the DOM collects every defect, named by size, section and element:
+- a figure (`.plot[data-figure]`, drawn: it has a `.main-svg`) narrower than 250 px, or drawn
+  wider than its own box;
+- a figure's export buttons (`.plot-tools`) taller than 60 px;
+- a table cell whose text overflows it, or whose short text (at most 3 words) takes more than 3
+  lines;
+- an axis of a figure that shows the same tick label twice ("0 0 0 0");
+- two labels of one figure (annotations, tick labels, axis titles, the title, legend items, text
+  of text traces) whose boxes overlap by more than 2 px;
+- the text of a failed environment probe ("... downloads it ... and that failed", a traceback).
+The test fails listing them all.
+"""
+import time
+
+from web.registry import SECTIONS
+
+SIZES = (
+    ("1280x900", {"viewport": {"width": 1280, "height": 900}}),
+    ("1024x768@1.5", {"viewport": {"width": 1024, "height": 768}, "device_scale_factor": 1.5}),
+    ("390x844", {"viewport": {"width": 390, "height": 844}}),
+)
+MIN_PLOT_WIDTH = 250
+MAX_TOOLS_HEIGHT = 60
+OVERLAP_PX = 2
+OVERLAPS_PER_FIGURE = 5     # listed one by one; more are counted
+CELLS_PER_TABLE = 4
+PROBE_FAILURES = ("downloads it", "download it", "and that failed", "Traceback")
+
+# Opens every <details> (each fires its toggle event, as a click on its summary does).
+OPEN_ALL = """() => {
+  let n = 0;
+  document.querySelectorAll('details').forEach(d => { if (!d.open) { d.open = true; n++; } });
+  return n;
+}"""
+
+# Resolves once every figure on the page has been drawn at its box's size (two animation frames
+# after the last change of any figure's size; at most 5 s).
+SETTLED = """() => new Promise(resolve => {
+  const sizes = () => Array.from(document.querySelectorAll('.plot[data-figure]'))
+    .map(p => { const s = p.querySelector('.main-svg');
+                return s ? Math.round(s.getBoundingClientRect().width) : -1; }).join(',');
+  let last = sizes(), calm = 0, start = performance.now();
+  const tick = () => {
+    const now = sizes();
+    calm = now === last ? calm + 1 : 0;
+    last = now;
+    if (calm >= 6 || performance.now() - start > 5000) resolve(); else requestAnimationFrame(tick);
+  };
+  requestAnimationFrame(tick);
+})"""
+
+CHECKS = """(limits) => {
+  const out = [];
+  const visible = el => {
+    if (!el.getClientRects().length) return false;
+    const cs = getComputedStyle(el);
+    return cs.visibility !== 'hidden' && cs.display !== 'none' && Number(cs.opacity) !== 0;
+  };
+  const short = (s, n) => { s = (s || '').replace(/\\s+/g, ' ').trim();
+                            return s.length > n ? s.slice(0, n - 1) + '…' : s; };
+  const where = el => { const s = el.closest('section.section'); return s ? s.id : '(page)'; };
+  const plotName = p => p.getAttribute('aria-label') || p.id || 'a figure';
+  const add = (el, what) => out.push(where(el) + ' | ' + what);
+
+  // --- figures and their export buttons ---
+  document.querySelectorAll('.plot[data-figure]').forEach(p => {
+    const svg = p.querySelector('.main-svg');
+    if (!svg || !visible(p)) return;
+    const box = p.getBoundingClientRect(), drawn = svg.getBoundingClientRect();
+    if (drawn.width < limits.minPlot)
+      add(p, `figure "${short(plotName(p), 70)}" is ${Math.round(drawn.width)} px wide (< ${limits.minPlot})`);
+    if (drawn.width > box.width + 2)
+      add(p, `figure "${short(plotName(p), 70)}" is drawn ${Math.round(drawn.width)} px wide in a ${Math.round(box.width)} px box`);
+  });
+  document.querySelectorAll('.plot-tools').forEach(t => {
+    if (!visible(t)) return;
+    const h = t.getBoundingClientRect().height;
+    const p = t.previousElementSibling;
+    if (h > limits.maxTools)
+      add(t, `export buttons of "${short(p ? plotName(p) : '?', 70)}" are ${Math.round(h)} px tall (> ${limits.maxTools})`);
+  });
+
+  // --- table cells ---
+  const lines = el => {
+    const tops = [];
+    const walker = document.createTreeWalker(el, NodeFilter.SHOW_TEXT);
+    const range = document.createRange();
+    for (let n = walker.nextNode(); n; n = walker.nextNode()) {
+      if (!n.textContent.trim()) continue;
+      range.selectNodeContents(n);
+      for (const r of range.getClientRects()) {
+        if (r.width < 1 || r.height < 1) continue;
+        const mid = r.top + r.height / 2;
+        if (!tops.some(t => Math.abs(t - mid) < r.height / 2)) tops.push(mid);
+      }
+    }
+    return tops.length;
+  };
+  // cells with a problem, gathered per table (a narrow table has many): a few named, all counted
+  const tables = new Map();
+  const note = (c, name, kind, example) => {
+    const key = where(c) + '\u0000' + name + '\u0000' + kind;
+    if (!tables.has(key)) tables.set(key, {cell: c, name, kind, examples: []});
+    tables.get(key).examples.push(example);
+  };
+  document.querySelectorAll('td, th').forEach(c => {
+    if (!visible(c)) return;
+    const text = short(c.textContent, 60);
+    if (!text) return;
+    const table = c.closest('table');
+    const name = table.getAttribute('aria-label') || (table.caption && short(table.caption.textContent, 50))
+      || (table.className ? 'table.' + table.className.split(' ').join('.') : 'a table');
+    if (c.scrollWidth > c.clientWidth + 1)
+      note(c, name, 'overflow', `"${short(text, 30)}" (${c.scrollWidth} px in ${c.clientWidth} px)`);
+    const words = text.split(' ').length;
+    if (words <= 3) {
+      // a short text may wrap between words and after a hyphen or slash, nowhere else
+      const pieces = text.split(/\s+|(?<=[-\/–])/).filter(Boolean).length;
+      const n = lines(c);
+      if (n > 3 || n > pieces) note(c, name, 'wrap', `"${text}" on ${n} lines`);
+    }
+  });
+  for (const {cell, name, kind, examples} of tables.values()) {
+    const shown = examples.slice(0, limits.perTable).join(', ');
+    const more = examples.length > limits.perTable ? `, and ${examples.length - limits.perTable} more` : '';
+    add(cell, kind === 'overflow'
+      ? `${name}: text overflows ${examples.length} cell${examples.length > 1 ? 's' : ''}: ${shown}${more}`
+      : `${name}: ${examples.length} short cell${examples.length > 1 ? 's' : ''} (at most 3 words) wrap within a word or onto more than 3 lines: ${shown}${more}`);
+  }
+
+  // --- figures: repeated tick labels, overlapping labels ---
+  const corners = el => {
+    // the text's own box, turned as it is drawn (tick labels may be rotated)
+    let b;
+    try { b = el.getBBox(); } catch (e) { return null; }
+    const m = el.getScreenCTM();
+    if (!m || b.width < 1 || b.height < 1) return null;
+    return [[b.x, b.y], [b.x + b.width, b.y], [b.x + b.width, b.y + b.height], [b.x, b.y + b.height]]
+      .map(([x, y]) => [m.a * x + m.c * y + m.e, m.b * x + m.d * y + m.f]);
+  };
+  // depth of the overlap of two convex polygons (0 if apart): the smallest overlap of their
+  // projections over every edge's normal (separating axis theorem)
+  const depth = (P, Q) => {
+    let least = Infinity;
+    for (const poly of [P, Q]) {
+      for (let i = 0; i < poly.length; i++) {
+        const [x1, y1] = poly[i], [x2, y2] = poly[(i + 1) % poly.length];
+        let nx = y1 - y2, ny = x2 - x1;
+        const len = Math.hypot(nx, ny);
+        if (!len) continue;
+        nx /= len; ny /= len;
+        const proj = pts => pts.map(([x, y]) => x * nx + y * ny);
+        const a = proj(P), b = proj(Q);
+        const o = Math.min(Math.max(...a), Math.max(...b)) - Math.max(Math.min(...a), Math.min(...b));
+        if (o <= 0) return 0;
+        least = Math.min(least, o);
+      }
+    }
+    return least;
+  };
+  const LABELS = [
+    ['annotation', '.annotation-text-g text'], ['tick label', '.xtick text, .ytick text'],
+    ['axis title', '.g-xtitle text, .g-ytitle text, [class^="g-x"][class$="title"] text, [class^="g-y"][class$="title"] text'],
+    ['title', '.g-gtitle text'], ['legend item', '.legend .legendtext'],
+    ['text of a trace', '.textpoint text']];
+  document.querySelectorAll('.plot[data-figure]').forEach(p => {
+    if (!p.querySelector('.main-svg') || !visible(p)) return;
+    const name = short(plotName(p), 70);
+    // tick labels, axis by axis (each subplot's axis has its own layer)
+    const axes = new Map();
+    p.querySelectorAll('.xtick text, .ytick text').forEach(t => {
+      const layer = t.closest('[class*="axislayer"]') || t.parentNode.parentNode;
+      const letter = t.closest('.xtick') ? 'x' : 'y';
+      const key = layer;
+      if (!axes.has(key)) axes.set(key, {letter, labels: []});
+      const s = (t.textContent || '').trim();
+      if (s && visible(t)) axes.get(key).labels.push(s);
+    });
+    for (const {letter, labels} of axes.values()) {
+      const seen = new Set(), twice = new Set();
+      labels.forEach(s => { if (seen.has(s)) twice.add(s); seen.add(s); });
+      if (twice.size)
+        add(p, `figure "${name}": the ${letter} axis repeats ${Array.from(twice).map(s => '"' + short(s, 20) + '"').join(', ')} (labels: ${short(labels.join(' '), 80)})`);
+    }
+    const items = [];
+    const taken = new Set();
+    for (const [kind, sel] of LABELS) {
+      p.querySelectorAll(sel).forEach(t => {
+        if (taken.has(t) || !(t.textContent || '').trim() || !visible(t)) return;
+        taken.add(t);
+        const c = corners(t);
+        if (!c) return;
+        const xs = c.map(q => q[0]), ys = c.map(q => q[1]);
+        const what = kind === 'tick label' ? (t.closest('.xtick') ? 'x' : 'y') + ' tick label' : kind;
+        items.push({kind: what, text: short(t.textContent, 30), c,
+                    box: [Math.min(...xs), Math.min(...ys), Math.max(...xs), Math.max(...ys)]});
+      });
+    }
+    let overlaps = 0;
+    for (let i = 0; i < items.length; i++) {
+      for (let j = i + 1; j < items.length; j++) {
+        const a = items[i], b = items[j];
+        if (a.box[0] >= b.box[2] - limits.overlap || b.box[0] >= a.box[2] - limits.overlap ||
+            a.box[1] >= b.box[3] - limits.overlap || b.box[1] >= a.box[3] - limits.overlap) continue;
+        const d = depth(a.c, b.c);
+        if (d <= limits.overlap) continue;
+        if (++overlaps <= limits.perFigure)
+          add(p, `figure "${name}": ${a.kind} "${a.text}" and ${b.kind} "${b.text}" overlap by ${d.toFixed(0)} px`);
+      }
+    }
+    if (overlaps > limits.perFigure)
+      add(p, `figure "${name}": ${overlaps - limits.perFigure} more overlapping pairs of labels`);
+  });
+
+  // --- text of a failed probe of the environment ---
+  document.querySelectorAll('#overview, section.section').forEach(s => {
+    const text = s.textContent;
+    for (const phrase of limits.probe) {
+      const at = text.indexOf(phrase);
+      if (at >= 0) add(s, `says "${short(text.slice(Math.max(0, at - 60), at + 60), 120)}"`);
+    }
+  });
+  return out;
+}"""
+
+
+def load_every_section(page, timeout_s=120):
+    """Asks for every section that is still a placeholder (as printing does: app.js's
+    explainerLoadAll) and waits until none is left; a placeholder refused by a busy server asks
+    again by itself, or is asked again here."""
+    deadline = time.monotonic() + timeout_s
+    left = page.evaluate("() => window.explainerLoadAll()")
+    while left and time.monotonic() < deadline:
+        page.wait_for_timeout(250)
+        left = page.evaluate("""() => {
+          document.querySelectorAll('[data-lazy] .lazy-failed:not([hidden]) .lazy-retry')
+            .forEach(b => b.click());
+          return document.querySelectorAll('[data-lazy]').length;
+        }""")
+    assert not left, f"{left} sections still not loaded after {timeout_s} s"
+    page.wait_for_load_state("networkidle")
+
+
+def defects_at(browser, base_url, size, options) -> list:
+    context = browser.new_context(base_url=base_url, bypass_csp=True, **options)
+    try:
+        page = context.new_page()
+        page.goto("/")
+        load_every_section(page)
+        page.evaluate(OPEN_ALL)
+        page.wait_for_load_state("networkidle")
+        page.evaluate(SETTLED)
+        found = page.evaluate(CHECKS, {"minPlot": MIN_PLOT_WIDTH, "maxTools": MAX_TOOLS_HEIGHT,
+                                       "overlap": OVERLAP_PX,
+                                       "perFigure": OVERLAPS_PER_FIGURE, "perTable": CELLS_PER_TABLE,
+                                       "probe": list(PROBE_FAILURES)})
+        sections = page.evaluate("() => Array.from(document.querySelectorAll('section.section'))"
+                                 ".map(s => s.id)")
+        missing = [s.id for s in SECTIONS if s.id not in sections]
+        return [f"{size} | {d}" for d in found] + [f"{size} | {m} | section missing"
+                                                   for m in missing]
+    finally:
+        context.close()
+
+
+def test_every_section_is_readable_with_every_disclosure_open(browser, base_url):
+    """All three sizes, every defect listed (by section, in page order) before it fails."""
+    order = {s.id: i for i, s in enumerate(SECTIONS)}
+    defects = []
+    for size, options in SIZES:
+        found = defects_at(browser, base_url, size, options)
+        found.sort(key=lambda d: order.get(d.split(" | ")[1], -1))
+        defects += found
+    assert not defects, f"{len(defects)} layout defects:\n" + "\n".join(defects)
+
+
+PLANT = """async () => {
+  const s = document.createElement('section');
+  s.className = 'section';
+  s.id = 'planted';
+  s.innerHTML = `
+    <div class="plot-box"><div class="plot" id="planted-plot" data-figure="{}" aria-label="planted figure"
+         style="width: 200px; height: 300px"></div>
+      <div class="plot-tools" style="height: 100px"><button type="button">PNG</button></div></div>
+    <table aria-label="planted table" style="table-layout: fixed; width: 120px">
+      <tr><td style="white-space: nowrap; width: 40px; overflow: hidden">a long unbroken cell text</td>
+          <td style="width: 20px">GPT-2 small</td></tr></table>
+    <p>gpt2: not available on this machine (tiktoken downloads it from the internet on first use,
+       and that failed)</p>`;
+  document.querySelector('main').appendChild(s);
+  await Plotly.newPlot('planted-plot', [{x: [0, 1, 2], y: [0.001, 0.002, 0.003]}],
+    {width: 200, height: 300, yaxis: {tickformat: '.0f'},
+     annotations: [{x: 1, y: 0.002, text: 'one label', showarrow: false},
+                   {x: 1, y: 0.002, text: 'another label', showarrow: false}]});
+}"""
+
+
+def test_the_checks_find_planted_defects(browser, base_url):
+    """Each kind of defect, planted in a section of its own, is found and named."""
+    context = browser.new_context(base_url=base_url, bypass_csp=True,
+                                  viewport={"width": 1280, "height": 900})
+    try:
+        page = context.new_page()
+        page.goto("/")
+        page.evaluate(PLANT)
+        found = page.evaluate(CHECKS, {"minPlot": MIN_PLOT_WIDTH, "maxTools": MAX_TOOLS_HEIGHT,
+                                       "overlap": OVERLAP_PX,
+                                       "perFigure": OVERLAPS_PER_FIGURE,
+                                       "perTable": CELLS_PER_TABLE,
+                                       "probe": list(PROBE_FAILURES)})
+    finally:
+        context.close()
+    planted = [d for d in found if d.startswith("planted | ")]
+    expected = (
+        'figure "planted figure" is 200 px wide (< 250)',
+        'export buttons of "planted figure" are 100 px tall (> 60)',
+        'planted table: text overflows 1 cell: "a long unbroken cell text"',
+        'planted table: 1 short cell (at most 3 words) wrap within a word or onto more than 3 '
+        'lines: "GPT-2 small"',
+        'figure "planted figure": the y axis repeats "0"',
+        'figure "planted figure": annotation "one label" and annotation "another label" overlap',
+        'says "',
+    )
+    for text in expected:
+        assert any(text in d for d in planted), f"not found: {text}\n" + "\n".join(planted)
