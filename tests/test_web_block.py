@@ -113,6 +113,32 @@ def test_logit_lens_guesses_are_the_model_cut_after_k_blocks(client, model, pos)
         assert row[1].endswith(f"{100 * p[top[0]]:.1f}%")
 
 
+def test_tied_read_out_of_the_embeddings_is_explained_when_it_guesses_the_input(client, model):
+    ids = model.tokenizer.encode_ordinary(PROMPT)
+    _, page = block(client)
+    rows = table_rows_th(page, "Logit lens: top guesses after each block")
+    first = int(re.search(r"#(\d+)", rows[0][1]).group(1))
+    said = 'id="blk-lens-tied"' in page
+    assert said == (model.config.tied_embeddings and first == ids[-1])
+    assert said                                     # austen is tied and its lens shows it
+
+
+def test_untied_model_does_not_claim_the_tied_read_out():
+    from app import create_app
+    m = get_model("llama_untied")
+    c = create_app({"MODEL": m, "TESTING": True, "PROBE_ENCODINGS": False}).test_client()
+    page = text_of(c.get(url("/section/block", prompt="the cat sat"), headers=HX))
+    assert 'id="blk-lens-tied"' not in page
+
+
+def test_block_disclosures_open_from_the_url(client):
+    _, closed = block(client)
+    assert '<details class="deeper" id="deeper-blk-params" data-deeper="blk-params">' in closed
+    _, page = block(client, open="blk-params,blk-lens")
+    for d in ("blk-params", "blk-lens"):
+        assert f'<details class="deeper" id="deeper-{d}" data-deeper="{d}" open>' in page
+
+
 @pytest.mark.parametrize("params,name,message,status", [
     ({"blk_layer": "4"}, "blk_layer", "Block 4 does not exist: this model has 4 blocks", 422),
     ({"blk_layer": "-1"}, "blk_layer", "Block must be between 0 and 999", 422),

@@ -26,12 +26,14 @@ def tensor_heatmap(matrix, tokens: list, columns, title: str) -> str:
     heatmap = dict(
         type="heatmap", z=typed_array(z), y=rows, **colours,
         hovertemplate="token %{y}, column %{x}: %{z:.4g}<extra></extra>")
-    xaxis = dict(title=dict(text="dimension"))
+    xaxis = dict(title=dict(text="dimension"), nticks=8, showticklabels=True)
     if columns is not None:
         xaxis = dict(title=dict(text="token (column)"), tickmode="array", tickvals=x,
                      ticktext=[label(c) for c in columns], tickangle=-60)
     return figure_json([heatmap], base_layout(
-        title=dict(text=label(title), font=dict(size=14)),
+        # automargin: a title that wraps on a narrow plot pushes the plot down, never covers it
+        title=dict(text=label(title), font=dict(size=14), automargin=True, yref="paper", y=1,
+                   yanchor="bottom", pad=dict(b=8)),
         xaxis=xaxis,
         yaxis=dict(title=dict(text="token"), tickmode="array", tickvals=rows,
                    ticktext=_token_ticks(tokens), autorange="reversed"),

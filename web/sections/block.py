@@ -213,8 +213,12 @@ def stream_and_lens(model, run, tokens, pos) -> dict:
                           p=float(p[i])) for i in top],
             final_p=float(p[final_top])))
     final_text = token_plain(model.tokenizer, final_top)
+    # with tied embeddings the read-out of the embeddings alone scores each token by its own
+    # row against the input's row: said when the top guess is indeed the input token itself
+    first = rows[0]["guesses"][0]
+    self_guess = first if cfg.tied_embeddings and first["id"] == int(run.ids[pos]) else None
     return dict(
-        lens_rows=rows, final_top=dict(id=final_top, text=final_text),
+        lens_rows=rows, self_guess=self_guess, final_top=dict(id=final_top, text=final_text),
         norms_figure=figures.norms_heatmap(norms.T, tokens, stages),
         lens_figure=figures.lens_figure([r["final_p"] for r in rows], final_text,
                                         [r["stage"] for r in rows]),
