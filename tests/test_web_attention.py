@@ -144,6 +144,31 @@ def test_strongest_heads_are_named_with_their_numbers(client, model):
                                          for k in ("previous", "first", "same")]
 
 
+def test_measures_are_drawn_as_one_bar_per_head(client, model):
+    run = run_of(model)
+    page = text_of(client.get(url("/", prompt=PROMPT), headers=every_section()))
+    patterns = stack_layers(run.cache, "attn.hook_pattern", model.config.n_layers)
+    measures = head_measures(patterns, run.ids)
+    fig = figures_of(page)[-1]
+    L, H = model.config.n_layers, model.config.n_heads
+    bars = fig["data"]
+    assert all(b["type"] == "bar" for b in bars) and len(bars) == 4 * L
+    for k, kind in enumerate(["previous", "first", "same", "induction"]):
+        for layer in range(L):
+            b = bars[k * L + layer]
+            assert b["name"] == f"layer {layer}" and len(b["y"]) == H
+            np.testing.assert_allclose(b["y"], np.round(measures[kind][layer], 3))
+
+
+def test_attention_disclosures_open_from_the_url(client):
+    closed = text_of(client.get(url("/", prompt=PROMPT), headers=every_section()))
+    assert '<details class="deeper" id="deeper-att-measures" data-deeper="att-measures">' in closed
+    page = text_of(client.get(url("/", prompt=PROMPT, open="att-softmax,att-measures"),
+                              headers=every_section()))
+    for d in ("att-softmax", "att-measures"):
+        assert f'<details class="deeper" id="deeper-{d}" data-deeper="{d}" open>' in page
+
+
 def test_without_repeats_induction_is_not_measured_and_a_repeat_is_offered(client):
     prompt = "Emma was handsome, clever and rich"
     page = text_of(client.get(url("/", prompt=prompt, att_head="2"), headers=every_section()))

@@ -10,7 +10,7 @@ Written as plain Plotly JSON (web.figures.figure_json), 32 heatmap traces and al
 """
 import numpy as np
 
-from web.figures import (ACCENT, SEQUENTIAL, base_layout, figure_json, label, signed_colours,
+from web.figures import (ACCENT, PALETTE, SEQUENTIAL, base_layout, figure_json, label, signed_colours,
                          typed_array)
 
 MASKED = "#c9ccd3"            # grey of masked cells: in neither colour scale
@@ -84,7 +84,7 @@ def token_matrix_figure(matrix, labels, title, row, *, kind) -> str:
     outline = dict(type="rect", x0=-0.5, x1=row + 0.5, y0=row - 0.5, y1=row + 0.5,
                    line=dict(color=CHOSEN, width=3))
     layout = base_layout(
-        title=dict(text=title), height=min(620, 160 + 14 * T) + 60,
+        title=dict(text=title), height=min(760, 180 + 20 * T),
         shapes=[outline],
         xaxis=dict(title=dict(text="key token (looked at)"), tickangle=-60,
                    **_token_axis(labels, every)),
@@ -98,28 +98,35 @@ MEASURE_TITLES = {"previous": "previous token", "first": "first token",
 
 
 def head_measures_figure(measures: dict) -> str:
-    """One small heatmap per measure: [L, H] averages, the number written in each cell."""
+    """One bar chart per measure, stacked: a bar per head ([L, H] averages), the heads of a
+    layer side by side in the layer's colour, so the strongest heads stand out by height."""
     names = [k for k in ("previous", "first", "same", "induction") if measures.get(k) is not None]
     L, H = measures["previous"].shape
-    gap, width = 0.03, (1 - 0.03 * (len(names) - 1)) / len(names)
-    data, layout = [], dict(
-        height=150 + 34 * L, margin=dict(l=10, r=10, t=40, b=10), annotations=[],
-        coloraxis=dict(cmin=0, cmax=1, colorscale=WEIGHTS, showscale=False))
+    n, gap = len(names), 0.07
+    height = (1 - gap * (n - 1)) / n
+    x = [layer * (H + 1) + h for layer in range(L) for h in range(H)]      # a gap between layers
+    data, layout = [], dict(height=90 + 190 * n, margin=dict(l=10, r=10, t=30, b=10),
+                            annotations=[], showlegend=True, barmode="overlay",
+                            legend=dict(orientation="h", x=0, y=1.0, yanchor="bottom"))
     for i, name in enumerate(names):
         ax = "" if i == 0 else str(i + 1)
-        data.append(dict(
-            type="heatmap", z=np.round(np.asarray(measures[name], dtype=np.float64), 3).tolist(),
-            xaxis="x" + ax, yaxis="y" + ax, coloraxis="coloraxis",
-            texttemplate="%{z:.2f}", textfont=dict(size=11),
-            hovertemplate=f"{MEASURE_TITLES[name]}: layer %{{y}}, head %{{x}}: "
-                          "%{z:.3f}<extra></extra>"))
-        x0 = i * (width + gap)
-        layout["xaxis" + ax] = dict(domain=[x0, x0 + width], dtick=1, anchor="y" + ax,
-                                    title=dict(text="head"), showgrid=False, zeroline=False)
-        layout["yaxis" + ax] = dict(autorange="reversed", dtick=1, anchor="x" + ax,
-                                    showticklabels=i == 0, showgrid=False,
-                                    zeroline=False, title=dict(text="layer" if i == 0 else ""))
-        layout["annotations"].append(dict(
-            text=MEASURE_TITLES[name], x=x0 + width / 2, y=1.0, xref="paper", yref="paper",
-            xanchor="center", yanchor="bottom", showarrow=False))
+        values = np.asarray(measures[name], dtype=np.float64)
+        for layer in range(L):
+            data.append(dict(
+                type="bar", x=x[layer * H:(layer + 1) * H],
+                y=np.round(values[layer], 3).tolist(), xaxis="x" + ax, yaxis="y" + ax,
+                name=f"layer {layer}", legendgroup=f"layer {layer}", showlegend=i == 0,
+                marker=dict(color=PALETTE[layer % len(PALETTE)]),
+                customdata=list(range(H)),
+                hovertemplate=f"{MEASURE_TITLES[name]}: layer {layer}, head %{{customdata}}: "
+                              "%{y:.3f}<extra></extra>"))
+        top = 1 - i * (height + gap)
+        layout["yaxis" + ax] = dict(domain=[top - height, top], range=[0, 1.05], dtick=0.5,
+                                    anchor="x" + ax, title=dict(text=MEASURE_TITLES[name]))
+        layout["xaxis" + ax] = dict(
+            anchor="y" + ax, showgrid=False, zeroline=False, range=[-1, L * (H + 1) - 1],
+            tickvals=[layer * (H + 1) + h for layer in range(L) for h in range(0, H, max(1, H // 4))],
+            ticktext=[f"{h}" for layer in range(L) for h in range(0, H, max(1, H // 4))])
+        if i == n - 1:
+            layout["xaxis" + ax]["title"] = dict(text="head, grouped by layer")
     return figure_json(data, base_layout(**layout))
