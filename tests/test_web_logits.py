@@ -86,13 +86,14 @@ def test_confident_example_is_the_most_confident_candidate(client, model):
     best = max(CANDIDATES, key=lambda c: top_p(c[1]))[1]
     _, page = logits_section(client)
     link = re.search(r'<a class="button-link" id="lg-try" href="([^"]+)">', page).group(1)
+    # at T = 1, so the page it opens shows the probability written here
     assert urllib.parse.parse_qs(urllib.parse.urlsplit(html.unescape(link)).query) == {
-        "prompt": [best]}
+        "prompt": [best], "lg_temp": ["1"]}
     assert top_p(best) > 0.9                    # the default model is sure of a name
     rows = table_rows(page, "Candidate prompts and the model's top guess")
     assert rows[0][3] == f"{100 * top_p(best):.2f}%"
     # following the link shows the same probability for the next token
-    _, there = logits_section(client, prompt=best)
+    _, there = logits_section(client, prompt=best, lg_temp="1")
     assert strong(there, "lg-top-p") == f"{100 * top_p(best):.2f}%"
     assert "It was trained only on Jane Austen's six novels" in page
     france = next(r for r in rows if r[0] == "not in the corpus")

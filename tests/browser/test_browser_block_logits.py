@@ -88,11 +88,11 @@ def test_temperature_slider_reshapes_the_real_distribution(page, model, page_err
 
 
 def test_confident_example_is_one_click_away(page, model):
-    goto(page)
+    goto(page, open="lg-confident")                      # the examples' disclosure open
     page.get_by_role("link", name=re.compile("Try the most confident one")).click()
     expect(page).to_have_url(re.compile(r"prompt=the(%20|\+)advice"))
     logits = model.forward(model.tokenizer.encode_ordinary("the advice of Lady Catherine de"))
-    p = softmax_with_temperature(logits[-1], 0.7)        # the section's default temperature
+    p = softmax(logits[-1])                              # the link sets T = 1
     expect(page.locator("#lg-top-p")).to_have_text(f"{100 * p.max():.2f}%")
     expect(page.get_by_label("Prompt", exact=True)).to_have_value(
         "the advice of Lady Catherine de")

@@ -98,7 +98,7 @@ def test_number_and_choice_predictions_compare_with_the_models_answer(page, mode
 
     prompt = "Emma Woodhouse, handsome, clever, and rich"
     ids = model.tokenizer.encode(prompt)
-    page.goto("/?prompt=" + prompt)
+    page.goto("/?prompt=" + prompt + "&open=sp-stages")    # top-p's question is in that disclosure
 
     kv = page.locator("#kvcache .predict")
     n_tokens = len(ids) + next(p.default for p in KV_PARAMS if p.name == "kv_new")

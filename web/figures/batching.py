@@ -62,22 +62,22 @@ def timeline_figure(schedule, title: str) -> str:
         colour = REQUEST_COLOURS[rid % len(REQUEST_COLOURS)]
         data.append(dict(
             type="bar", x=tr["x"], base=tr["base"], y=tr["y"], orientation="h", name=tr["name"],
-            text=tr["text"], textposition="inside", insidetextanchor="middle",
+            text=tr["text"], textposition="inside", insidetextanchor="middle", textangle=0,
             marker=dict(color=colour, opacity=0.3 if padding else 1.0,
                         line=dict(color="white", width=1)),
-            customdata=tr["custom"], showlegend=not padding,
+            customdata=tr["custom"], showlegend=False,     # each bar is labelled with its request
             hovertemplate=tr["name"] + ": steps %{customdata[0]}-%{customdata[1]}, "
                           "%{customdata[2]:.1f}-%{customdata[3]:.1f} ms<extra></extra>"))
     return figure_json(data, base_layout(
         title=dict(text=f"{title}: {len(schedule.steps)} steps, "
                         f"{schedule.makespan_ms:.0f} ms"),
         barmode="overlay", bargap=0.25,
-        xaxis=dict(title=dict(text="time (ms, from the measured step costs)"),
+        xaxis=dict(title=dict(text="time (ms, measured step costs)"),
                    rangemode="tozero"),
         yaxis=dict(title=dict(text="batch slot"), autorange="reversed", type="category",
                    categoryorder="array",
                    categoryarray=[f"slot {i}" for i in range(schedule.n_slots)]),
-        height=140 + 34 * schedule.n_slots, legend=dict(orientation="h", y=-0.35)))
+        height=120 + 34 * schedule.n_slots))
 
 
 def memory_figure(rows, block: int) -> str:

@@ -62,15 +62,20 @@ def tree_figure(search, names, greedy_nodes, best_nodes) -> str:
              hoverinfo="skip", showlegend=False),
     ]
     depth = max(1, max((-v for v in y.values()), default=0))
+    # The kept beams are the top ranks; below them come many pruned proposals. The plot shows
+    # the top ranks with room for their labels; the rest run off the bottom (pan to see them).
+    shown = min(depth, 2 * search.width + 1)
+    title = (f"Beam width {search.width}: every proposal" if shown == depth else
+             f"Beam width {search.width}: top {shown + 1} of {depth + 1} proposals per step")
     layout = base_layout(
-        title=dict(text=f"Beam search, width {search.width}: every proposal"),
-        height=min(1100, 300 + 36 * depth), hovermode="closest",
+        title=dict(text=title),
+        height=260 + 44 * shown, hovermode="closest",
         legend=dict(orientation="h", y=-0.08, x=0),
         xaxis=dict(title=dict(text="new token (step)"), tickmode="array",
                    tickvals=list(range(-1, search.steps)),
                    ticktext=["prompt"] + [str(s + 1) for s in range(search.steps)],
                    range=[-1.8, search.steps - 0.4], zeroline=False),
-        yaxis=dict(title=dict(text="rank of the total log p at this step"),
+        yaxis=dict(title=dict(text="rank by total log p"), range=[-shown - 0.4, 0.9],
                    showticklabels=False, zeroline=False),
         annotations=[dict(text="labels: token, log p | total log p so far", xref="paper",
                           yref="paper", x=0, y=1.0, xanchor="left", yanchor="bottom",

@@ -19,7 +19,7 @@ def probs_figure(texts: list, p1, pt, temp: float) -> str:
         xaxis=dict(title=dict(text="token (rank by score)"), tickangle=-50),
         yaxis=dict(title=dict(text="probability"), range=[0, 1], tickformat=".0%"),
         legend=dict(orientation="h", x=0, y=1.0, yanchor="bottom"),
-        margin=dict(l=10, r=10, t=80, b=10), height=440))
+        margin=dict(l=10, r=10, t=80, b=10), height=380))
 
 
 def entropy_figure(temps: list, entropies: list, temp: float, entropy: float) -> str:

@@ -19,7 +19,7 @@ from web.params import Param
 from web.tokens import token_plain
 
 TOP = 10                                  # rows of the table
-TOP_BARS = 20                             # bars in the figure
+TOP_BARS = 12                             # bars in the figure
 CURVE_TEMPERATURES = np.round(np.arange(0.05, 2.0001, 0.05), 2)   # the entropy-vs-T curve
 
 PARAMS = (
