@@ -49,8 +49,10 @@ def test_rope_numbers_are_the_engines(client, model):
 def test_sinusoid_figure_is_the_formula_for_the_chosen_base(client, model):
     page = part(text_of(client.get(url("/", pos_base=500), headers=every_section())))
     fig = next(f for f in figures(page) if "Sinusoidal" in f["layout"]["title"]["text"])
-    z = array(fig["data"][0]["z"])
-    np.testing.assert_allclose(z, sinusoidal_encoding(64, model.config.d_model, 500), atol=1e-3)
+    pe = sinusoidal_encoding(64, model.config.d_model, 500)
+    sin, cos = (array(t["z"]) for t in fig["data"])          # drawn apart, not interleaved
+    np.testing.assert_allclose(sin, pe[:, 0::2], atol=1e-3)
+    np.testing.assert_allclose(cos, pe[:, 1::2], atol=1e-3)
     assert "Sinusoidal encodings, base 500" == fig["layout"]["title"]["text"]
     assert "does not use these" in page
 
@@ -150,3 +152,11 @@ def test_both_sections_work_on_other_checkpoints(fixture):
         assert r.status_code == 200, (path, error_message(text_of(r), "prompt"))
     assert f"{m.config.vocab_size:,} tokens" in text_of(client.get(
         "/section/embeddings?prompt=the", headers=HX))
+
+
+def test_positions_disclosures_open_from_the_url(client):
+    closed = part(text_of(client.get(url("/"), headers=every_section())))
+    assert '<details class="deeper" id="deeper-pos-rope" data-deeper="pos-rope">' in closed
+    page = part(text_of(client.get(url("/", open="pos-rope,pos-order"), headers=every_section())))
+    for d in ("pos-rope", "pos-order"):
+        assert f'<details class="deeper" id="deeper-{d}" data-deeper="{d}" open>' in page

@@ -1,7 +1,7 @@
 """Figures of the positions section."""
 import numpy as np
 
-from web.figures import (ACCENT, INK, MUTED, base_layout, figure_json, label, signed_colours,
+from web.figures import (ACCENT, DIVERGING, INK, MUTED, base_layout, figure_json, label, signed_colours,
                          typed_array)
 
 # a cyclic scale (an angle of 180 degrees meets -180), as plotly.js has no named cyclic scale:
@@ -58,16 +58,26 @@ def position_similarity(similarity) -> str:
 
 
 def sinusoid_heatmap(pe, base: int) -> str:
-    """Sinusoidal encodings: one row per position, columns sin/cos alternating."""
-    heatmap = dict(
-        type="heatmap", z=typed_array(np.round(pe, 3).astype(np.float32)),
-        **signed_colours(1.0),
-        hovertemplate="position %{y}, dimension %{x}: %{z:.3f}<extra></extra>",
-        colorbar=dict(thickness=12))
-    return figure_json([heatmap], base_layout(
+    """Sinusoidal encodings, one row per position: the sine dimensions (0, 2, 4, ...) on the
+    left and the cosine dimensions (1, 3, 5, ...) on the right, each by its frequency index i,
+    so each half shows its waves slowing from left to right instead of interleaving."""
+    pe = np.round(np.asarray(pe), 3).astype(np.float32)
+    halves = [(pe[:, 0::2], "sin", "x", "y"), (pe[:, 1::2], "cos", "x2", "y2")]
+    data = [dict(type="heatmap", z=typed_array(np.ascontiguousarray(z)), xaxis=xa, yaxis=ya,
+                 coloraxis="coloraxis",
+                 hovertemplate=f"position %{{y}}, {name} of frequency i = %{{x}} "
+                               "(dimension " + ("2i" if name == "sin" else "2i+1")
+                               + "): %{z:.3f}<extra></extra>")
+            for z, name, xa, ya in halves]
+    return figure_json(data, base_layout(
         title=dict(text=f"Sinusoidal encodings, base {base:,}"),
-        xaxis=dict(title=dict(text="dimension (even: sin, odd: cos)")),
-        yaxis=dict(title=dict(text="position (token)"), autorange="reversed"), height=420))
+        coloraxis=dict(colorscale=DIVERGING, cmid=0, cmin=-1, cmax=1, colorbar=dict(thickness=12)),
+        xaxis=dict(title=dict(text="sin: frequency i (dimension 2i)"), domain=[0, 0.47]),
+        xaxis2=dict(title=dict(text="cos: frequency i (dimension 2i+1)"), domain=[0.53, 1],
+                    anchor="y2"),
+        yaxis=dict(title=dict(text="position (token)"), autorange="reversed"),
+        yaxis2=dict(autorange="reversed", anchor="x2", matches="y", showticklabels=False),
+        height=420))
 
 
 def rope_angles_heatmap(angles, labels: list, q_at: int) -> str:
