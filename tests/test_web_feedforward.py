@@ -75,6 +75,26 @@ def test_the_curve_carries_the_real_values(client, model):
     assert hist["data"][0]["y"] == counts.tolist() and sum(hist["data"][0]["y"]) == 768
 
 
+def test_neuron_numbers_on_the_curve_do_not_crowd(client, model):
+    page = text_of(client.get(url("/", prompt=PROMPT, ffn_layer=2, ffn_token=5), headers=every_section()))
+    _, dots, top = figures_of(page)[0]["data"]
+    xs, ys = decoded(top["x"]), decoded(top["y"])
+    named = [k for k, t in enumerate(top["text"]) if t]
+    assert named and [top["text"][k] for k in named] == [str(top["customdata"][k]) for k in named]
+    span = np.array([xs.max() - xs.min(), ys.max() - ys.min()])
+    for i in named:
+        for j in named:
+            if i < j:
+                assert np.abs((np.array([xs[i] - xs[j], ys[i] - ys[j]])) / span).max() > 0.07
+
+
+def test_feedforward_disclosures_open_from_the_url(client):
+    closed = text_of(client.get(url("/", prompt=PROMPT), headers=every_section()))
+    assert '<details class="deeper" id="deeper-ffn-neurons" data-deeper="ffn-neurons">' in closed
+    page = text_of(client.get(url("/", prompt=PROMPT, open="ffn-neurons"), headers=every_section()))
+    assert '<details class="deeper" id="deeper-ffn-neurons" data-deeper="ffn-neurons" open>' in page
+
+
 def test_formula_check_is_stated(client, model):
     page = " ".join(text_of(client.get(url("/", prompt=PROMPT), headers=every_section())).split())
     assert "This model uses SwiGLU." in page

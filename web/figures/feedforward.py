@@ -3,6 +3,7 @@ and the histogram of that token's activations. Plain Plotly JSON (web.figures.fi
 import numpy as np
 
 from web.figures import base_layout, figure_json, typed_array
+from web.figures.embeddings import separated_labels
 
 CURVE, POINTS, TOP = "#14213d", "#4a8fc9", "#b4451f"
 
@@ -13,6 +14,9 @@ def activation_figure(curve_x, curve_y, xs, ys, top, function: str, layer: int, 
     cartesian bundle, which has no WebGL traces (no scattergl)."""
     f32 = lambda a: typed_array(np.asarray(a, dtype=np.float32))  # noqa: E731
     top = np.asarray(top)
+    # numbers only where they do not crowd another marked neuron (the rest: hover)
+    named = set(separated_labels(np.stack([np.asarray(xs)[top], np.asarray(ys)[top]], 1),
+                                 min_gap=0.07))
     data = [
         dict(type="scatter", mode="lines", x=f32(curve_x), y=f32(curve_y), name=function,
              line=dict(color=CURVE, width=2), hoverinfo="skip"),
@@ -23,10 +27,12 @@ def activation_figure(curve_x, curve_y, xs, ys, top, function: str, layer: int, 
              hovertemplate=f"neuron %{{customdata}}<br>input %{{x:.4f}}<br>{function}(input) "
                            "%{y:.4f}<extra></extra>"),
         dict(type="scatter", mode="markers+text", x=f32(xs[top]), y=f32(ys[top]),
-             name="most active", text=[str(int(n)) for n in top], textposition="top center",
-             textfont=dict(color=TOP, size=12),
+             name="most active", text=[str(int(n)) if k in named else ""
+                                       for k, n in enumerate(top)],
+             customdata=[int(n) for n in top], textposition="middle right",
+             textfont=dict(color=TOP, size=14),
              marker=dict(color=TOP, size=10, line=dict(color="white", width=1)),
-             hovertemplate="neuron %{text}<br>input %{x:.4f}<br>" + function
+             hovertemplate="neuron %{customdata}<br>input %{x:.4f}<br>" + function
                            + "(input) %{y:.4f}<extra></extra>"),
     ]
     layout = base_layout(
