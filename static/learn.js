@@ -22,15 +22,21 @@
   function currentStep() { return Number(($("tour-bar") || {}).value || 1); }
   function presenting() { return document.body.classList.contains("present"); }
 
+  // The element a step shows. In presentation mode the first step, the prompt, is shown by the
+  // overview: the whole pass of the prompt on one slide.
+  function overview() { return $("overview") || document.querySelector("section.ov"); }
+  function stepTarget(n) {
+    var li = steps()[n - 1], target = li && li.getAttribute("data-target");
+    if (target === "prompt" && presenting() && overview()) target = overview().id;
+    return target;
+  }
+
   function markCurrent() {
-    var open = tourOpen(), target = null;
-    if (open) {
-      var li = steps()[currentStep() - 1];
-      target = li && li.getAttribute("data-target");
-    }
+    var open = tourOpen(), target = open ? stepTarget(currentStep()) : null;
     document.querySelectorAll(".section").forEach(function (s) {
       s.classList.toggle("current", open && s.id === target);
     });
+    fitSlide();
     return target;
   }
 
@@ -63,9 +69,82 @@
     document.body.classList.toggle("present", on);
     $("present-toggle").setAttribute("aria-pressed", on ? "true" : "false");
     setParam("present", on ? 1 : 0, 0);
+    // a new presentation starts with every answer hidden again
+    if (!on) {
+      document.querySelectorAll(".predict[data-shown-in]").forEach(function (box) {
+        box.removeAttribute("data-shown-in");
+      });
+    }
+    restorePredictions(document.body);
     if (on && !tourOpen()) showStep(1);
     else markCurrent();
     redrawPlots();
+    fitSlide();
+  }
+
+  // --- presentation mode: each step is a slide that fits the screen ---------------------------
+  // The current section is scaled (CSS zoom, which lays it out again at the smaller size) to the
+  // largest factor at which the page needs no vertical scrolling, but never below MIN_ZOOM, so
+  // that a figure's labels stay readable. The factor is found by bisection: reflowed text makes
+  // the height a step function of the factor, not a proportion.
+  var MIN_ZOOM = 0.5;
+  var fitting = false;
+  function overflow() { return document.scrollingElement.scrollHeight - window.innerHeight; }
+  function fitSlide(settled) {
+    if (fitting) return;
+    fitting = true;
+    try {
+      document.querySelectorAll(".section.slide-fit").forEach(function (s) {
+        s.style.zoom = "";
+        s.classList.remove("slide-fit");
+      });
+      var slide = presenting() && document.querySelector(".section.current");
+      if (!slide) return;
+      slide.classList.add("slide-fit");
+      if (overflow() <= 0) return;
+      var lo = MIN_ZOOM, hi = 1;
+      slide.style.zoom = String(lo);
+      if (overflow() > 0) return;                  // at the smallest readable size: it scrolls
+      for (var i = 0; i < 7; i++) {
+        var mid = (lo + hi) / 2;
+        slide.style.zoom = String(mid);
+        if (overflow() > 0) hi = mid; else lo = mid;
+      }
+      slide.style.zoom = lo.toFixed(3);
+      // the figures redrawn at the new width may be a little taller: once they are, fit again
+      // (without redrawing them again)
+      if (settled !== true) {
+        Promise.all(resizePlots(slide)).then(function () {
+          if (presenting() && overflow() > 0) fitSlide(true);
+        }, function () { /* a figure replaced meanwhile: its new one is drawn to fit */ });
+      }
+    } finally {
+      fitting = false;
+    }
+  }
+  // Plotly sizes a figure to its box when drawn and on window resizes; a slide's zoom changes
+  // the box's width otherwise, so its figures are redrawn at the new size.
+  function resizePlots(root) {
+    if (typeof Plotly === "undefined" || !Plotly.Plots) return [];
+    return Array.prototype.slice.call(root.querySelectorAll(".js-plotly-plot"))
+      .filter(function (el) { return el.getClientRects().length; })
+      .map(function (el) { return Plotly.Plots.resize(el); });
+  }
+  var refit = null;
+  function fitSoon() {
+    if (!presenting()) return;
+    window.clearTimeout(refit);
+    refit = window.setTimeout(fitSlide, 60);
+  }
+  window.addEventListener("resize", fitSoon);
+
+  // R in presentation mode shows the answers of the current slide's predictions, as each one's
+  // "Just show me" does: the room guesses aloud, the presenter reveals.
+  function revealSlide() {
+    var slide = document.querySelector(".section.current");
+    if (!slide) return;
+    slide.querySelectorAll(".predict:not(.revealed)").forEach(function (box) { reveal(box, "nothing"); });
+    fitSlide();
   }
 
   // --- theme ---------------------------------------------------------------------------------
@@ -108,6 +187,7 @@
     box.querySelector(".predict-commit").disabled = true;
     box.querySelectorAll("input").forEach(function (i) { i.disabled = true; });
     box.classList.add("revealed");
+    if (presenting()) box.setAttribute("data-shown-in", "present");
   }
 
   function commit(box) {
@@ -127,13 +207,25 @@
     reveal(box, guess);
   }
 
+  // A guess kept in this browser reveals its answer when the page loads. Not in presentation
+  // mode: the presenter's own earlier guesses would give the answers away to the room; there a
+  // prediction shows its answer only once revealed during the presentation (R, or its buttons).
   function restorePredictions(root) {
     root.querySelectorAll(".predict").forEach(function (box) {
       var saved = null;
       try { saved = window.localStorage.getItem(guessKey(box)); } catch (e) { /* none */ }
-      if (saved !== null) reveal(box, saved);
-      else gate(box, true);
+      if (presenting() && box.getAttribute("data-shown-in") !== "present") conceal(box);
+      else if (saved !== null) reveal(box, saved);
+      else if (!box.classList.contains("revealed")) gate(box, true);
     });
+  }
+
+  function conceal(box) {
+    gate(box, true);
+    box.querySelector(".predict-reveal").hidden = true;
+    box.querySelector(".predict-commit").disabled = false;
+    box.querySelectorAll("input").forEach(function (i) { i.disabled = false; });
+    box.classList.remove("revealed");
   }
 
   // --- exports -------------------------------------------------------------------------------
@@ -266,6 +358,7 @@
     if ((e.key === "ArrowRight" || e.key === "PageDown") && tourOpen()) { showStep(currentStep() + 1); e.preventDefault(); }
     else if ((e.key === "ArrowLeft" || e.key === "PageUp") && tourOpen()) { showStep(currentStep() - 1); e.preventDefault(); }
     else if (e.key === "p" || e.key === "P") { setPresent(!presenting()); e.preventDefault(); }
+    else if ((e.key === "r" || e.key === "R") && presenting()) { revealSlide(); e.preventDefault(); }
     else if (e.key === "Escape" && tourOpen()) { closeTour(); e.preventDefault(); }
   });
 
