@@ -3,7 +3,12 @@
 Starts the app as `make run` does (app.py, default model and workers) on a free port of
 127.0.0.1, drives Debian's chromium through Playwright at 1280x900, and prints:
 - first load: bytes transferred (compressed sizes as sent) and seconds until the network is idle;
-- page length in screens of 900 px, once every section has loaded (every disclosure closed);
+- page length in screens of 900 px, once every section has loaded, every disclosure closed
+  (target: at most 25 screens);
+- each section's core at 1280x800: the height of its box with its disclosures closed (target:
+  at most 800 px, one screen), and the sections over it;
+- the prose of the cores: words of paragraphs and list items outside tables, figures and "Go
+  deeper" disclosures, all sections together (target: at most 3,000) and per section;
 - for every slider and select inside a section: the time from the key press (a slider's arrow
   key; a select's next option) to the last change of the page it caused (a MutationObserver,
   settled when nothing has changed for QUIET_MS and no request is in flight), and the bytes
@@ -28,6 +33,9 @@ CHROMIUM = "/usr/bin/chromium"
 ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking",
         "--disable-component-update", "--disable-sync", "--no-first-run", "--disable-quic"]
 WIDTH, HEIGHT = 1280, 900
+CORE_HEIGHT = 800              # a core is one screen of a 1280x800 laptop
+TARGET_SCREENS = 25
+TARGET_CORE_WORDS = 3000
 QUIET_MS = 600
 TIMEOUT_S = 20
 
@@ -94,6 +102,60 @@ def load_everything(page):
     page.wait_for_load_state("networkidle")
 
 
+CLOSE_ALL = """() => document.querySelectorAll('details[open]')
+  .forEach(d => { d.open = false; })"""
+
+# Height of each section's box (the overview's too), as laid out now.
+CORE_HEIGHTS = """() => Array.from(document.querySelectorAll('#overview, #sections > section.section'))
+  .map(s => [s.id, Math.round(s.getBoundingClientRect().height)])"""
+
+# Words of prose per section: the visible text of each paragraph and list item (not a token
+# chip) outside tables, figures and "Go deeper" disclosures, each counted once (an item inside a
+# counted one is part of it). A word is a run of non-space characters with a letter or digit.
+CORE_WORDS = """() => Array.from(document.querySelectorAll('#sections > section.section')).map(s => {
+  const outside = 'table, figure, .plot, .plot-box, details.deeper, .chip, .chips';
+  const counted = Array.from(s.querySelectorAll('p, li')).filter(el =>
+    !el.closest(outside) && el.getClientRects().length &&
+    !(el.parentElement && el.parentElement.closest('p, li')));
+  const words = counted.reduce((n, el) =>
+    n + el.innerText.split(/\\s+/).filter(w => /[\\p{L}\\p{N}]/u.test(w)).length, 0);
+  return [s.id, words];
+})"""
+
+
+def measure_cores(page) -> dict:
+    """Page length with every disclosure closed (at WIDTH x HEIGHT), then each core's height at
+    1280x800 and the words of the cores' prose."""
+    result = {}
+    page.evaluate(CLOSE_ALL)
+    page.wait_for_timeout(300)
+    height = page.evaluate("() => document.documentElement.scrollHeight")
+    result["page"] = {"height_px": height, "screens": round(height / HEIGHT, 1),
+                      "target_screens": TARGET_SCREENS}
+    print(f"page, every section loaded, every disclosure closed: {height:,} px = "
+          f"{height / HEIGHT:.1f} screens of {HEIGHT} px (target <= {TARGET_SCREENS})")
+
+    page.set_viewport_size({"width": 1280, "height": CORE_HEIGHT})
+    page.wait_for_timeout(1000)                  # figures follow the window's resize
+    heights = dict(page.evaluate(CORE_HEIGHTS))
+    over = {sid: h for sid, h in heights.items() if h > CORE_HEIGHT}
+    result["cores"] = {"viewport": f"1280x{CORE_HEIGHT}", "target_px": CORE_HEIGHT,
+                       "height_px": heights, "over_target": over}
+    print(f"cores at 1280x{CORE_HEIGHT}: {len(heights) - len(over)} of {len(heights)} fit "
+          f"{CORE_HEIGHT} px")
+    for sid, h in over.items():
+        print(f"  over: {sid} {h:,} px ({h / CORE_HEIGHT:.1f} screens)")
+
+    words = dict(page.evaluate(CORE_WORDS))
+    total = sum(words.values())
+    result["prose"] = {"words": total, "target_words": TARGET_CORE_WORDS, "per_section": words}
+    print(f"prose of the cores: {total:,} words (target <= {TARGET_CORE_WORDS:,}); most: " +
+          ", ".join(f"{sid} {n}" for sid, n in sorted(words.items(), key=lambda kv: -kv[1])[:5]))
+    page.set_viewport_size({"width": WIDTH, "height": HEIGHT})
+    page.wait_for_timeout(500)
+    return result
+
+
 def controls(page) -> list:
     return page.evaluate("""() => Array.from(document.querySelectorAll(
         'section.section input[type=range], section.section select'))
@@ -152,10 +214,7 @@ def main(argv=None):
                   f"{first_s:.2f} s to network idle")
 
             load_everything(page)
-            height = page.evaluate("() => document.documentElement.scrollHeight")
-            result["page"] = {"height_px": height, "screens": round(height / HEIGHT, 1)}
-            print(f"page, every section loaded: {height:,} px = {height / HEIGHT:.1f} screens "
-                  f"of {HEIGHT} px")
+            result.update(measure_cores(page))
 
             page.evaluate(WATCH)
             found = controls(page)
