@@ -56,14 +56,14 @@ def test_neighbour_table_is_the_pipelines(client, model):
 
 def test_cosine_matrix_raw_rows_and_map_are_the_models(client, model):
     page = embeddings_part(text_of(client.get(url("/", prompt=PROMPT))))
-    cos, heat, vocab = figures(page)[:3]
+    cos, vocab, heat = figures(page)[:3]
     ids = model.tokenizer.encode(PROMPT)
     W = model.params["wte"]
     unit = W[ids] / np.linalg.norm(W[ids], axis=1, keepdims=True)
     np.testing.assert_allclose(array(cos["data"][0]["z"]), unit @ unit.T, atol=1e-5)
     np.testing.assert_allclose(array(heat["data"][0]["z"]), W[ids], atol=1e-4)
     assert len(heat["layout"]["yaxis"]["ticktext"]) == len(ids)   # repeated tokens keep rows
-    assert len(cos["layout"]["xaxis"]["ticktext"]) == len(ids)
+    assert len(cos["layout"]["yaxis"]["ticktext"]) == len(ids)
     coords, _, explained = pca_2d(W)
     far, _ = far_rows(W)
     dots, marked, highlight = vocab["data"]
@@ -90,7 +90,7 @@ def test_far_rows_are_the_long_cluster_and_none_in_a_random_table(model):
 
 def test_prompt_labels_on_the_map_do_not_pile_up(client, model):
     page = embeddings_part(text_of(client.get(url("/", prompt=PROMPT))))
-    highlight = figures(page)[2]["data"][2]
+    highlight = figures(page)[1]["data"][2]
     xs, ys = array(highlight["x"]), array(highlight["y"])
     pts = np.stack([xs, ys], 1)[[i for i, t in enumerate(highlight["text"]) if t]]
     span = np.stack([xs, ys], 1).max(0) - np.stack([xs, ys], 1).min(0)

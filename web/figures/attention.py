@@ -43,7 +43,7 @@ def head_grid_figure(grid, chosen_layer, chosen_head) -> str:
                    y0=chosen_layer * step - 0.9, y1=(chosen_layer + 1) * step - GRID_GAP - 0.1,
                    line=dict(color=CHOSEN, width=3))
     layout = base_layout(
-        height=60 + 110 * L, margin=dict(l=70, r=10, t=36, b=10), shapes=[outline],
+        height=50 + 86 * L, margin=dict(l=70, r=10, t=36, b=10), shapes=[outline],
         coloraxis=dict(cmin=MASK, cmax=100, colorscale=_grid_colorscale(), showscale=False),
         xaxis=dict(tickvals=[h * step + (n - 1) / 2 for h in range(H)],
                    ticktext=[f"head {h}" for h in range(H)], side="top", showgrid=False,

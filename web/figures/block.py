@@ -37,7 +37,7 @@ def tensor_heatmap(matrix, tokens: list, columns, title: str) -> str:
         xaxis=xaxis,
         yaxis=dict(title=dict(text="token"), tickmode="array", tickvals=rows,
                    ticktext=_token_ticks(tokens), autorange="reversed"),
-        height=max(300, 120 + 18 * len(rows))))
+        height=max(300, 110 + 17 * len(rows))))
 
 
 def norms_heatmap(norms, tokens: list, stages: list) -> str:

@@ -40,12 +40,14 @@ def cosine_matrix_heatmap(sims, labels: list) -> str:
         type="heatmap", z=typed_array(s), **signed_colours(1.0),
         hovertemplate="%{y} and %{x}: %{z:.3f}<extra></extra>",
         colorbar=dict(thickness=12, title=dict(text="cosine")))
-    axis = _token_axis(labels)
     return figure_json([heatmap], base_layout(
         title=dict(text="Cosine similarity of the prompt's token vectors"),
-        xaxis=dict(axis, autorange=True, tickangle=-60, showgrid=False),
-        yaxis=dict(axis, showgrid=False),
-        height=min(720, 160 + 24 * n)))
+        # across: the token's place only (its text is on the row of the same number)
+        xaxis=dict(title=dict(text="token (its place in the prompt)"), showgrid=False,
+                   tickmode="array", tickvals=list(range(n)),
+                   ticktext=[str(i) for i in range(n)], tickangle=0, side="bottom"),
+        yaxis=dict(_token_axis(labels), showgrid=False),
+        margin=dict(l=10, r=10, t=40, b=10), height=min(680, 110 + 17 * n)))
 
 
 def vocabulary_base(coords, labels: tuple, explained, far_ids=()) -> tuple:

@@ -37,7 +37,7 @@ def activation_figure(curve_x, curve_y, xs, ys, top, function: str, layer: int, 
     ]
     layout = base_layout(
         title=dict(text=f"{function} with the {len(xs)} values of token {token}, layer {layer}"),
-        height=440, showlegend=True, margin=dict(l=10, r=10, t=48, b=10),
+        height=380, showlegend=True, margin=dict(l=10, r=10, t=48, b=10),
         legend=dict(x=0.01, y=0.98, bgcolor="rgba(255,255,255,0.8)"),
         xaxis=dict(title=dict(text="input (pre-activation)"), zeroline=True,
                    zerolinecolor="#cfd6e3", automargin=True),
