@@ -94,14 +94,17 @@ def test_greedy_texts(client, model):
 def test_calculator_rows_are_the_formula(client):
     page = text_of(client.get(url("/section/quantization", q_group=64), headers=HX))
     rows = rows_of(page, "Weight memory of published models")
-    for name in ("Llama 2 7B", "Llama 3 8B", "Llama 3 70B"):
+    from web.sections.quantization import CALC_MODELS
+    assert list(rows) == list(CALC_MODELS)     # a few models: the block section lists them all
+    for name in CALC_MODELS:
         p = published(name)
         shown = rows[name]
-        assert shown[0] == f"{p.reported_params:,}"
-        for cell, s in zip(shown[2:], (None, quantize.INT8, quantize.int4(64))):
+        assert len(shown) == 3                 # only this section's columns: 16, 8, 4 bits
+        for cell, s in zip(shown, (None, quantize.INT8, quantize.int4(64))):
             memory = quantize.weight_memory(p.config, p.reported_params, s)
             assert cell == f"{memory.total_bytes / 1e9:.2f} GB"
-    assert rows["Llama 3 8B"][2] == "16.06 GB"               # 8,030,261,248 x 2 bytes
+    assert rows["Llama 3 8B"][0] == "16.06 GB"               # 8,030,261,248 x 2 bytes
+    assert 'href="#block"' in page
 
 
 def test_histogram_levels(client, model):
@@ -156,3 +159,25 @@ def test_state_round_trips_through_the_url(client):
 def test_default_prompt(client):
     assert client.get(url("/section/quantization", prompt=PROMPT.default),
                       headers=HX).status_code == 200
+
+
+def test_core_and_its_disclosure(client):
+    """The core states the measured shrink and perplexities of the table below it; the table
+    sits in a disclosure that the URL's `open` opens."""
+    page = text_of(client.get(url("/section/quantization", q_group=64), headers=HX))
+    rows = rows_of(page, "Quantized models compared")
+    m = re.search(r'<p class="stats" id="q-headline">(.*?)</p>', page, re.S)
+    text = re.sub(r"\s+", " ", html.unescape(re.sub(r"<[^>]+>", "", m.group(1))))
+    f32 = int(rows["float32"][0].replace(",", "").split()[0])
+    for name in ("int8", "int4-g64"):
+        size = int(rows[name][0].replace(",", "").split()[0])
+        assert f"{f32 / size:.2f}×" in text
+        assert f"{float(rows[name][-1]):.2f} ({name})" in text
+    assert f"{float(rows['float32'][-1]):.2f} in float32" in text
+    closed = r'<details class="deeper" id="deeper-q-measured"[^>]*\bopen\b'
+    assert not re.search(closed, page)
+    page = text_of(client.get(url("/section/quantization", open="q-measured"), headers=HX))
+    assert re.search(closed, page)
+    # int8's 255 levels are not drawn (they would merge into a band): the step is written
+    int8 = json.loads(html.unescape(re.findall(r'data-figure="([^"]*)"', page)[0]))
+    assert len(int8["data"]) == 1 and "255 levels" in int8["layout"]["title"]["text"]

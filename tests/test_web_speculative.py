@@ -92,12 +92,22 @@ def test_outcome_of_every_chip(client, model, draft):
     for r in run.rounds:
         for p in r.proposals:
             expected.append(("acc" if p.accepted else "rej",
-                             f"q = {p.q:.3f}, p = {p.p:.3f}, min(1, p/q) = "
+                             f"q = {p.q:.4g}, p = {p.p:.4g}, min(1, p/q) = "
                              f"{min(1, p.p / p.q):.3f}, u = {p.u:.3f}: "
                              f"{'accepted' if p.accepted else 'rejected'}"))
         expected.append(("res" if r.kind == "resampled" else "bonus",
-                         f"{r.kind} by the target (p = {r.p:.3f})"))
+                         f"{r.kind} by the target (p = {r.p:.4g})"))
     assert titles == expected
+    # under each chip: the probabilities in % with one decimal, "<0.1%" below 0.05%
+    def pct(x):
+        return "<0.1%" if x < 0.0005 else f"{100 * x:.1f}%"
+    shown = [html.unescape(re.sub(r"\s+", " ", t)).strip()
+             for t in re.findall(r'<span class="tid">(.*?)</span>', page, re.S)]
+    chips = []
+    for r in run.rounds:
+        chips += [f"q {pct(p.q)} · p {pct(p.p)}" for p in r.proposals]
+        chips.append(f"{r.kind} · p {pct(r.p)}")
+    assert shown[-len(chips):] == chips
 
 
 BAD = [
@@ -165,3 +175,26 @@ def test_help_lists_the_draft_model_option():
     out = subprocess.run([sys.executable, "app.py", "--help"], cwd=ROOT, capture_output=True,
                          text=True, timeout=120).stdout
     assert "--draft-model" in out and "LLM_EXPLAINER_DRAFT_MODEL" in out
+
+
+def test_headline_says_faster_or_slower_as_measured(app, client):
+    """The core's sentence about speed agrees with the measurement shown in the table: the same
+    ratio, the word that fits it, and the reason given when it is below 1 is the one measured."""
+    from web.sections.speculative import speed_table
+    lm = app.extensions["explainer_model"]
+    for mode, gamma in (("sample", 4), ("greedy", 2)):
+        page = text_of(client.get(url("/section/speculative", sp_mode=mode, sp_gamma=gamma),
+                                  headers=HX))
+        speed = speed_table(lm).modes[mode]
+        ref = speed.rows[gamma - 1]
+        speedup = (speed.alone_seconds / speed.n_alone) / (ref.seconds / ref.n_tokens)
+        assert cell(page, "sp-speedup") == f"{speedup:.2f}×"
+        m = re.search(r'<p class="stats" id="sp-headline">(.*?)</p>', page, re.S)
+        text = re.sub(r"\s+", " ", html.unescape(re.sub(r"<[^>]+>", "", m.group(1))))
+        if speedup >= 1:
+            assert f"{speedup:.2f}× faster than the target alone." in text
+        else:
+            assert f"{1 / speedup:.2f}× slower than the target alone, because" in text
+            if ref.verify_s > speed.target_step:
+                assert (f"a pass over {gamma + 1} tokens took {1000 * ref.verify_s:.2f} ms, not "
+                        f"one step's {1000 * speed.target_step:.2f} ms" in text)

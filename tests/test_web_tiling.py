@@ -2,6 +2,7 @@
 import html
 import re
 
+import numpy as np
 import pytest
 
 from pipeline.published import published
@@ -56,3 +57,38 @@ def test_bad_values_get_a_message_and_a_4xx(client, query, name, message):
     response = client.get(url("/section/tiling", **query), headers=HX)
     assert 400 <= response.status_code < 500
     assert message in error_message(text_of(response), name)
+
+
+def test_default_row_is_one_whose_maximum_rises_in_a_later_tile(client, model):
+    """Without a row of its own the section follows the last row whose largest score comes after
+    its first key tile (from the engine's scores), so the rescale shows; the page says why."""
+    from pipeline.tiling import tiled_attention
+    ids = model.tokenizer.encode_ordinary(PROMPT)
+    _, cache = model.run_with_cache(ids)
+    scores = cache["blocks.0.attn.hook_attn_scores"][0]
+    expected = max(r for r in range(len(ids)) if int(np.argmax(scores[r, :r + 1])) >= 8)
+    page = text_of(client.get(url("/section/tiling", prompt=PROMPT), headers=HX))
+    text = plain_text(page)
+    assert f"Row {expected}, tile by tile." in text
+    assert f'<option value="{expected}" selected>' in page
+    assert "It is the last row whose largest score comes after its first key tile" in text
+    # its online softmax rescales after the first tile: some step's factor is below 1
+    rot_q = cache["blocks.0.attn.hook_rot_q"][:, 0]
+    rot_k, v = cache["blocks.0.attn.hook_rot_k"][:, 0], cache["blocks.0.attn.hook_v"][:, 0]
+    _, _, steps = tiled_attention(rot_q, rot_k, v, 8, 8, watch_row=expected)
+    assert any(s.rescale < 1 for s in steps[1:])
+    for s in steps:
+        assert f"{s.m:.4f} {s.rescale:.4f} {s.l:.4f}" in text
+    # a row chosen by the reader is kept, and the page says when it rescales nothing
+    first = next(r for r in range(1, len(ids)) if int(np.argmax(scores[r, :r + 1])) < 8)
+    text = plain_text(text_of(client.get(url("/section/tiling", prompt=PROMPT, til_row=first),
+                                         headers=HX)))
+    assert f"Row {first}, tile by tile." in text
+    assert f"nothing is rescaled (row {expected} shows a rescale)" in text
+
+
+def test_disclosure_open_from_the_url(client):
+    page = text_of(client.get(url("/section/tiling", open="til-traffic"), headers=HX))
+    assert re.search(r'<details class="deeper" id="deeper-til-traffic"[^>]*\bopen\b', page)
+    page = text_of(client.get(url("/section/tiling"), headers=HX))
+    assert not re.search(r'<details class="deeper" id="deeper-til-traffic"[^>]*\bopen\b', page)

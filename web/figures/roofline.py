@@ -33,9 +33,15 @@ def roofline_figure(roofs, points, machine_points) -> str:
             x=float(np.log10(intensity)), xref="x", y=0.03 + 0.09 * i, yref="paper",
             text=label(text), showarrow=False, xanchor="left", yanchor="bottom", xshift=4,
             font=dict(size=TEXT_SIZE, color=INK), bgcolor="rgba(255,255,255,0.85)"))
+    # one label per power of ten, with SI prefixes up to P (plotly writes 10^15 past T)
+    ys = [y for _, _, ys in roofs for y in ys] + [y for _, _, y in machine_points]
+    powers = range(int(np.floor(np.log10(min(ys)))), int(np.ceil(np.log10(max(ys)))) + 1)
+    prefixes = {0: "", 3: "k", 6: "M", 9: "G", 12: "T", 15: "P", 18: "E"}
+    ticktext = [f"{10 ** (e % 3)}{prefixes.get(e - e % 3, 'e%d' % (e - e % 3))}" for e in powers]
     return figure_json(data, base_layout(
-        title=dict(text="Roofline: attainable FLOP/s vs intensity"), height=500,
+        height=380, margin=dict(l=10, r=10, t=16, b=10),
         shapes=shapes, annotations=annotations,
         xaxis=dict(title=dict(text="arithmetic intensity (FLOP per byte moved)"), type="log"),
-        yaxis=dict(title=dict(text="FLOP/s (operations per second)"), type="log"),
-        legend=dict(orientation="h", y=-0.2)))
+        yaxis=dict(title=dict(text="FLOP/s (operations per second)"), type="log",
+                   tickmode="array", tickvals=[10.0 ** e for e in powers], ticktext=ticktext),
+        legend=dict(x=1.02, y=1, xanchor="left", yanchor="top")))

@@ -33,8 +33,8 @@ def tiles_figure(pattern, tokens, bq, bk, row) -> str:
     shapes.append(dict(type="rect", x0=-0.5, x1=row + 0.5, y0=row - 0.5, y1=row + 0.5,
                        line=dict(color=ACCENT, width=3)))
     return figure_json([heatmap], base_layout(
-        title=dict(text=f"Tiles of {bq} queries x {bk} keys; grey: skipped"),
-        shapes=shapes, height=min(560, 160 + 14 * T),
+        title=dict(text=f"Tiles: {bq} queries × {bk} keys"),
+        shapes=shapes, height=min(400, 140 + 10 * T),
         xaxis=dict(title=dict(text="key position (token)"), constrain="domain"),
         yaxis=dict(title=dict(text="query position (token)"), autorange="reversed",
                    scaleanchor="x")))

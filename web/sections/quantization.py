@@ -8,7 +8,7 @@ Prompt-independent work (quantizing, the held-out perplexity) runs once per proc
 import os
 
 from pipeline import quantize
-from pipeline.published import PUBLISHED
+from pipeline.published import published
 from pipeline.sizes import parameter_counts
 from web.cache import memoized
 from web.figures import quantization as figures
@@ -21,6 +21,9 @@ HELDOUT_PATH = os.path.join(ROOT, "tests", "data", "heldout_pride_and_prejudice_
 HELDOUT_WINDOWS = 2          # windows of the held-out chapter (2 x 256 tokens: 510 predictions)
 HELDOUT_WINDOW = 256         # tokens per window, or the model's context if shorter
 GREEDY_TOKENS = 12           # greedy continuation shown for each scheme
+# the published models whose weight memory the section lists (the block section lists them all)
+CALC_MODELS = ("GPT-2 small", "Llama 3.2 1B", "Llama 2 7B", "Llama 3 8B", "Llama 3 70B",
+               "Llama 3.1 405B")
 
 PARAMS = (
     Param("q_group", "Group size (int4)", kind="int", default=32, min=1, max=4096),
@@ -130,7 +133,7 @@ def first_difference(a, b):
 def calculator(group_size):
     schemes = [("FP16", None), ("INT8", quantize.INT8), ("INT4", quantize.int4(group_size))]
     rows = []
-    for p in PUBLISHED:
+    for p in (published(name) for name in CALC_MODELS):
         n_params = parameter_counts(p.config).total      # = the checkpoint's reported count
         memories = [quantize.weight_memory(p.config, n_params, s) for _, s in schemes]
         rows.append(dict(name=p.name, repo=p.repo, n_params=n_params,
@@ -157,11 +160,10 @@ def histogram_context(model, matrix_name, group_size):
         int8_scale=float(int8.scales[0, column]), int4_scale=float(int4.scales[group, column]),
         int4_zero=int(int4.zero_points()[group, column]),
         int8_figure=figures.levels_histogram(
-            *quantize.levels_histogram(col, int8.levels(0, column), bins=60),
-            int8.levels(0, column),
+            *quantize.levels_histogram(col, int8.levels(0, column), bins=60), None,
             f"int8: channel {column}",
-            f"its {len(col)} weights; ticks: the {len(int8.levels(0, column))} int8 levels",
-            ticks=True),
+            f"{len(col)} weights; {len(int8.levels(0, column))} levels, "
+            f"{float(int8.scales[0, column]):.3g} apart"),
         int4_figure=figures.levels_histogram(
             *quantize.levels_histogram(chunk, int4.levels(group, column), bins=40),
             int4.levels(group, column), f"int4: inputs {group * g} to "

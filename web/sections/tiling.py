@@ -40,13 +40,16 @@ def build(lm, state) -> dict:
     T = len(run.ids)
     layer = state.index_within("til_layer", cfg.n_layers, "layer", "this model has")
     head = state.index_within("til_head", cfg.n_heads, "query head", "this model has")
-    row = state.index_within("til_row", T, "row", "the prompt has", "tokens", default=T - 1)
     bq, bk = state["til_bq"], state["til_bk"]
     pairs = math.ceil(T / bq) * math.ceil(T / bk)
     if pairs > MAX_TILE_PAIRS:
         state.reject("til_bq", f"Tiles of {bq} x {bk} cut this {T}-token prompt into {pairs:,} "
                      f"tiles; the limit here is {MAX_TILE_PAIRS:,}: choose larger tiles.")
         bq = bk = max(8, math.ceil(T / math.isqrt(MAX_TILE_PAIRS)))
+    scores = run.cache[f"blocks.{layer}.attn.hook_attn_scores"][head]     # [T, T]
+    suggested = rescaling_row(scores, bk)
+    row = state.index_within("til_row", T, "row", "the prompt has", "tokens",
+                             default=T - 1 if suggested is None else suggested)
     kv_head = head // (cfg.n_heads // cfg.n_kv_heads)
     rotated = "blocks.0.attn.hook_rot_q" in run.cache
     q = run.cache[f"blocks.{layer}.attn.hook_{'rot_q' if rotated else 'q'}"][:, head]
@@ -54,7 +57,6 @@ def build(lm, state) -> dict:
     v = run.cache[f"blocks.{layer}.attn.hook_v"][:, kv_head]
     engine_out = run.cache[f"blocks.{layer}.attn.hook_z"][:, head]
     out, moved, steps = tiled_attention(q, k, v, bq, bk, watch_row=row)
-    scores = run.cache[f"blocks.{layer}.attn.hook_attn_scores"][head]     # [T, T]
     pattern = run.cache[f"blocks.{layer}.attn.hook_pattern"][head]
     row_scores = scores[row, :row + 1].astype(np.float64)
     hd = q.shape[1]
@@ -62,7 +64,8 @@ def build(lm, state) -> dict:
     sizes = tile_sweep(T)
     tokens = [plain(lm.tokenizer.decode_single_token_bytes(i)) for i in run.ids]
     ctx = dict(
-        T=T, hd=hd, layer=layer, head=head, kv_head=kv_head, n_layers=cfg.n_layers,
+        T=T, hd=hd, layer=layer, head=head, suggested_row=suggested,
+        rescaled=any(s.rescale < 1 for s in steps[1:]), kv_head=kv_head, n_layers=cfg.n_layers,
         n_heads=cfg.n_heads, rotated=rotated, bq=bq, bk=bk, row=row, tokens=tokens,
         max_diff=float(np.abs(out - engine_out).max()),
         tiled=traffic_row(moved, 4), plain=traffic_row(plain_moved, 4),
@@ -79,6 +82,17 @@ def build(lm, state) -> dict:
     return ctx
 
 
+
+
+def rescaling_row(scores, bk):
+    """The last query row whose largest score lies after its first key tile, so that its
+    running maximum rises in a later tile and the online softmax rescales what it summed:
+    None when every row's maximum is in tile 0. scores: the engine's [T, T] scores (a row's
+    keys up to the diagonal are the ones it reads)."""
+    for row in range(scores.shape[0] - 1, -1, -1):
+        if int(np.argmax(scores[row, :row + 1])) >= bk:
+            return row
+    return None
 
 
 def traffic_row(t, bytes_per_element) -> dict:
