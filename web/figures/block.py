@@ -24,9 +24,9 @@ def tensor_heatmap(matrix, tokens: list, columns, title: str) -> str:
     colours = signed_colours(bound) if diverging else dict(colorscale=SEQUENTIAL, zmin=0,
                                                            zmax=bound)
     heatmap = dict(
-        type="heatmap", z=typed_array(z), y=rows, **colours,
+        type="heatmap", z=typed_array(z), y=rows, **colours, colorbar=dict(thickness=10),
         hovertemplate="token %{y}, column %{x}: %{z:.4g}<extra></extra>")
-    xaxis = dict(title=dict(text="dimension"), nticks=8, showticklabels=True)
+    xaxis = dict(title=dict(text="dimension"), nticks=5, tickangle=0)
     if columns is not None:
         xaxis = dict(title=dict(text="token (column)"), tickmode="array", tickvals=x,
                      ticktext=[label(c) for c in columns], tickangle=-60)

@@ -41,11 +41,11 @@ def cosine_matrix_heatmap(sims, labels: list) -> str:
         hovertemplate="%{y} and %{x}: %{z:.3f}<extra></extra>",
         colorbar=dict(thickness=12, title=dict(text="cosine")))
     return figure_json([heatmap], base_layout(
-        title=dict(text="Cosine similarity of the prompt's token vectors"),
-        # across: the token's place only (its text is on the row of the same number)
+        title=dict(text="Cosine similarity of the tokens"),
+        # across: the token's place only (its text is on the row of the same number); plotly
+        # chooses how many places to write, so they never collide on a narrow screen
         xaxis=dict(title=dict(text="token (its place in the prompt)"), showgrid=False,
-                   tickmode="array", tickvals=list(range(n)),
-                   ticktext=[str(i) for i in range(n)], tickangle=0, side="bottom"),
+                   tickangle=0, tickformat="d"),
         yaxis=dict(_token_axis(labels), showgrid=False),
         margin=dict(l=10, r=10, t=40, b=10), height=min(680, 110 + 17 * n)))
 

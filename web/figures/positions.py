@@ -23,7 +23,7 @@ def rope_wavelengths(inv_freq, n_ctx: int) -> str:
              hoverinfo="skip"),
     ]
     return figure_json(data, base_layout(
-        title=dict(text="How fast each dimension pair turns"),
+        title=dict(text="How fast each pair turns"),
         xaxis=dict(title=dict(text="dimension pair j")),
         yaxis=dict(title=dict(text="positions per full turn"), type="log"),
         legend=dict(x=0.01, y=0.99, bgcolor="rgba(255,255,255,0.85)"), height=300))
