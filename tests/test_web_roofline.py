@@ -2,6 +2,7 @@
 import html
 import re
 
+import numpy as np
 import pytest
 
 from web.measured import prefill_decode_timings
@@ -62,3 +63,26 @@ def test_bad_values_get_a_message_and_a_4xx(client, query, name, message):
     response = client.get(url("/section/roofline", **query), headers=HX)
     assert 400 <= response.status_code < 500
     assert message in error_message(text_of(response), name)
+
+
+def test_y_axis_labels_every_power_of_ten_with_its_si_prefix(client):
+    """One label per power of ten from below the lowest point to above the highest, written
+    with SI prefixes (plotly's own labels switch to 10^15 past T)."""
+    import json
+    page = text_of(client.get(url("/section/roofline"), headers=HX))
+    fig = json.loads(html.unescape(re.search(r'data-figure="([^"]*)"', page).group(1)))
+    axis = fig["layout"]["yaxis"]
+    ys = [y for trace in fig["data"] for y in trace["y"]]
+    assert axis["tickvals"][0] <= min(ys) and axis["tickvals"][-1] >= max(ys)
+    prefix = {0: "", 3: "k", 6: "M", 9: "G", 12: "T", 15: "P"}
+    for value, text in zip(axis["tickvals"], axis["ticktext"]):
+        e = round(np.log10(value))
+        assert value == 10.0 ** e and text == f"{10 ** (e % 3)}{prefix[e - e % 3]}"
+    assert "1P" in axis["ticktext"]                         # the MI300X's roof is above 1 PFLOP/s
+
+
+def test_disclosure_open_from_the_url(client):
+    closed = r'<details class="deeper" id="deeper-rf-chips"[^>]*\bopen\b'
+    assert not re.search(closed, text_of(client.get(url("/section/roofline"), headers=HX)))
+    page = text_of(client.get(url("/section/roofline", open="rf-chips"), headers=HX))
+    assert re.search(closed, page)

@@ -13,8 +13,9 @@ def roofline_figure(roofs, points, machine_points) -> str:
     pipeline.roofline.roof_curve; points: [(label, intensity)] of the chosen model's phases,
     drawn as dotted verticals labelled across the foot of the plot; machine_points: [(label,
     intensity, measured FLOP/s)]."""
+    # the legend names a chip without its vendor (its hover keeps the full name)
     data = [dict(type="scatter", x=np.asarray(xs).tolist(), y=np.asarray(ys).tolist(),
-                 mode="lines", name=label(name),
+                 mode="lines", name=label(name.removeprefix("NVIDIA ").removeprefix("AMD ")),
                  line=dict(color=ROOF_COLOURS[i % len(ROOF_COLOURS)], width=2),
                  hovertemplate=label(name) + ": %{y:.3s}FLOP/s at %{x:.3g} FLOP/byte"
                                              "<extra></extra>")
@@ -39,9 +40,10 @@ def roofline_figure(roofs, points, machine_points) -> str:
     prefixes = {0: "", 3: "k", 6: "M", 9: "G", 12: "T", 15: "P", 18: "E"}
     ticktext = [f"{10 ** (e % 3)}{prefixes.get(e - e % 3, 'e%d' % (e - e % 3))}" for e in powers]
     return figure_json(data, base_layout(
-        height=380, margin=dict(l=10, r=10, t=16, b=10),
+        height=430, margin=dict(l=10, r=10, t=16, b=10),
         shapes=shapes, annotations=annotations,
-        xaxis=dict(title=dict(text="arithmetic intensity (FLOP per byte moved)"), type="log"),
+        xaxis=dict(title=dict(text="arithmetic intensity (FLOP per byte moved)"), type="log",
+                   exponentformat="SI"),
         yaxis=dict(title=dict(text="FLOP/s (operations per second)"), type="log",
                    tickmode="array", tickvals=[10.0 ** e for e in powers], ticktext=ticktext),
-        legend=dict(x=1.02, y=1, xanchor="left", yanchor="top")))
+        legend=dict(orientation="h", x=0, y=-0.22, yanchor="top")))

@@ -37,7 +37,7 @@ def tiles_figure(pattern, tokens, bq, bk, row) -> str:
         shapes=shapes, height=min(400, 140 + 10 * T),
         xaxis=dict(title=dict(text="key position (token)"), constrain="domain"),
         yaxis=dict(title=dict(text="query position (token)"), autorange="reversed",
-                   scaleanchor="x")))
+                   scaleanchor="x", constrain="domain")))
 
 
 def traffic_by_tile_figure(T, sizes, tiled_bytes, plain_bytes, current) -> str:
@@ -56,7 +56,7 @@ def traffic_by_tile_figure(T, sizes, tiled_bytes, plain_bytes, current) -> str:
                          mode="markers", name="your tiles", marker=dict(size=13, color=ACCENT),
                          hovertemplate="your tiles: %{y:,} bytes<extra></extra>"))
     return figure_json(data, base_layout(
-        title=dict(text=f"Bytes moved, this prompt ({T} tokens)"),
+        title=dict(text=f"Bytes moved ({T} tokens)"),
         xaxis=dict(title=dict(text="tile size (query rows = key rows)"), type="log",
                    tickmode="array", tickvals=list(sizes), ticktext=[str(s) for s in sizes]),
         yaxis=dict(title=dict(text="bytes moved (fp32)"), rangemode="tozero"),
@@ -76,9 +76,10 @@ def traffic_by_length_figure(lengths, plain, tiled, n, name, tile) -> str:
     mark = dict(type="line", x0=n, x1=n, xref="x", y0=0, y1=1, yref="paper",
                 line=dict(color=INK, width=1, dash="dot"))
     return figure_json(data, base_layout(
-        title=dict(text=f"One head of {label(name)}, bf16"),
+        title=dict(text="One head, bf16"),
         shapes=[mark],
-        xaxis=dict(title=dict(text="sequence length T (tokens)"), type="log"),
+        xaxis=dict(title=dict(text="sequence length T (tokens)"), type="log",
+                   exponentformat="SI"),
         yaxis=dict(title=dict(text="bytes to and from HBM"), type="log",
                    exponentformat="SI"),
         legend=dict(orientation="h", y=-0.3)))

@@ -161,14 +161,13 @@ def histogram_context(model, matrix_name, group_size):
         int4_zero=int(int4.zero_points()[group, column]),
         int8_figure=figures.levels_histogram(
             *quantize.levels_histogram(col, int8.levels(0, column), bins=60), None,
-            f"int8: channel {column}",
-            f"{len(col)} weights; {len(int8.levels(0, column))} levels, "
+            f"int8, channel {column}",
+            f"{len(col)} weights; {len(int8.levels(0, column))} levels "
             f"{float(int8.scales[0, column]):.3g} apart"),
         int4_figure=figures.levels_histogram(
             *quantize.levels_histogram(chunk, int4.levels(group, column), bins=40),
-            int4.levels(group, column), f"int4: inputs {group * g} to "
-            f"{min(group * g + g, w.shape[0]) - 1} of channel {column}",
-            f"{len(chunk)} weights of one group; lines: the 16 int4 levels"))
+            int4.levels(group, column), "int4, one group",
+            f"inputs {group * g}–{min(group * g + g, w.shape[0]) - 1}; lines: its 16 levels"))
 
 
 def build(lm, state) -> dict:
