@@ -70,7 +70,7 @@ def tree_figure(search, names, greedy_nodes, best_nodes) -> str:
     layout = base_layout(
         title=dict(text=title),
         height=260 + 44 * shown, hovermode="closest",
-        legend=dict(orientation="h", y=-0.08, x=0),
+        legend=dict(orientation="h", y=-0.16, x=0, yanchor="top"),
         xaxis=dict(title=dict(text="new token (step)"), tickmode="array",
                    tickvals=list(range(-1, search.steps)),
                    ticktext=["prompt"] + [str(s + 1) for s in range(search.steps)],

@@ -84,6 +84,6 @@ def kinds_figure(rows, ctx: int) -> str:
             for kind, colour in (("fp16", DARK), ("int8", ACCENT))]
     return figure_json(data, base_layout(
         title=dict(text=f"KV cache of one {ctx:,}-token sequence"), barmode="group",
-        xaxis=dict(title=dict(text="model (attention kind, kv heads)")),
         yaxis=dict(title=dict(text="GiB (1024³ bytes)"), rangemode="tozero"),
-        legend=dict(orientation="h", y=-0.3), height=420))
+        legend=dict(orientation="h", x=1, xanchor="right", y=1.0, yanchor="bottom"),
+        margin=dict(l=10, r=10, t=80, b=10), height=420))

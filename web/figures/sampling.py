@@ -10,8 +10,8 @@ def stages_figure(stages, names) -> str:
     """One row per stage given (the page passes those that changed the distribution), the same
     tokens in every row. A survivor's bar is its probability
     after the stage (renormalised); a token the stage removed keeps a grey bar of the
-    probability it had just before. The mass of every token not shown is written in the
-    row's title (as a bar it would dwarf the others). Written as a plain figure dict: Plotly's
+    probability it had just before. The row's title says how many tokens are left (the table
+    below the figure has the mass of the tokens not shown). Written as a plain figure dict: Plotly's
     graph objects cost ~150 ms for six rows."""
     x = [label(n) for n in names]
     n_rows = len(stages)
@@ -59,12 +59,12 @@ def _title(st) -> str:
     if not st.active:
         head += " (off)"
     elif st.removed:
-        head += f": {st.removed:,} removed, {st.survivors:,} left"
+        head += f": {st.survivors:,} left"
     elif st.param:
-        head += ": reshaped, none removed"
+        head += ": reshaped"
     else:
         head += f": {st.survivors:,} tokens"
-    return f"{head}; not shown {100 * st.other:.1f}%"
+    return head
 
 
 def draws_figure(names, counts, other_count, probs, other_prob, n) -> str:
