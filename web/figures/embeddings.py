@@ -70,7 +70,7 @@ def vocabulary_base(coords, labels: tuple, explained, far_ids=()) -> tuple:
     if far.any():
         traces.append(dots(far, marker=dict(size=5, color=PALETTE[3], opacity=0.8,
                                             symbol="x"),
-                           name=f"long rows, never trained as inputs ({int(far.sum()):,})"))
+                           name=f"long rows, likely never inputs ({int(far.sum()):,})"))
     layout = base_layout(
         title=dict(text=f"All {len(labels):,} tokens on their 2 principal components"),
         xaxis=dict(title=dict(text=f"PC 1 ({explained[0]:.1%} of the variance)"),
@@ -97,11 +97,28 @@ def separated_labels(points, min_gap: float = 0.045) -> list:
     return kept
 
 
+def labels_apart(points, texts: list, span, plot_px=(760.0, 420.0)) -> list:
+    """Which points get their text written above them: greedily, in order, those whose label
+    box (about 8.5 px per character by 20 px, centred above the point, on a plot of `plot_px`
+    showing `span` data units) overlaps no label already kept."""
+    p = np.asarray(points, dtype=np.float64) / np.maximum(np.asarray(span, dtype=np.float64),
+                                                          1e-9)
+    boxes, kept = [], []
+    for i, (x, y) in enumerate(p):
+        half_w = (8.5 * len(texts[i]) + 8) / plot_px[0] / 2
+        box = (x - half_w, x + half_w, y, y + 22 / plot_px[1])
+        if all(box[1] < b[0] or box[0] > b[1] or box[3] < b[2] or box[2] > b[3] for b in boxes):
+            boxes.append(box)
+            kept.append(i)
+    return kept
+
+
 def vocabulary_map(base: tuple, coords, ids: list, labels: list) -> str:
     """The cached vocabulary scatter plus the prompt's tokens, highlighted and labelled."""
     distinct = list(dict.fromkeys(ids))
     text = {i: t for i, t in zip(ids, labels)}
-    shown = set(separated_labels(coords[distinct]))
+    span = coords.max(axis=0) - coords.min(axis=0)
+    shown = set(labels_apart(coords[distinct], [text[i] for i in distinct], span))
     prompt = dict(
         type="scatter", x=typed_array(coords[distinct, 0].astype(np.float32)),
         y=typed_array(coords[distinct, 1].astype(np.float32)),
