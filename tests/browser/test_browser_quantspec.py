@@ -39,7 +39,8 @@ def heldout_perplexity(model, scheme):
 
 
 def test_quantization_numbers_are_the_pipelines(page, model, page_errors):
-    page.goto(f"/?prompt={PROMPT}&q_group=64#quantization")
+    page.goto(f"/?prompt={PROMPT}&q_group=64&open=q-measured#quantization")
+    expect(quantization(page).locator("#deeper-q-measured")).to_have_attribute("open", "")
     s = quantize.int4(64)
     cells = scheme_cells(page, "int4-g64")
     expect(cells.nth(0)).to_have_text(f"{quantize.quantize_model(model, s).nbytes:,} B")
@@ -53,8 +54,10 @@ def test_quantization_numbers_are_the_pipelines(page, model, page_errors):
     expect(cells.nth(0)).to_have_text(f"{quantize.quantize_model(model, s).nbytes:,} B",
                                       timeout=SLOW)
     expect(cells.nth(5)).to_have_text(f"{heldout_perplexity(model, s):.3f}")
+    # the disclosure opened from the URL stays open when the group size redraws its part
     calc = quantization(page).get_by_role("table", name="Weight memory of published models")
     expect(calc.get_by_role("columnheader", name="INT4 (g = 128)")).to_be_visible()
+    expect(page).to_have_url(re.compile(r"open=q-measured"))
 
     page.reload()                                     # the state comes back from the URL
     expect(quantization(page).get_by_label("Group size (int4)")).to_have_value("128")

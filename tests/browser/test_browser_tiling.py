@@ -17,12 +17,16 @@ def test_tile_sliders_update_the_traffic_and_round_trip(page, model, page_errors
     expect(page).to_have_url(re.compile(r"til_bq=4"))
     section.get_by_role("slider", name="Key rows per tile").fill("6")
     expect(page).to_have_url(re.compile(r"til_bk=6"))
+    # the traffic table is under Go deeper: opening it puts it in the URL
+    section.get_by_text("Go deeper: bytes moved").click()
+    expect(page).to_have_url(re.compile(r"open=til-traffic"))
     traffic = section.get_by_role("table", name="Traffic to slow memory")
     expect(traffic).to_contain_text(f"{tiled_traffic(T, 32, 4, 6).total * 4:,}")
     expect(section.locator("#tiling-check")).to_contain_text("the same result")
     section.get_by_label("Query head").select_option("3")
     expect(section.locator("#tiling-check")).to_contain_text("query head 3")
-    page.reload()
+    page.reload()                                     # the disclosure comes back open
+    expect(section.locator("#deeper-til-traffic")).to_have_attribute("open", "")
     expect(section.get_by_role("slider", name="Query rows per tile")).to_have_value("4")
     expect(section.get_by_label("Query head")).to_have_value("3")
     expect(traffic).to_contain_text(f"{tiled_traffic(T, 32, 4, 6).total * 4:,}")
