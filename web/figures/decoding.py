@@ -69,7 +69,7 @@ def tree_figure(search, names, greedy_nodes, best_nodes) -> str:
              f"Beam width {search.width}: top {shown + 1} of {depth + 1} proposals per step")
     layout = base_layout(
         title=dict(text=title),
-        height=260 + 44 * shown, hovermode="closest",
+        height=230 + 38 * shown, hovermode="closest",
         legend=dict(orientation="h", y=-0.16, x=0, yanchor="top"),
         xaxis=dict(title=dict(text="new token (step)"), tickmode="array",
                    tickvals=list(range(-1, search.steps)),

@@ -28,7 +28,7 @@ def step_time_figure(steps) -> str:
     return figure_json(data, base_layout(
         title=dict(text="Measured time per step"),
         xaxis=dict(title=dict(text="tokens in the sequence")),
-        yaxis=dict(title=dict(text="time (ms)"), rangemode="tozero"),
+        yaxis=dict(title=dict(text="time (ms)"), rangemode="tozero"), height=300,
         legend=dict(orientation="h", y=-0.3)))
 
 
@@ -48,7 +48,7 @@ def cache_bytes_figure(steps) -> str:
     return figure_json(data, base_layout(
         title=dict(text="Cache bytes after each step"),
         xaxis=dict(title=dict(text="tokens in the cache")),
-        yaxis=dict(title=dict(text="bytes"), rangemode="tozero", tickformat=","),
+        yaxis=dict(title=dict(text="bytes"), rangemode="tozero", tickformat=","), height=300,
         legend=dict(orientation="h", y=-0.3)))
 
 

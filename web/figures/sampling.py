@@ -17,7 +17,7 @@ def stages_figure(stages, names) -> str:
     n_rows = len(stages)
     gap = 0.22 / n_rows if n_rows > 1 else 0.0    # room for each row's title above it
     height = (1 - gap * (n_rows - 1)) / n_rows
-    data, layout = [], dict(height=85 * n_rows + 90, bargap=0.25, showlegend=False,
+    data, layout = [], dict(height=72 * n_rows + 90, bargap=0.25, showlegend=False,
                             margin=dict(l=10, r=10, t=30, b=10), annotations=[])
     before = None
     for row, st in enumerate(stages):
