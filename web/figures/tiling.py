@@ -34,7 +34,7 @@ def tiles_figure(pattern, tokens, bq, bk, row) -> str:
                        line=dict(color=ACCENT, width=3)))
     return figure_json([heatmap], base_layout(
         title=dict(text=f"Tiles: {bq} queries × {bk} keys"),
-        shapes=shapes, height=min(400, 140 + 10 * T),
+        shapes=shapes, height=min(360, 120 + 9 * T),
         xaxis=dict(title=dict(text="key position (token)"), constrain="domain"),
         yaxis=dict(title=dict(text="query position (token)"), autorange="reversed",
                    scaleanchor="x", constrain="domain")))
