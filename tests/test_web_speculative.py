@@ -207,3 +207,10 @@ def test_headline_says_faster_or_slower_as_measured(app, client):
             if ref.verify_s > speed.target_step:
                 assert (f"a pass over {gamma + 1} tokens took {1000 * ref.verify_s:.2f} ms, not "
                         f"one step's {1000 * speed.target_step:.2f} ms" in text)
+
+
+def test_disclosure_open_from_the_url(client):
+    opened = r'<details class="deeper" id="deeper-spec-rule"[^>]*\bopen\b'
+    assert not re.search(opened, text_of(client.get("/section/speculative", headers=HX)))
+    page = text_of(client.get(url("/section/speculative", open="spec-rule"), headers=HX))
+    assert re.search(opened, page)
