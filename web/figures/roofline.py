@@ -25,14 +25,23 @@ def roofline_figure(roofs, points, machine_points) -> str:
                   hovertemplate=label(text) + ": %{y:.3s}FLOP/s at %{x:.3g} FLOP/byte"
                                               "<extra>measured</extra>")
              for text, intensity, achieved in machine_points]
+    # the x range is the roofs' (fixed: plotly would widen it to fit the labels' text)
+    xs = [x for _, xs, _ in roofs for x in xs] + [x for _, x in points]
+    lo, hi = float(np.log10(min(xs))), float(np.log10(max(xs)))
     shapes, annotations = [], []
     for i, (text, intensity) in enumerate(sorted(points, key=lambda p: p[1])):
         shapes.append(dict(type="line", x0=intensity, x1=intensity, xref="x", y0=0, y1=1,
                            yref="paper", line=dict(color=INK, width=1, dash="dot")))
-        # horizontal labels, each a step higher than the one to its left, so none overlap
+        # horizontal labels, each a step higher than the one to its left, so none overlap;
+        # to the right of its line (to the left in the plot's right part), on two lines
+        # ("decode" over "16 sequences"), narrow enough for a phone's plot
+        right = (np.log10(intensity) - lo) / (hi - lo) > 0.6
+        head, _, tail = text.partition(" ")
         annotations.append(dict(
-            x=float(np.log10(intensity)), xref="x", y=0.03 + 0.09 * i, yref="paper",
-            text=label(text), showarrow=False, xanchor="left", yanchor="bottom", xshift=4,
+            x=float(np.log10(intensity)), xref="x", y=0.03 + 0.25 * i, yref="paper",
+            text=label(head.rstrip(",")) + "<br>" + label(tail), showarrow=False,
+            align="right" if right else "left", xanchor="right" if right else "left",
+            yanchor="bottom", xshift=-4 if right else 4,
             font=dict(size=TEXT_SIZE, color=INK), bgcolor="rgba(255,255,255,0.85)"))
     # one label per power of ten, with SI prefixes up to P (plotly writes 10^15 past T)
     ys = [y for _, _, ys in roofs for y in ys] + [y for _, _, y in machine_points]
@@ -42,8 +51,8 @@ def roofline_figure(roofs, points, machine_points) -> str:
     return figure_json(data, base_layout(
         height=430, margin=dict(l=10, r=10, t=16, b=10),
         shapes=shapes, annotations=annotations,
-        xaxis=dict(title=dict(text="arithmetic intensity (FLOP per byte moved)"), type="log",
-                   exponentformat="SI"),
-        yaxis=dict(title=dict(text="FLOP/s (operations per second)"), type="log",
+        xaxis=dict(title=dict(text="intensity (FLOP per byte moved)"), type="log",
+                   exponentformat="SI", range=[lo, hi]),
+        yaxis=dict(title=dict(text="FLOP per second"), type="log",
                    tickmode="array", tickvals=[10.0 ** e for e in powers], ticktext=ticktext),
-        legend=dict(orientation="h", x=0, y=-0.22, yanchor="top")))
+        legend=dict(orientation="h", x=0, y=-0.3, yanchor="top")))
