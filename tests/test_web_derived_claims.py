@@ -30,7 +30,7 @@ def roofline_page(client, **query):
 
 def chip_row(text, name):
     names = [h.name for h in HARDWARE]
-    after = names[names.index(name) + 1] if name != names[-1] else "Show the arithmetic"
+    after = names[names.index(name) + 1] if name != names[-1] else "Per token"
     return re.search(re.escape(name) + r" (.*?) " + re.escape(after), text).group(1)
 
 
@@ -79,7 +79,7 @@ def test_prefill_verdict_names_each_side_when_the_chips_differ(client):
 
 def test_decode_verdict_follows_the_table(client):
     text = roofline_page(client, rf_model="Llama 3.1 405B", rf_bits=4, rf_len=2048)
-    assert "so decoding one sequence is memory-bound on every chip listed" in text
+    assert "operations per byte: decoding one sequence is memory-bound on every chip." in text
 
 
 # --- weight bytes: one formula for both sections -----------------------------------------------
@@ -94,9 +94,9 @@ def test_roofline_and_quantization_show_the_same_weight_bytes(client, bits, labe
     assert f"{p.reported_params:,} parameters, {shown} of weights" in \
         roofline_page(client, rf_model="Llama 3 8B", rf_bits=bits)
     q = plain(text_of(client.get(url("/section/quantization", q_group=INT4_GROUP), headers=HX)))
-    row = re.search(r"Llama 3 8B ([\d,]+) \d+% ([\d.]+ GB) ([\d.]+ GB) ([\d.]+ GB)", q)
-    assert row.group(1) == f"{p.reported_params:,}"
-    assert row.group(2 + ["FP16", "INT8", "INT4"].index(label)) == shown
+    # the quantization section lists only the weight memory (the block section the counts)
+    row = re.search(r"Llama 3 8B ([\d.]+ GB) ([\d.]+ GB) ([\d.]+ GB)", q)
+    assert row.group(1 + ["FP16", "INT8", "INT4"].index(label)) == shown
 
 
 def test_fits_uses_the_binary_gigabytes(client):
@@ -157,13 +157,14 @@ def test_quantization_lead_states_the_ratios_of_its_own_table(client, model):
     mem = memory_column(text)
     int8, int4 = mem["float32"] / mem["int8"], mem["float32"] / mem["int4-g32"]
     assert (round(int8, 2), round(int4, 2)) == (2.25, 2.73)
-    assert (f"memory shrinks {int8:.2f}× with int8 and {int4:.2f}× with int4-g32 (table below), "
-            "not the 4× and 8× that 8 and 4 bits instead of 32 suggest") in text
+    assert f"Weights' memory: {int8:.2f}× smaller with int8, {int4:.2f}× with int4-g32." in text
+    assert (f"The memory shrinks {int8:.2f}× with int8 and {int4:.2f}× with int4-g32, "
+            "not the 4× and 8× that 8 and 4 bits instead of 32 suggest") in text.replace(" ,", ",")
     assert "4 to 8 times" not in text
     kept = quantize.float_parameters(model) * 4
     assert f"{100 * kept / mem['float32']:.0f}% of the float32 model's bytes" in text
-    assert ("the token embedding (which this model also uses as its output layer) and the norms "
-            "stay in float32") in text
+    assert ("Kept in float32: the token embedding (which this model also uses as its output "
+            "layer) and the norms.") in text
     assert "windows of 256 tokens" in text
 
 
