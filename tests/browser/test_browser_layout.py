@@ -12,6 +12,7 @@ over the DOM collects every defect, named by size, section and element:
 - an axis of a figure that shows the same tick label twice ("0 0 0 0");
 - two labels of one figure (annotations, tick labels, axis titles, the title, legend items, text
   of text traces) whose boxes overlap by more than 2 px;
+- anything that sticks out of the window to the right (the page scrolls sideways);
 - the text of a failed environment probe ("... downloads it ... and that failed", a traceback).
 The test fails listing them all.
 """
@@ -210,12 +211,37 @@ CHECKS = """(limits) => {
         const d = depth(a.c, b.c);
         if (d <= limits.overlap) continue;
         if (++overlaps <= limits.perFigure)
-          add(p, `figure "${name}": ${a.kind} "${a.text}" and ${b.kind} "${b.text}" overlap by ${d.toFixed(0)} px`);
+          add(p, `figure "${name}": ${a.kind} "${a.text}" and ${b.kind} "${b.text}" overlap by ${d.toFixed(1)} px`);
       }
     }
     if (overlaps > limits.perFigure)
       add(p, `figure "${name}": ${overlaps - limits.perFigure} more overlapping pairs of labels`);
   });
+
+  // --- anything that sticks out of the window to the right (the page scrolls sideways) ---
+  const right = window.innerWidth + 1;
+  const clipped = el => {
+    for (let a = el.parentElement; a && a !== document.body; a = a.parentElement) {
+      const ox = getComputedStyle(a).overflowX;
+      if (ox !== 'visible' && ox !== 'clip' || a.classList.contains('plot')) return true;
+    }
+    return false;
+  };
+  const wide = new Map();
+  document.querySelectorAll('main *').forEach(el => {
+    const r = el.getBoundingClientRect();
+    if (r.right <= right || r.width === 0 || !visible(el)) return;
+    const parent = el.parentElement.getBoundingClientRect();
+    if (parent.right > right || clipped(el)) return;       // its parent stuck out first
+    const key = where(el);
+    if (!wide.has(key)) wide.set(key, {el, names: []});
+    wide.get(key).names.push(`${el.tagName.toLowerCase()}${el.id ? '#' + el.id : ''}` +
+      `${el.classList.length ? '.' + Array.from(el.classList).join('.') : ''} ("${short(el.textContent, 30)}") ` +
+      `ends at ${Math.round(r.right)} px`);
+  });
+  for (const {el, names} of wide.values())
+    add(el, `wider than the ${window.innerWidth} px window: ${names.slice(0, 3).join('; ')}` +
+        (names.length > 3 ? `, and ${names.length - 3} more` : ''));
 
   // --- text of a failed probe of the environment ---
   document.querySelectorAll('#overview, section.section').forEach(s => {
