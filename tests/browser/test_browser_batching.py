@@ -21,7 +21,7 @@ def patient(page):
     expect.set_options(timeout=5_000)
 
 def test_numbers_on_screen_are_the_simulation(page, model, page_errors):
-    page.goto("/?bat_n=5&bat_slots=3&bat_block=8")
+    page.goto("/?bat_n=5&bat_slots=3&bat_block=8&open=bat-requests,bat-paged")
     section = page.locator("#batching")
     table = section.get_by_role("table", name="Both policies compared")
     expect(table.get_by_role("row")).to_have_count(3)

@@ -50,7 +50,7 @@ def test_clicking_block_parts_shows_their_tensors(page, model, page_errors):
 
 def test_parameter_count_and_logit_lens_match_the_pipeline(page, model):
     ids = model.tokenizer.encode_ordinary(PROMPT)
-    goto(page)
+    goto(page, open="blk-params,blk-lens")                # both disclosures open
     block = page.locator("#block")
     total = parameter_counts(model.config).total
     expect(block.locator(".blk-total")).to_have_text(f"{total:,}")
@@ -68,7 +68,7 @@ def test_parameter_count_and_logit_lens_match_the_pipeline(page, model):
 
 def test_temperature_slider_reshapes_the_real_distribution(page, model, page_errors):
     logits = model.forward(model.tokenizer.encode_ordinary(PROMPT))[-1]
-    goto(page)
+    goto(page, open="lg-table")                          # the table's disclosure open
     section = page.locator("#logits")
     rows = section.get_by_role("table", name="Highest-scoring next tokens").locator("tbody tr")
     expect(rows.first.locator("td").nth(2)).to_have_text(str(int(np.argmax(logits))))

@@ -53,7 +53,7 @@ def test_the_stream_shows_tokens_one_by_one(page, model, page_errors):
     page.goto("/?gen_max=30&gen_pace=100&open=gen-stream#generation")           # 3 s to watch it grow
     items = page.get_by_role("list", name="Streamed tokens with their times").locator("li")
     status = page.locator(".stream-status")
-    page.get_by_role("button", name="Generate").click()
+    page.locator("#generation").get_by_role("button", name="Generate").click()
     # part of the answer is on screen while the rest is still being generated
     expect(status).to_contain_text(re.compile(r"^\d+ tokens? so far$"))
     shown = items.count()
@@ -64,7 +64,7 @@ def test_the_stream_shows_tokens_one_by_one(page, model, page_errors):
     expect(page.locator(".stream-out")).to_have_text(greedy_text(model, DEFAULT_PROMPT, 30))
     expect(items.first).to_contain_text(re.compile(r"\d+\.\d\d ms \(prefill"))
     expect(items.nth(1)).to_contain_text(re.compile(r"\d+\.\d\d ms$"))
-    expect(page.get_by_role("button", name="Generate")).to_be_enabled()
+    expect(page.locator("#generation").get_by_role("button", name="Generate")).to_be_enabled()
     assert page_errors == []
 
 
@@ -72,11 +72,11 @@ def test_stop_or_closing_the_page_ends_the_servers_work(page):
     page.goto("/?gen_max=200&gen_pace=100&open=gen-stream#generation")
     items = page.get_by_role("list", name="Streamed tokens with their times").locator("li")
     before = len(streaming.slots.finished)
-    page.get_by_role("button", name="Generate").click()
+    page.locator("#generation").get_by_role("button", name="Generate").click()
     expect(items.nth(2)).to_be_attached()                      # 3 tokens (or more) are shown
     [running] = streaming.slots.running
     done_before_stop = running["steps"]
-    page.get_by_role("button", name="Stop").click()
+    page.locator("#generation").get_by_role("button", name="Stop").click()
     status = page.locator(".stream-status")
     expect(status).to_contain_text(re.compile(r"Stopped after \d+ tokens"))
     n = int(re.search(r"Stopped after (\d+)", status.text_content()).group(1))
@@ -89,9 +89,9 @@ def test_stop_or_closing_the_page_ends_the_servers_work(page):
     assert record["reason"] == "disconnected" and n <= record["steps"]
     assert record["steps"] <= max(n, done_before_stop) + 2, (record, n, done_before_stop)
     expect(items).to_have_count(n)
-    expect(page.get_by_role("button", name="Stop")).to_be_disabled()
+    expect(page.locator("#generation").get_by_role("button", name="Stop")).to_be_disabled()
     # closing the page stops the server's work as well
-    page.get_by_role("button", name="Generate").click()
+    page.locator("#generation").get_by_role("button", name="Generate").click()
     expect(items.nth(1)).to_be_attached()
     [running] = streaming.slots.running
     done_before_close = running["steps"]
@@ -109,7 +109,7 @@ def test_model_text_is_inserted_as_text(page, model):
     """A prompt full of markup streams back as characters; nothing it holds is run."""
     evil = "<img src=x onerror=alert(1)> said Mr. Collins"
     page.goto("/?gen_max=5&gen_pace=0&open=gen-stream&prompt=" + evil.replace(" ", "%20"))
-    page.get_by_role("button", name="Generate").click()
+    page.locator("#generation").get_by_role("button", name="Generate").click()
     expect(page.locator(".stream-status")).to_contain_text("Done: 5 tokens")
     expect(page.locator(".stream-prompt")).to_have_text(evil)
     expect(page.locator(".stream-out")).to_have_text(greedy_text(model, evil, 5))

@@ -27,9 +27,9 @@ def stages_for(model, settings):
 
 
 def final_column(page):
-    """The last cell (after min-p, the distribution drawn from) of each token row."""
-    rows = sampling(page).get_by_role("table", name="Distribution after each stage") \
-        .locator("tbody tr")
+    """The last cell (after min-p, the distribution drawn from) of each token row (the table
+    is in a closed disclosure: found by its label, not its role)."""
+    rows = sampling(page).locator('table[aria-label="Distribution after each stage"] tbody tr')
     return rows.locator("td:last-child")
 
 
@@ -37,9 +37,11 @@ def test_sliders_change_the_distribution_to_the_pipelines(page, model, page_erro
     page.goto("/?prompt=" + PROMPT + "#sampling")
     sampling(page).get_by_role("slider", name="Temperature").fill("0.5")
     expect(page).to_have_url(re.compile(r"s_temp=0.5"), timeout=SLOW)
-    sampling(page).get_by_role("slider", name="Top-p").fill("0.9")
-    expect(page).to_have_url(re.compile(r"s_topp=0.9"), timeout=SLOW)
-    ids, stages = stages_for(model, SamplerSettings(temperature=0.5, top_p=0.9))
+    sampling(page).get_by_role("slider", name="Top-p").fill("0.85")
+    expect(page).to_have_url(re.compile(r"s_topp=0.85"), timeout=SLOW)
+    # top-k and min-p at the section's defaults
+    ids, stages = stages_for(model, SamplerSettings(temperature=0.5, top_k=40, top_p=0.85,
+                                                    min_p=0.05))
     shown = shown_tokens(stages)
     expected = [pct(stages[-1].probs[t]) if stages[-1].kept[t] else "removed" for t in shown]
     expect(final_column(page)).to_have_text(expected + [pct(float(max(0.0, 1 - sum(
@@ -79,7 +81,7 @@ def test_a_bad_value_shows_its_message_next_to_the_control(page):
 
 
 def test_beam_tree_shows_the_kept_nodes(page, model, page_errors):
-    page.goto("/?prompt=" + PROMPT + "#decoding")
+    page.goto("/?prompt=" + PROMPT + "&open=dec-beams#decoding")    # final beams shown
     decoding(page).get_by_role("slider", name="Beam width").fill("2")
     expect(page).to_have_url(re.compile(r"b_width=2"), timeout=SLOW)
     decoding(page).get_by_role("slider", name="New tokens").fill("4")
@@ -99,15 +101,15 @@ def test_beam_tree_shows_the_kept_nodes(page, model, page_errors):
 
 
 def test_state_round_trips_through_the_url(page):
-    q = "s_rep=1.3&s_temp=0.8&s_topk=40&s_topp=0.95&s_minp=0.05&s_seed=9&s_draws=500" \
+    q = "s_rep=1.3&s_temp=0.75&s_topk=30&s_topp=0.95&s_minp=0.02&s_seed=9&s_draws=500" \
         "&b_width=4&b_new=5&b_alpha=0.5"
     page.goto("/?prompt=" + PROMPT + "&" + q)        # a shared link: every control from the URL
-    for name, value in (("Repetition penalty", "1.3"), ("Temperature", "0.8"),
-                        ("Top-p", "0.95"), ("Min-p", "0.05")):
+    for name, value in (("Repetition penalty", "1.3"), ("Temperature", "0.75"),
+                        ("Top-p", "0.95"), ("Min-p", "0.02")):
         expect(sampling(page).get_by_role("slider", name=name)).to_have_value(value)
     for name, value in (("Beam width", "4"), ("New tokens", "5"), ("Length penalty", "0.5")):
         expect(decoding(page).get_by_role("slider", name=name)).to_have_value(value)
-    expect(sampling(page).get_by_label("Top-k")).to_have_value("40")
+    expect(sampling(page).get_by_label("Top-k")).to_have_value("30")
     expect(sampling(page).get_by_label("Seed", exact=True)).to_have_value("9")
     expect(sampling(page).get_by_label("Number of draws")).to_have_value("500")
     expect(page.locator("#one-draw")).to_contain_text("Seed 9:")
@@ -119,12 +121,13 @@ def test_state_round_trips_through_the_url(page):
 
 
 def test_sampling_controls_refresh_the_samples_beside_the_beams(page, model):
-    page.goto("/?prompt=" + PROMPT + "#sampling")
+    page.goto("/?prompt=" + PROMPT + "&open=dec-beams#sampling")     # the samples shown
     sampling(page).get_by_role("slider", name="Temperature").fill("0.3")
-    expect(decoding(page).get_by_text("(temperature 0.3, top-k 0")).to_be_visible(timeout=SLOW)
+    expect(decoding(page).get_by_text("(temperature 0.3, top-k 40")).to_be_visible(timeout=SLOW)
     ids = model.tokenizer.encode_ordinary(PROMPT)
     from pipeline.sampling import sampler
-    tokens = list(model.generate(ids, 6, sample=sampler(SamplerSettings(temperature=0.3), 0)))
+    settings = SamplerSettings(temperature=0.3, top_k=40, top_p=0.9, min_p=0.05)
+    tokens = list(model.generate(ids, 6, sample=sampler(settings, 0)))
     row = decoding(page).get_by_role("table", name="Greedy, best beam and samples") \
         .get_by_role("row", name=re.compile("sample, seed 0"))
     expect(row).to_contain_text(model.tokenizer.decode(tokens).strip())
