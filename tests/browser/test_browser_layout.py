@@ -1,14 +1,14 @@
 """The page stays readable with every "Go deeper" disclosure open, at three sizes: a laptop
 (1280x900), a projector at 150% zoom (1024x768, device scale factor 1.5) and a phone (390x844).
 
-Every section is loaded (scrolled in, as a reader would), every <details> on the page is opened
-(as a reader clicking each summary: static/learn.js redraws the figures inside), then one pass
+Every section is loaded (all at once, as printing asks for them), every <details> on the page is
+opened (as a reader clicking each summary: static/learn.js fits the figures inside), then one pass
 over the DOM collects every defect, named by size, section and element:
 - a figure (`.plot[data-figure]`, drawn: it has a `.main-svg`) narrower than 250 px, or drawn
   wider than its own box;
 - a figure's export buttons (`.plot-tools`) taller than 60 px;
 - a table cell whose text overflows it, or whose short text (at most 3 words) takes more than 3
-  lines;
+  lines or breaks inside a word (a cell's problems are gathered per table);
 - an axis of a figure that shows the same tick label twice ("0 0 0 0");
 - two labels of one figure (annotations, tick labels, axis titles, the title, legend items, text
   of text traces) whose boxes overlap by more than 2 px;
@@ -39,8 +39,8 @@ OPEN_ALL = """() => {
   return n;
 }"""
 
-# Resolves once every figure on the page has been drawn at its box's size (two animation frames
-# after the last change of any figure's size; at most 5 s).
+# Resolves once every figure on the page has been drawn at its box's size (six animation frames
+# after the last change of any figure's width; at most 5 s).
 SETTLED = """() => new Promise(resolve => {
   const sizes = () => Array.from(document.querySelectorAll('.plot[data-figure]'))
     .map(p => { const s = p.querySelector('.main-svg');
