@@ -66,7 +66,7 @@ def tree_figure(search, names, greedy_nodes, best_nodes) -> str:
     # the top ranks with room for their labels; the rest run off the bottom (pan to see them).
     shown = min(depth, 2 * search.width + 1)
     title = (f"Beam width {search.width}: every proposal" if shown == depth else
-             f"Beam width {search.width}: top {shown + 1} of {depth + 1} proposals per step")
+             f"Beam width {search.width}: top {shown + 1} of {depth + 1} per step")
     layout = base_layout(
         title=dict(text=title),
         height=230 + 38 * shown, hovermode="closest",
