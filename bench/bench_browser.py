@@ -9,10 +9,11 @@ Starts the app as `make run` does (app.py, default model and workers) on a free 
   at most 800 px, one screen), and the sections over it;
 - the prose of the cores: words of paragraphs and list items outside tables, figures and "Go
   deeper" disclosures, all sections together (target: at most 3,000) and per section;
-- for every slider and select inside a section: the time from the key press (a slider's arrow
-  key; a select's next option) to the last change of the page it caused (a MutationObserver,
-  settled when nothing has changed for QUIET_MS and no request is in flight), and the bytes
-  fetched for it; median, p95 and the worst five by name.
+- for every slider and select shown in a section (checkVisibility: a control inside a closed
+  disclosure has an offsetParent in Chromium, yet is not shown): the time from the key press
+  (a slider's arrow key; a select's next option) to the last change of the page it caused (a
+  MutationObserver, settled when nothing has changed for QUIET_MS and no request is in
+  flight), and the bytes fetched for it; median, p95 and the worst five by name.
 Results also go to bench/results/bench_browser.json with date, machine and commit.
 
     python bench/bench_browser.py [--url http://127.0.0.1:8000] [--no-save] [--limit N]
@@ -159,7 +160,7 @@ def measure_cores(page) -> dict:
 def controls(page) -> list:
     return page.evaluate("""() => Array.from(document.querySelectorAll(
         'section.section input[type=range], section.section select'))
-      .filter(el => el.id && el.offsetParent !== null && !el.disabled)
+      .filter(el => el.id && el.checkVisibility() && !el.disabled)
       .map(el => ({id: el.id, kind: el.tagName === 'SELECT' ? 'select' : 'range',
                    section: el.closest('section.section').id}))""")
 
@@ -220,8 +221,11 @@ def main(argv=None):
             found = controls(page)
             if args.limit:
                 found = found[:args.limit]
-            steps = []
+            steps, skipped = [], []
             for c in found:
+                if not page.locator(f"#{c['id']}").is_visible():
+                    skipped.append(c["id"])          # hidden or replaced by an earlier step
+                    continue
                 page.evaluate("() => { window.__bench.pressed = 0; window.__bench.last = 0; }")
                 before = transfer.bytes
                 started = page.evaluate("() => performance.now()")
@@ -234,6 +238,7 @@ def main(argv=None):
             sizes = [s["bytes"] for s in steps]
             result["controls"] = {
                 "count": len(steps), "unchanged": [s["id"] for s in steps if s["ms"] is None],
+                "not_visible_at_their_turn": skipped,
                 "ms": {"median": round(statistics.median(times), 1),
                        "p95": round(pct(times, 95), 1)} if times else None,
                 "bytes": {"median": statistics.median(sizes), "p95": pct(sizes, 95)}
@@ -249,6 +254,8 @@ def main(argv=None):
             for s in result["controls"]["worst5"]:
                 print(f"  slowest: {s['section']}/{s['id']} {s['ms']:.0f} ms, "
                       f"{s['bytes'] / 1e3:.1f} kB")
+            if skipped:
+                print("  not visible when their turn came: " + ", ".join(skipped))
             if result["controls"]["unchanged"]:
                 print("  no visible change: " + ", ".join(result["controls"]["unchanged"]))
             browser.close()
