@@ -32,7 +32,7 @@ def percents(weights):
 
 
 def test_click_a_token_then_change_head_and_layer(page, model, page_errors):
-    page.goto("/?prompt=" + PROMPT)
+    page.goto("/?open=att-softmax&prompt=" + PROMPT)         # scores and weights shown
     row = page.get_by_role("list", name="Attention from the clicked token")
     chips = row.get_by_role("button")
     n = len(model.tokenizer.encode_ordinary(PROMPT))
@@ -60,7 +60,7 @@ def test_click_a_token_then_change_head_and_layer(page, model, page_errors):
 
 
 def test_choices_round_trip_through_the_url(page, model):
-    page.goto(f"/?prompt={PROMPT}&att_layer=2&att_head=5&att_token=11")
+    page.goto(f"/?prompt={PROMPT}&att_layer=2&att_head=5&att_token=11&open=att-softmax")
     expect(page.get_by_label("Attention layer")).to_have_value("2", timeout=SLOW)
     expect(page.get_by_label("Attention head")).to_have_value("5", timeout=SLOW)
     table = page.get_by_role("table", name="Softmax of the clicked token's scores")

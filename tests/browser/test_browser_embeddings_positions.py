@@ -23,7 +23,7 @@ def patient_expect():
 
 def test_embeddings_neighbours_analogies_and_url(page, model, page_errors):
     tok = model.tokenizer
-    page.goto("/?prompt=" + PROMPT + "&emb_k=4")
+    page.goto("/?prompt=" + PROMPT + "&emb_k=4&open=emb-map,emb-analogy")   # both disclosures
     section = page.locator("#embeddings")
     # neighbours: the pipeline's ids and cosine similarities
     rows = section.get_by_role("table", name="Nearest neighbours").locator("tbody tr")
@@ -79,7 +79,7 @@ def test_embeddings_neighbours_analogies_and_url(page, model, page_errors):
 
 
 def test_positions_controls_show_the_engines_numbers(page, model, page_errors):
-    page.goto("/?prompt=" + PROMPT)
+    page.goto("/?prompt=" + PROMPT + "&open=pos-sinusoid,pos-rope,pos-order")
     # sinusoid base: slider and presets
     slider = page.get_by_role("slider", name="Sinusoid base")
     expect(slider).to_have_value("10000")

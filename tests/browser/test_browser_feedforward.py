@@ -28,7 +28,7 @@ def post(model, layer):
 
 
 def test_layer_token_and_neuron_choices(page, model, page_errors):
-    page.goto("/?prompt=" + PROMPT)
+    page.goto("/?open=ffn-neurons&prompt=" + PROMPT)             # the neurons' disclosure
     page.get_by_label("Feed-forward layer").select_option("1")
     expect(page).to_have_url(re.compile(r"ffn_layer=1"), timeout=SLOW)
     rows = page.get_by_role("table", name="Most active neurons").locator("tbody tr")
@@ -59,7 +59,7 @@ def test_layer_token_and_neuron_choices(page, model, page_errors):
 
 
 def test_a_bad_neuron_shows_its_message(page):
-    page.goto("/?prompt=" + PROMPT)
+    page.goto("/?open=ffn-neurons&prompt=" + PROMPT)
     box = page.get_by_label("Neuron", exact=True)
     box.fill("5000")
     box.dispatch_event("change")

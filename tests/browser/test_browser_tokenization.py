@@ -18,12 +18,13 @@ def test_typed_prompt_becomes_the_tokenizers_ids(page, model, page_errors):
     expect(token_ids(page)).to_have_text([str(i) for i in model.tokenizer.encode(prompt)])
     expect(page).to_have_url(re.compile(r"\?prompt=Elizabeth%20smiled"))
     expect(page.get_by_text(f"{len(model.tokenizer.encode(prompt))} tokens from")).to_be_visible()
+    page.locator("#deeper-tok-learn > summary").click()    # the figures are in a disclosure
     expect(page.locator("#tokenization .plot .main-svg").first).to_be_attached()
     assert page_errors == []
 
 
 def test_step_through_a_bpe_replay(page, model):
-    page.goto("/?prompt=" + "Miss Bennet was unaccountably cheerful")
+    page.goto("/?open=tok-replay&prompt=" + "Miss Bennet was unaccountably cheerful")
     page.get_by_label("Word to replay").select_option(label="3: ·unaccountably")
     expect(page.locator("#replay-caption")).to_contain_text("Step 0 of")
     pieces = token_ids(page, "Pieces of the word at this step")
@@ -45,7 +46,7 @@ def test_step_through_a_bpe_replay(page, model):
 
 def test_learn_three_merges(page):
     text = "low lower lowest, newer newest"
-    page.goto("/")
+    page.goto("/?open=tok-learn")
     page.get_by_label("Text to learn from").fill(text)
     page.get_by_role("slider", name="Number of merges").fill("3")
     rows = page.get_by_role("table", name="Merges learned").locator("tbody tr")
@@ -60,7 +61,7 @@ def test_learn_three_merges(page):
 
 
 def test_reload_shows_the_same_state(page, model):
-    page.goto("/")
+    page.goto("/?open=tok-replay,tok-learn")
     page.get_by_label("Prompt", exact=True).fill("Pride and prejudice")
     expect(token_ids(page)).to_have_text(
         [str(i) for i in model.tokenizer.encode("Pride and prejudice")])
@@ -95,7 +96,7 @@ def test_back_and_forward(page, model):
 
 def test_html_in_the_prompt_is_only_text(page, model, dialogs):
     evil = "<img src=x onerror=alert(1)> and <script>alert(1)</script>"
-    page.goto("/")
+    page.goto("/?open=tok-learn")
     page.get_by_label("Prompt", exact=True).fill(evil)
     page.get_by_label("Text to learn from").fill(evil + " " + evil)
     expect(page).to_have_url(re.compile(r"bpe_text="))
@@ -116,7 +117,7 @@ def test_a_bad_value_shows_its_message(page):
     page.get_by_label("Prompt", exact=True).fill("   ")
     expect(page.get_by_text("The prompt is empty")).to_be_visible()
     expect(page.get_by_label("Prompt", exact=True)).to_have_attribute("aria-invalid", "true")
-    page.goto("/?merges=banana")
+    page.goto("/?merges=banana&open=tok-learn")
     expect(page.get_by_text("Number of merges must be a whole number")).to_be_visible()
 
 
@@ -133,7 +134,7 @@ def test_works_offline_and_fits_a_phone(page, live_server):
 
 
 def test_fast_changes_end_in_the_last_state(page, model):
-    page.goto("/")
+    page.goto("/?open=tok-learn")
     slider = page.get_by_role("slider", name="Number of merges")
     for n in range(1, 12):                           # stale requests are dropped
         slider.fill(str(n))
