@@ -40,10 +40,17 @@ def browser(r) -> list:
              f"{r['first_load']['requests']} requests |",
              f"| first load, until the network is idle | "
              f"{r['first_load']['seconds_to_network_idle']:.2f} s |",
-             f"| page length, every section loaded | {r['page']['screens']} screens of 900 px |"]
-    if "closed_screens" in r.get("page", {}):
-        lines.append(f"| page length, every disclosure closed | {r['page']['closed_screens']} "
-                     "screens |")
+             f"| page length, every section loaded, every disclosure closed | "
+             f"{r['page']['screens']} screens of 900 px |"]
+    if "cores" in r:
+        cores = r["cores"]
+        fit = len(cores["height_px"]) - len(cores["over_target"])
+        lines.append(f"| sections whose core fits {cores['target_px']} px at {cores['viewport']} | "
+                     f"{fit} of {len(cores['height_px'])}; over: " + ", ".join(
+                         f"{k} {v} px" for k, v in sorted(cores["over_target"].items(),
+                                                          key=lambda kv: -kv[1])) + " |")
+    if "prose" in r and isinstance(r["prose"], dict) and "words" in r["prose"]:
+        lines.append(f"| prose in all cores | {r['prose']['words']:,} words |")
     if c.get("ms"):
         lines += [f"| control moved (key press) to its section redrawn, {c['count']} sliders "
                   f"and selects | median {c['ms']['median']:.0f} ms, p95 {c['ms']['p95']:.0f} ms |",

@@ -17,7 +17,6 @@ next token, after the last KV-cached step (for the prompt alone, the shared pass
 the same computation as the loop's prefill).
 """
 import threading
-from collections import OrderedDict
 from dataclasses import dataclass
 
 import numpy as np
@@ -27,6 +26,7 @@ from pipeline.kvcache import attention_kind, kv_cache_bytes
 from pipeline.model import softmax
 from pipeline.ranking import top_k
 from pipeline.sampling import TEMPERATURE_MAX, SamplerSettings, final_distribution, sampler
+from web.cache import Memo, model_key
 from web.figures import overview as figures
 from web.forward import prompt_ids, prompt_run
 from web.params import Param
@@ -85,10 +85,8 @@ class Pass:
     next_token: int        # the sampler's choice from them
 
 
-_passes = OrderedDict()
-_loops = OrderedDict()
-_lock = threading.Lock()
-KEEP = 16
+_passes = Memo("overview passes", 16)
+_loops = Memo("overview loops", 16)
 
 
 class Loop:
@@ -112,20 +110,6 @@ class Loop:
             return self.passes[:n]
 
 
-def remembered(table: OrderedDict, key, model, make):
-    """table[key] made once (LRU of KEEP), for this model object: an id can be reused."""
-    with _lock:
-        if key in table and table[key][0] is model:
-            table.move_to_end(key)
-            return table[key][1]
-    value = make()
-    with _lock:
-        table[key] = (model, value)
-        while len(table) > KEEP:
-            table.popitem(last=False)
-    return value
-
-
 def settings_of(state) -> SamplerSettings:
     """The overview sampler's settings; top-p 0 would remove every token: refused."""
     if state["ov_topp"] == 0:
@@ -138,8 +122,8 @@ def settings_of(state) -> SamplerSettings:
 def run_pass(lm, prompt: str, settings: SamplerSettings, steps: int) -> Pass:
     """The prompt plus `steps` tokens chosen by the seeded sampler through the generation loop
     (prefill, then KV-cached decode steps), with one more loop pass for the next token."""
-    return remembered(_passes, (id(lm.model), prompt, settings, steps), lm.model,
-                      lambda: make_pass(lm, prompt, settings, steps))
+    return _passes.get((model_key(lm.model), prompt, settings, steps),
+                       lambda: make_pass(lm, prompt, settings, steps))
 
 
 def make_pass(lm, prompt: str, settings: SamplerSettings, steps: int) -> Pass:
@@ -152,7 +136,7 @@ def make_pass(lm, prompt: str, settings: SamplerSettings, steps: int) -> Pass:
         logits = run.logits[-1]
         return Pass(ids, len(ids), run.cache, logits,
                     int(sampler(settings, OV_SEED)(logits, list(ids))))
-    loop = remembered(_loops, (id(model), prompt, settings), model,
+    loop = _loops.get((model_key(model), prompt, settings),
                       lambda: Loop(model, ids, settings))
     passes = loop.first(steps + 1)
     sequence = ids + tuple(p.token for p in passes[:steps])

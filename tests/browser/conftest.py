@@ -112,15 +112,15 @@ def page(page):
             load_every_section(page)
         return response
 
-    plain_reload = page.reload
-
-    def reload(**kw):
-        response = plain_reload(**kw)
-        if response is None or response.status < 400:
-            load_every_section(page)
-        return response
+    def loading(navigate):
+        def go(*args, **kw):
+            response = navigate(*args, **kw)
+            if response is None or response.status < 400:
+                load_every_section(page)
+            return response
+        return go
 
     page.goto_first_screen = plain
     page.goto = goto
-    page.reload = reload
+    page.reload = loading(page.reload)
     return page

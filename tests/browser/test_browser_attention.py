@@ -76,12 +76,14 @@ def test_choices_round_trip_through_the_url(page, model):
     expect(page.get_by_label("Attention head")).to_have_value("5", timeout=SLOW)
     expect(table.locator("tbody tr")).to_have_count(5, timeout=SLOW)
     page.go_back()
+    page.locator("#attention").scroll_into_view_if_needed()    # reloaded: computed when reached
     expect(table.locator("tbody tr")).to_have_count(12, timeout=SLOW)
 
 
 def test_a_new_prompt_forgets_the_clicked_token(page, model):
     page.goto(f"/?prompt={PROMPT}&att_token=3")
     page.get_by_label("Prompt", exact=True).fill("Emma smiled")
+    page.locator("#attention").scroll_into_view_if_needed()    # recomputed when reached
     n = len(model.tokenizer.encode_ordinary("Emma smiled"))
     chips = page.get_by_role("list", name="Attention from the clicked token").get_by_role("button")
     expect(chips).to_have_count(n, timeout=SLOW)

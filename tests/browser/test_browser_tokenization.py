@@ -115,7 +115,8 @@ def test_html_in_the_prompt_is_only_text(page, model, dialogs):
 def test_a_bad_value_shows_its_message(page):
     page.goto("/?prompt=Hello")
     page.get_by_label("Prompt", exact=True).fill("   ")
-    expect(page.get_by_text("The prompt is empty")).to_be_visible()
+    # the message sits under the prompt box (the overview says it again in its own box)
+    expect(page.locator("#prompt").get_by_text("The prompt is empty")).to_be_visible()
     expect(page.get_by_label("Prompt", exact=True)).to_have_attribute("aria-invalid", "true")
     page.goto("/?merges=banana&open=tok-learn")
     expect(page.get_by_text("Number of merges must be a whole number")).to_be_visible()

@@ -5,12 +5,12 @@ import time
 
 from pipeline.published import PUBLISHED, published
 from pipeline.roofline import (HARDWARE, WEIGHT_SCHEMES, compute_bound_from, decode_work,
-                               measure_machine, model_costs, prefill_work, roof_curve,
-                               roofline, weight_scheme)
+                               measure_machine, model_costs, prefill_work, roofline,
+                               roof_curve, weight_scheme)
 from web.figures import roofline as figures
 from web.forward import prompt_ids
-from web.params import Param
 from web.measured import measured, prefill_decode_timings, stamp
+from web.params import Param
 
 DEFAULT_MODEL = "Llama 3 8B"
 BITS = tuple(WEIGHT_SCHEMES)          # 16, 8, 4
