@@ -80,20 +80,22 @@ def patient_expect():
 
 
 def load_every_section(page):
-    """Scroll each section that is still a placeholder into view until none is left: the page
-    computes a section only when it nears the screen, and most tests read sections far down."""
+    """Load each section that is still a placeholder: the page computes a section only when it
+    nears the screen, and most tests read sections far down. All are asked for at once, as
+    printing does (app.js explainerLoadAll); one the busy server refused is asked again, or its
+    Try again button pressed, as a reader would."""
     lazy = page.locator("[data-lazy]")
     retry = page.get_by_role("button", name="Try again")
-    for _ in range(60):
+    for _ in range(30):
         if lazy.count() == 0:
             break
+        page.evaluate("() => window.explainerLoadAll && window.explainerLoadAll()")
+        page.wait_for_load_state("networkidle")
         try:
-            lazy.first.scroll_into_view_if_needed(timeout=EXPECT_TIMEOUT_MS)
-            if retry.first.is_visible():        # a busy server refused it: as a reader would
+            if retry.first.is_visible():
                 retry.first.click()
         except Exception:          # swapped for its section meanwhile: look again
             pass
-        page.wait_for_load_state("networkidle")
     from playwright.sync_api import expect
     expect(lazy).to_have_count(0)
     page.evaluate("() => window.scrollTo(0, 0)")
