@@ -76,6 +76,16 @@ def _refused(port: int) -> bool:
         return True
 
 
+def serving_line(proc) -> str:
+    """The "Serving the explainer on ..." line of the server's output (start-up warnings, such
+    as an encoding that is not available offline, may come first)."""
+    for _ in range(20):
+        line = proc.stdout.readline()
+        if line.startswith("Serving") or not line:
+            return line
+    return ""
+
+
 @needs_weights
 def test_python_app_py_serves_from_two_workers_and_sigterm_stops_them_all():
     if not hasattr(os, "fork"):
@@ -85,7 +95,7 @@ def test_python_app_py_serves_from_two_workers_and_sigterm_stops_them_all():
         workers = _children(proc.pid)
         assert len(workers) == limits.SERVER_WORKERS == 2, workers
         assert (f"{limits.SERVER_WORKERS} worker(s) x {limits.SERVER_THREADS} threads"
-                in proc.stdout.readline())
+                in serving_line(proc))
         for _ in range(6):                            # every connection is answered
             with urllib.request.urlopen(f"http://127.0.0.1:{port}/section/logits",
                                         timeout=10) as r:
@@ -104,7 +114,7 @@ def test_python_app_py_workers_1_serves_from_one_process():
     proc, port = _serve("--workers", "1")
     try:
         assert _children(proc.pid) == set()
-        assert "1 worker(s)" in proc.stdout.readline()
+        assert "1 worker(s)" in serving_line(proc)
     finally:
         proc.terminate()
         proc.wait(20)

@@ -210,6 +210,7 @@ def test_a_request_body_is_capped(client, app):
 class SlowSection:
     """A section whose loop takes as long as its `n` asks (a stand-in for generation)."""
     id, title, template, params = "slow", "Slow", None, ()
+    borrows = reads = ()
 
     def __init__(self):
         self.built_with = []
@@ -227,7 +228,7 @@ def test_over_the_time_budget_the_control_says_so_and_the_default_is_shown(app):
     with app.test_request_context("/?merges=40"):
         state = parse_state(b"merges=40", all_params())
         section = SlowSection()
-        ctx = build_in_budget(None, state, section)
+        ctx = build_in_budget(app.extensions["explainer_model"], state, section)
     default = state.params["merges"].default
     assert section.built_with == [40, default]
     assert ctx == {"n": default}
