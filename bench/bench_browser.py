@@ -27,12 +27,9 @@ import time
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(ROOT, "bench"))
 
-from local_server import (free_port, loopback_only, save_result, start_server,  # noqa: E402
-                          stop_server)
-
-CHROMIUM = "/usr/bin/chromium"
-ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking",
-        "--disable-component-update", "--disable-sync", "--no-first-run", "--disable-quic"]
+from local_server import (CHROMIUM, free_port, loopback_only, save_result,  # noqa: E402
+                          start_server, stop_server)
+from local_server import CHROMIUM_ARGS as ARGS  # noqa: E402
 WIDTH, HEIGHT = 1280, 900
 CORE_HEIGHT = 800              # a core is one screen of a 1280x800 laptop
 TARGET_SCREENS = 25

@@ -21,12 +21,9 @@ import urllib.request
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(ROOT, "bench"))
 
-from local_server import (free_port, loopback_only, save_result, start_server,  # noqa: E402
-                          stop_server)
-
-CHROMIUM = "/usr/bin/chromium"
-ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking",
-        "--disable-component-update", "--disable-sync", "--no-first-run", "--disable-quic"]
+from local_server import (CHROMIUM, free_port, loopback_only, save_result,  # noqa: E402
+                          start_server, stop_server)
+from local_server import CHROMIUM_ARGS as ARGS  # noqa: E402
 QUIET_MS = 300
 
 PRESS = """async ([expected, quiet]) => {
