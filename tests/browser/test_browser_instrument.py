@@ -3,6 +3,7 @@ only when they come near it, a control fetches only the part of its section that
 figures stay the same elements (updated in place), an answer made for an older prompt is
 dropped, and a section that fails to load says so in place with a button that tries again."""
 import re
+import time
 
 import pytest
 from playwright.sync_api import expect
@@ -69,6 +70,15 @@ def test_a_slider_fetches_its_part_and_figures_stay_the_same_elements(page, page
     assert page_errors == []
 
 
+def wait_for_route(page, held, timeout_s=20):
+    """Until the route handler has held the request back: Playwright reports the request as soon
+    as the page sends it, and runs the handler when it next talks to the page, so talk to it."""
+    deadline = time.monotonic() + timeout_s
+    while not held and time.monotonic() < deadline:
+        page.evaluate("() => new Promise(r => requestAnimationFrame(() => r()))")
+    assert len(held) == 1
+
+
 def test_an_answer_for_an_older_prompt_is_dropped(page):
     page.goto(f"/?prompt={PROMPT}{OPEN}")
     held = []
@@ -78,7 +88,7 @@ def test_an_answer_for_an_older_prompt_is_dropped(page):
     slider.focus()
     with page.expect_request(lambda r: "/section/embeddings" in r.url):
         page.keyboard.press("ArrowRight")
-    assert len(held) == 1
+    wait_for_route(page, held)
     # a new prompt arrives while that answer is held back
     with page.expect_response(lambda r: r.url.split("?")[0].endswith("/") and
                               r.request.headers.get("hx-request") == "true"):
@@ -118,7 +128,7 @@ def test_an_older_answer_for_the_same_part_is_dropped(page):
     temperature.focus()
     with page.expect_request(lambda r: "/section/sampling" in r.url):
         page.keyboard.press("ArrowLeft")
-    assert len(held) == 1
+    wait_for_route(page, held)
     part = page.locator("#sampling-distribution")
     survivors = part.locator("p").first          # "N of 4,096 tokens can be drawn."
     before = survivors.inner_text()

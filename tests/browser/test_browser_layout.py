@@ -124,7 +124,7 @@ CHECKS = """(limits) => {
     const words = text.split(' ').length;
     if (words <= 3) {
       // a short text may wrap between words and after a hyphen or slash, nowhere else
-      const pieces = text.split(/\s+|(?<=[-\/–])/).filter(Boolean).length;
+      const pieces = text.split(/\\s+|(?<=[-\\/–])/).filter(Boolean).length;
       const n = lines(c);
       if (n > 3 || n > pieces) note(c, name, 'wrap', `"${text}" on ${n} lines`);
     }
