@@ -184,6 +184,8 @@ def main(argv=None):
                                   "(default: start app.py on a free port)")
     ap.add_argument("--no-save", action="store_true")
     ap.add_argument("--limit", type=int, default=0, help="measure only the first N controls")
+    ap.add_argument("--section", action="append", default=[],
+                    help="measure only the controls of this section (repeatable; implies --no-save)")
     args = ap.parse_args(argv)
     from playwright.sync_api import sync_playwright
 
@@ -216,6 +218,8 @@ def main(argv=None):
 
             page.evaluate(WATCH)
             found = controls(page)
+            if args.section:
+                found = [c for c in found if c["section"] in args.section]
             if args.limit:
                 found = found[:args.limit]
             steps, skipped = [], []
@@ -258,7 +262,7 @@ def main(argv=None):
             browser.close()
     finally:
         stop_server(server)
-    if not args.no_save and not args.limit:
+    if not args.no_save and not args.limit and not args.section:
         print("saved", save_result("bench_browser", result, "bench_browser.py",
                                    argv if argv is not None else sys.argv[1:]))
     return 0
