@@ -25,9 +25,12 @@
 
   // Plotly.react on the element already on the page redraws only what changed; uirevision
   // keeps the reader's zoom and pan across updates. A figure whose JSON is the one already
-  // drawn is left alone. force: redraw anyway (a theme change).
+  // drawn is left alone. force: redraw anyway (a theme change). A figure inside a closed
+  // disclosure is drawn when the disclosure opens: nobody sees it before, and it has no width
+  // to fit yet.
   function draw(el, force) {
     if (typeof Plotly === "undefined") return;
+    if (el.closest("details:not([open])")) return;
     var json = el.getAttribute("data-figure");
     if (!force && el._drawn === json) return;
     var fig;
@@ -103,6 +106,11 @@
     root.querySelectorAll("[data-figure]").forEach(function (el) { plots.push(el); });
     plots.forEach(draw);
   }
+
+  document.addEventListener("toggle", function (event) {
+    var d = event.target;
+    if (d.open && d.matches && d.matches("details")) d.querySelectorAll("[data-figure]").forEach(function (el) { draw(el); });
+  }, true);
 
   document.addEventListener("input", function (event) {
     var el = event.target;
