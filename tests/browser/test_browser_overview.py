@@ -122,3 +122,24 @@ def test_reduced_motion_gets_the_new_state_without_motion(browser, base_url, mod
         else:
             expect(live).not_to_have_class(re.compile(r"\bov-stepped\b"))
         context.close()
+
+
+def below_the_map(page, locator) -> float:
+    """How far the element's top is below the sticky map's bottom (negative: under the map)."""
+    return locator.evaluate("""el => el.getBoundingClientRect().top -
+        document.querySelector('.ov-map').getBoundingClientRect().bottom""")
+
+
+def test_what_scrolls_into_view_stops_below_the_sticky_map(page):
+    page.goto(f"/?prompt={DEFAULT_PROMPT}")
+    nav = page.get_by_role("navigation", name="Sections, in the order the data flows")
+    nav.get_by_role("link", name="Sampling").click()
+    heading = page.locator("#sampling h2")
+    expect(heading).to_be_in_viewport()
+    assert below_the_map(page, heading) >= 0
+    # a control reached by the keyboard while the page is scrolled past it
+    page.evaluate("() => window.scrollTo(0, document.documentElement.scrollHeight)")
+    slider = page.locator("#sampling").get_by_label(re.compile("Temperature")).first
+    slider.focus()
+    expect(slider).to_be_in_viewport()
+    assert below_the_map(page, slider) >= 0
