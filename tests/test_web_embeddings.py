@@ -89,7 +89,7 @@ def test_far_rows_are_the_long_cluster_and_none_in_a_random_table(model):
 
 
 def test_prompt_labels_on_the_map_do_not_pile_up(client, model):
-    from web.figures.embeddings import labels_apart
+    from web.figures.embeddings import MAP_PLOT_PX, labels_apart
     page = embeddings_part(text_of(client.get(url("/", prompt=PROMPT))))
     highlight = figures(page)[1]["data"][2]
     coords, _, _ = pca_2d(model.params["wte"])
@@ -99,12 +99,13 @@ def test_prompt_labels_on_the_map_do_not_pile_up(client, model):
     named = [i for i, t in enumerate(highlight["text"]) if t]
     assert named == labels_apart(np.stack([xs, ys], 1), texts, span)
     assert 0 < len(named) < len(texts)             # some written, the crowded ones left out
-    # no two written labels' boxes (8.5 px a character by 20 px on 760 x 420) overlap
+    # no two written labels' boxes (8.5 px a character by 20 px on a phone's plot) overlap
+    width, height = MAP_PLOT_PX
     for i in named:
         for j in named:
             if i < j:
-                dx = abs(xs[i] - xs[j]) / span[0] * 760
-                dy = abs(ys[i] - ys[j]) / span[1] * 420
+                dx = abs(xs[i] - xs[j]) / span[0] * width
+                dy = abs(ys[i] - ys[j]) / span[1] * height
                 assert dx > (8.5 * (len(texts[i]) + len(texts[j])) + 16) / 2 or dy > 22
 
 

@@ -6,6 +6,9 @@ import numpy as np
 from web.figures import ACCENT, PALETTE, base_layout, figure_json, label, signed_colours, typed_array
 
 MUTED = "#9aa7bd"             # lighter than the palette's: 50,000 dots under the prompt's
+# the vocabulary map's plot area in px (across, up) on a phone, its narrowest: the prompt's
+# labels are chosen so that they do not collide there, so not on a wider screen either
+MAP_PLOT_PX = (280.0, 380.0)
 
 
 def _token_axis(labels: list) -> dict:
@@ -47,7 +50,7 @@ def cosine_matrix_heatmap(sims, labels: list) -> str:
         xaxis=dict(title=dict(text="token (its place in the prompt)"), showgrid=False,
                    tickangle=0, tickformat="d"),
         yaxis=dict(_token_axis(labels), showgrid=False),
-        margin=dict(l=10, r=10, t=40, b=10), height=min(680, 110 + 17 * n)))
+        margin=dict(l=10, r=10, t=40, b=10), height=min(600, 90 + 15 * n)))
 
 
 def vocabulary_base(coords, labels: tuple, explained, far_ids=()) -> tuple:
@@ -72,7 +75,7 @@ def vocabulary_base(coords, labels: tuple, explained, far_ids=()) -> tuple:
                                             symbol="x"),
                            name=f"long rows, likely never inputs ({int(far.sum()):,})"))
     layout = base_layout(
-        title=dict(text=f"All {len(labels):,} tokens on their 2 principal components"),
+        title=dict(text=f"All {len(labels):,} tokens, placed by PCA"),
         xaxis=dict(title=dict(text=f"PC 1 ({explained[0]:.1%} of the variance)"),
                    zeroline=False),
         yaxis=dict(title=dict(text=f"PC 2 ({explained[1]:.1%} of the variance)"),
@@ -97,7 +100,7 @@ def separated_labels(points, min_gap: float = 0.045) -> list:
     return kept
 
 
-def labels_apart(points, texts: list, span, plot_px=(760.0, 420.0)) -> list:
+def labels_apart(points, texts: list, span, plot_px=MAP_PLOT_PX) -> list:
     """Which points get their text written above them: greedily, in order, those whose label
     box (about 8.5 px per character by 20 px, centred above the point, on a plot of `plot_px`
     showing `span` data units) overlaps no label already kept."""
