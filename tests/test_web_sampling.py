@@ -173,7 +173,9 @@ def test_every_default_setting_changes_the_default_prompts_distribution(client, 
     page = text_of(client.get(url("/section/sampling")))
     note = re.search(r'id="stages-shown">(.*?)</p>', page, re.S).group(1)
     assert "Changed nothing here: repetition penalty = 1." in " ".join(note.split())
-    fig = json.loads(html.unescape(re.search(r'data-figure="([^"]+)"', page).group(1)))
+    fig = json.loads(html.unescape(re.search(
+        r'data-figure="([^"]+)" role="img"\s+aria-label="Bar charts of the next-token distribution '
+        r'after each stage', page).group(1)))
     titles = [a["text"].split(" =")[0].split(":")[0] for a in fig["layout"]["annotations"]]
     assert titles == ["model", "temperature", "top-k", "top-p", "min-p"]
 
@@ -209,3 +211,18 @@ def test_plotly_labels_escape_markup_with_references_plotly_decodes():
     # plotly.js decodes numeric references and only these named ones (svg_text_utils)
     for ref in re.findall(r"&([a-z]+);", label('<>&"\'')):
         assert ref in {"amp", "lt", "gt"}
+
+
+@pytest.mark.parametrize("query", [dict(), dict(s_temp="1.4", s_topk="3")])
+def test_headline_figure_is_the_model_against_the_distribution_drawn_from(client, model, query):
+    """The section's first figure: each shown token's probability from the model and after the
+    five controls (0 where a control removed it), as pipeline/sampling.py computes them."""
+    page = text_of(client.get(url("/section/sampling", prompt=PROMPT, **query)))
+    fig = json.loads(html.unescape(re.search(r'data-figure="([^"]+)"', page).group(1)))
+    ids, _, stages = expected(model, PROMPT, settings_of(query))
+    shown = shown_tokens(stages)
+    model_bars, final_bars = fig["data"]
+    assert np.allclose(model_bars["y"], [stages[0].probs[t] for t in shown], atol=1e-6)
+    assert np.allclose(final_bars["y"], [stages[-1].probs[t] if stages[-1].kept[t] else 0.0
+                                         for t in shown], atol=1e-6)
+    assert [y > 0 for y in final_bars["y"]] == [bool(stages[-1].kept[t]) for t in shown]

@@ -1,9 +1,38 @@
 """Figures of the sampling section: the distribution after each stage, and N draws against
 the prediction."""
-from web.figures import ACCENT, PALETTE, base_layout, figure_json, label
+from web.figures import ACCENT, MUTED, PALETTE, base_layout, figure_json, label
 
 KEPT, GONE = PALETTE[0], "#d3d8e0"
 OTHERS = "all other tokens"
+
+
+def model_vs_final_figure(names, model_probs, final_probs, final_kept) -> str:
+    """The section's headline: for the shown tokens, the model's own probability next to the
+    probability the sampler draws with after all five controls. A token the controls removed
+    has only its model bar, in grey. One pair of bar traces on one axis: a slider's answer
+    redraws little."""
+    x = [label(n) for n in names]
+    ticks = list(range(len(x)))
+    data = [
+        dict(type="bar", name="the model's own", x=ticks, y=[float(p) for p in model_probs],
+             marker=dict(color=[MUTED if k else GONE for k in final_kept]),
+             hovertext=[f"{t}: model {100 * p:.2f}%" + ("" if k else " (removed)")
+                        for t, p, k in zip(x, model_probs, final_kept)],
+             hoverinfo="text"),
+        dict(type="bar", name="after the controls (drawn from)", x=ticks,
+             y=[float(p) if k else 0.0 for p, k in zip(final_probs, final_kept)],
+             marker=dict(color=ACCENT),
+             hovertext=[f"{t}: {100 * p:.2f}% after the controls" if k else f"{t}: removed"
+                        for t, p, k in zip(x, final_probs, final_kept)],
+             hoverinfo="text"),
+    ]
+    return figure_json(data, base_layout(
+        barmode="group", bargap=0.2, height=250,
+        legend=dict(x=1, y=1, xanchor="right", yanchor="top", bgcolor="rgba(255,255,255,0.85)"),
+        margin=dict(l=10, r=10, t=10, b=10),
+        xaxis=dict(tickmode="array", tickvals=ticks, ticktext=x, tickangle=-45),
+        yaxis=dict(title=dict(text="probability"), tickformat=".0%", rangemode="tozero",
+                   nticks=5)))
 
 
 def stages_figure(stages, names) -> str:
@@ -68,26 +97,28 @@ def _title(st) -> str:
 
 
 def draws_figure(names, counts, other_count, probs, other_prob, n) -> str:
-    """Each shown token's share of the n draws next to its predicted probability."""
+    """Each shown token's share of the n draws next to its predicted probability: horizontal
+    bars, most probable token on top, so that the token names never crowd a narrow column."""
     x = [label(t) for t in names] + [OTHERS]
     observed = [c / n for c in counts] + [other_count / n]
     predicted = list(probs) + [other_prob]
+    rows = list(range(len(x)))
     data = [
-        dict(type="bar", name="predicted probability", x=list(range(len(x))),
-             y=[float(p) for p in predicted], marker=dict(color=KEPT),
+        dict(type="bar", orientation="h", name="predicted probability", y=rows,
+             x=[float(p) for p in predicted], marker=dict(color=KEPT),
              hovertext=[f"{t}: predicted {100 * p:.2f}%" for t, p in zip(x, predicted)],
              hoverinfo="text"),
-        dict(type="bar", name=f"share of {n:,} draws", x=list(range(len(x))),
-             y=[float(o) for o in observed], marker=dict(color=ACCENT),
+        dict(type="bar", orientation="h", name=f"share of {n:,} seeded draws", y=rows,
+             x=[float(o) for o in observed], marker=dict(color=ACCENT),
              hovertext=[f"{t}: drawn {c:,} times ({100 * o:.2f}%)"
                         for t, c, o in zip(x, counts + [other_count], observed)],
              hoverinfo="text"),
     ]
     return figure_json(data, base_layout(
-        title=dict(text=f"{n:,} seeded draws vs the prediction"),
-        barmode="group", height=400, legend=dict(orientation="h", y=1.02, x=0, yanchor="bottom"),
-        margin=dict(l=10, r=10, t=80, b=10),
-        xaxis=dict(title=dict(text="token"), tickmode="array", tickvals=list(range(len(x))),
-                   ticktext=x[:-1] + [OTHERS.replace(" other ", " other<br>")]),
-        yaxis=dict(title=dict(text="share (% of draws or probability)"), tickformat=".0%",
-                   rangemode="tozero")))
+        barmode="group", bargap=0.25, height=120 + 26 * len(x),
+        legend=dict(orientation="h", x=0, y=1.0, xanchor="left", yanchor="bottom",
+                    traceorder="normal"),
+        margin=dict(l=10, r=10, t=10, b=10),
+        yaxis=dict(tickmode="array", tickvals=rows, ticktext=x, autorange="reversed"),
+        xaxis=dict(title=dict(text="share of draws, or probability"), tickformat=".0%",
+                   rangemode="tozero", nticks=6)))

@@ -183,6 +183,8 @@ def build(lm, state) -> dict:
         n_vocab=len(final), n_context=len(context), surviving=surviving,
         context_unique=len(set(context)),
         stages_figure=figures.stages_figure([v for v in views if v.changed], names),
+        headline_figure=figures.model_vs_final_figure(
+            names, views[0].probs, views[-1].probs, views[-1].kept),
         seed=seed, u=u, drawn=one, drawn_name=plain(tok.decode_single_token_bytes(one)),
         drawn_p=float(final[one]), drawn_slice=(float(cdf[one] - final[one]), float(cdf[one])),
         n_draws=n, counts=[int(c) for c in drawn_shown], other_drawn=other_drawn,
