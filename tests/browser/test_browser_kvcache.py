@@ -24,7 +24,7 @@ def patient(page):
     expect.set_options(timeout=5_000)
 
 def test_numbers_on_screen_are_the_measured_run(page, model, page_errors):
-    page.goto(f"/?prompt={PROMPT}&kv_new=6")
+    page.goto(f"/?prompt={PROMPT}&kv_new=6&open=kv-how,kv-real")   # every disclosure open: all four figures drawn
     section = page.locator("#kvcache")
     expect(section.get_by_text("prompt tokens, then 6 generated")).to_be_visible()
     # the server checked this run and measured the step times once; the same process
@@ -44,7 +44,7 @@ def test_numbers_on_screen_are_the_measured_run(page, model, page_errors):
 
 
 def test_controls_round_trip_through_the_url(page, model):
-    page.goto(f"/?prompt={PROMPT}&open=kv-real")       # the real models' disclosure open
+    page.goto(f"/?prompt={PROMPT}&open=kv-real,kv-how")      # the real models' and the run's disclosures open
     section = page.locator("#kvcache")
     section.get_by_role("slider", name="Tokens to generate").fill("9")
     expect(section.get_by_text("prompt tokens, then 9 generated")).to_be_visible()

@@ -28,8 +28,10 @@ def step_time_figure(steps) -> str:
     return figure_json(data, base_layout(
         title=dict(text="Measured time per step"),
         xaxis=dict(title=dict(text="tokens in the sequence")),
-        yaxis=dict(title=dict(text="time (ms)"), rangemode="tozero"), height=300,
-        legend=dict(orientation="h", y=-0.3)))
+        yaxis=dict(title=dict(text="time (ms)"), rangemode="tozero"), height=280,
+        # inside, top left: the cached line stays low and the recomputed one ends top right
+        legend=dict(x=0.02, xanchor="left", y=0.98, yanchor="top",
+                    bgcolor="rgba(255,255,255,0.85)")))
 
 
 def cache_bytes_figure(steps) -> str:
@@ -47,9 +49,11 @@ def cache_bytes_figure(steps) -> str:
     ]
     return figure_json(data, base_layout(
         title=dict(text="Cache bytes after each step"),
-        xaxis=dict(title=dict(text="tokens in the cache")),
+        # outside ticks push the x labels below the y axis's "0", which hangs under the axis
+        xaxis=dict(title=dict(text="tokens in the cache"), ticks="outside", ticklen=7,
+                   tickcolor="white"),
         yaxis=dict(title=dict(text="bytes"), rangemode="tozero", tickformat=","), height=300,
-        legend=dict(orientation="h", y=-0.3)))
+        legend=dict(orientation="h", y=-0.3, yanchor="top")))
 
 
 def context_figure(curves, ctx: int) -> str:
