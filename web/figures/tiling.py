@@ -8,9 +8,10 @@ from web.figures import (ACCENT, INK, MUTED, SEQUENTIAL, base_layout, figure_jso
 SKIP = "#e3e7ee"
 
 
-def tiles_figure(pattern, tokens, bq, bk, row) -> str:
+def tiles_figure(pattern, tokens, bq, bk, row, done, total) -> str:
     """The head's attention pattern with the tile grid on top: tiles above the diagonal are
-    never computed (grey); the followed query row is outlined."""
+    never computed (grey); the followed query row is outlined. The title counts the `done` of
+    `total` tiles computed."""
     T = pattern.shape[0]
     names = [f"{i}: {label(t)}" for i, t in enumerate(tokens)]
     z = np.where(np.tril(np.ones((T, T), bool)), np.round(pattern, 4), np.nan)
@@ -33,8 +34,10 @@ def tiles_figure(pattern, tokens, bq, bk, row) -> str:
     shapes.append(dict(type="rect", x0=-0.5, x1=row + 0.5, y0=row - 0.5, y1=row + 0.5,
                        line=dict(color=ACCENT, width=3)))
     return figure_json([heatmap], base_layout(
-        title=dict(text=f"Tiles: {bq} queries × {bk} keys"),
-        shapes=shapes, height=min(360, 120 + 9 * T),
+        title=dict(text=f"{bq} queries × {bk} keys a tile<br><sup>{done} of {total} tiles "
+                        "computed; grey: skipped</sup>"),
+        margin=dict(l=10, r=10, t=64, b=10),
+        shapes=shapes, height=min(340, 136 + 9 * T),
         xaxis=dict(title=dict(text="key position (token)"), constrain="domain"),
         yaxis=dict(title=dict(text="query position (token)"), autorange="reversed",
                    scaleanchor="x", constrain="domain")))
@@ -55,12 +58,13 @@ def traffic_by_tile_figure(T, sizes, tiled_bytes, plain_bytes, current) -> str:
         data.append(dict(type="scatter", x=[current], y=[tiled_bytes[list(sizes).index(current)]],
                          mode="markers", name="your tiles", marker=dict(size=13, color=ACCENT),
                          hovertemplate="your tiles: %{y:,} bytes<extra></extra>"))
+    # the legend sits above the plot (no title there), clear of the axis title below
     return figure_json(data, base_layout(
-        title=dict(text=f"Bytes moved ({T} tokens)"),
+        margin=dict(l=10, r=10, t=10, b=10),
         xaxis=dict(title=dict(text="tile size (query rows = key rows)"), type="log",
                    tickmode="array", tickvals=list(sizes), ticktext=[str(s) for s in sizes]),
-        yaxis=dict(title=dict(text="bytes moved (fp32)"), rangemode="tozero"),
-        legend=dict(orientation="h", y=-0.3)))
+        yaxis=dict(title=dict(text=f"bytes moved, {T} tokens (fp32)"), rangemode="tozero"),
+        legend=dict(orientation="h", yanchor="bottom", y=1.02, x=0)))
 
 
 def traffic_by_length_figure(lengths, plain, tiled, n, name, tile) -> str:

@@ -25,8 +25,8 @@ DEFAULT_CONFIG = "Llama 3 8B"
 PARAMS = (
     Param("til_layer", "Layer", kind="int", default=0, min=0, max=999),
     Param("til_head", "Query head", kind="int", default=0, min=0, max=999),
-    Param("til_bq", "Query rows per tile", kind="int", default=8, min=1, max=256),
-    Param("til_bk", "Key rows per tile", kind="int", default=8, min=1, max=256),
+    Param("til_bq", "Query tile", kind="int", default=8, min=1, max=256),
+    Param("til_bk", "Key tile", kind="int", default=8, min=1, max=256),
     Param("til_row", "Query row to follow", kind="int", min=0, max=9999,
           resets_with_prompt=True),
     Param("til_model", "Published model", default=DEFAULT_CONFIG, max_chars=60),
@@ -63,17 +63,19 @@ def build(lm, state) -> dict:
     plain_moved = plain_traffic(T, hd)
     sizes = tile_sweep(T)
     tokens = [plain(lm.tokenizer.decode_single_token_bytes(i)) for i in run.ids]
+    tiles_total, tiles_done = math.ceil(T / bq) * math.ceil(T / bk), tiles_computed(T, bq, bk)
     ctx = dict(
         T=T, hd=hd, layer=layer, head=head, suggested_row=suggested,
         rescaled=any(s.rescale < 1 for s in steps[1:]), kv_head=kv_head, n_layers=cfg.n_layers,
         n_heads=cfg.n_heads, rotated=rotated, bq=bq, bk=bk, row=row, tokens=tokens,
         max_diff=float(np.abs(out - engine_out).max()),
         tiled=traffic_row(moved, 4), plain=traffic_row(plain_moved, 4),
-        tiles_total=math.ceil(T / bq) * math.ceil(T / bk), tiles_done=tiles_computed(T, bq, bk),
+        tiles_total=tiles_total, tiles_done=tiles_done,
         fast_bytes=fast_memory_elements(bq, bk, hd) * 4,
         steps=steps, final_m=float(row_scores.max()),
         final_l=float(np.exp(row_scores - row_scores.max()).sum()),
-        pattern_figure=figures.tiles_figure(pattern, tokens, bq, bk, row),
+        pattern_figure=figures.tiles_figure(pattern, tokens, bq, bk, row, tiles_done,
+                                              tiles_total),
         sizes_figure=figures.traffic_by_tile_figure(
             T, sizes, [tiled_traffic(T, hd, b, b).total * 4 for b in sizes],
             plain_moved.total * 4, bq if bq == bk else None),
