@@ -8,23 +8,32 @@ from web.figures import ACCENT, INK, PALETTE, TEXT_SIZE, base_layout, figure_jso
 ROOF_COLOURS = tuple(PALETTE[i] for i in (0, 2, 3, 5, 6)) + (ACCENT,)
 
 
-def roofline_figure(roofs, points, machine_points) -> str:
+def short_name(name: str) -> str:
+    """A chip's name in the legend: without its vendor, at most two words."""
+    return " ".join(name.removeprefix("NVIDIA ").removeprefix("AMD ").split()[:2])
+
+
+def roofline_figure(roofs, points, machine_points, stars_name="measured") -> str:
     """Log-log roofline. roofs: [(name, intensities, attainable FLOP/s)], each computed by
     pipeline.roofline.roof_curve; points: [(label, intensity)] of the chosen model's phases,
     drawn as dotted verticals labelled across the foot of the plot; machine_points: [(label,
-    intensity, measured FLOP/s)]."""
-    # the legend names a chip without its vendor (its hover keeps the full name)
+    intensity, measured FLOP/s)], one legend entry named stars_name."""
+    # the legend names a chip by its first two words without its vendor ("A100 SXM 80GB":
+    # "A100 SXM"), short enough for two entries to a line on a phone; its hover keeps the full
+    # name
     data = [dict(type="scatter", x=np.asarray(xs).tolist(), y=np.asarray(ys).tolist(),
-                 mode="lines", name=label(name.removeprefix("NVIDIA ").removeprefix("AMD ")),
+                 mode="lines", name=label(short_name(name)),
                  line=dict(color=ROOF_COLOURS[i % len(ROOF_COLOURS)], width=2),
                  hovertemplate=label(name) + ": %{y:.3s}FLOP/s at %{x:.3g} FLOP/byte"
                                              "<extra></extra>")
             for i, (name, xs, ys) in enumerate(roofs)]
-    data += [dict(type="scatter", x=[intensity], y=[achieved], mode="markers", name=label(text),
-                  marker=dict(size=14, color=ACCENT, symbol="star"),
-                  hovertemplate=label(text) + ": %{y:.3s}FLOP/s at %{x:.3g} FLOP/byte"
-                                              "<extra>measured</extra>")
-             for text, intensity, achieved in machine_points]
+    # the measured points: one legend entry, each point named in its hover
+    data.append(dict(type="scatter", x=[x for _, x, _ in machine_points],
+                     y=[y for _, _, y in machine_points], mode="markers", name=label(stars_name),
+                     text=[label(text) for text, _, _ in machine_points],
+                     marker=dict(size=14, color=ACCENT, symbol="star"),
+                     hovertemplate="%{text}: %{y:.3s}FLOP/s at %{x:.3g} FLOP/byte"
+                                   "<extra>measured</extra>"))
     # the x range is the roofs' (fixed: plotly would widen it to fit the labels' text)
     xs = [x for _, xs, _ in roofs for x in xs] + [x for _, x in points]
     lo, hi = float(np.log10(min(xs))), float(np.log10(max(xs)))
@@ -49,10 +58,11 @@ def roofline_figure(roofs, points, machine_points) -> str:
     prefixes = {0: "", 3: "k", 6: "M", 9: "G", 12: "T", 15: "P", 18: "E"}
     ticktext = [f"{10 ** (e % 3)}{prefixes.get(e - e % 3, 'e%d' % (e - e % 3))}" for e in powers]
     return figure_json(data, base_layout(
-        height=430, margin=dict(l=10, r=10, t=16, b=10),
+        height=340, margin=dict(l=10, r=10, t=10, b=10),
         shapes=shapes, annotations=annotations,
         xaxis=dict(title=dict(text="intensity (FLOP per byte moved)"), type="log",
                    exponentformat="SI", range=[lo, hi]),
         yaxis=dict(title=dict(text="FLOP per second"), type="log",
                    tickmode="array", tickvals=[10.0 ** e for e in powers], ticktext=ticktext),
-        legend=dict(orientation="h", x=0, y=-0.3, yanchor="top")))
+        # above the plot (it has no title), clear of the axis title however many lines it takes
+        legend=dict(orientation="h", x=0, y=1.02, yanchor="bottom")))

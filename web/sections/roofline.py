@@ -19,8 +19,8 @@ LENGTHS = (128, 512, 1024, 2048, 4096, 8192, 32768, 131072)
 PARAMS = (
     Param("rf_model", "Model", default=DEFAULT_MODEL, max_chars=60),
     Param("rf_bits", "Bits per weight", kind="int", default=16, min=1, max=32),
-    Param("rf_len", "Prompt length (tokens)", kind="int", default=1024, min=1, max=131072),
-    Param("rf_batch", "Sequences per decode step", kind="int", default=16, min=1, max=1024),
+    Param("rf_len", "Prompt tokens", kind="int", default=1024, min=1, max=131072),
+    Param("rf_batch", "Batch size", kind="int", default=16, min=1, max=1024),
 )
 
 def machine_measurement() -> tuple:
@@ -72,8 +72,7 @@ def build(lm, state) -> dict:
               ("decode, 1 sequence", phases["decode1"].intensity),
               (f"decode, {batch} sequences", phases["decodeB"].intensity)]
     roofs = [(h.name, *roof_curve(h.peak_flops, h.bandwidth)) for h in HARDWARE]
-    roofs.append((f"this server, measured ({live['threads']} BLAS thread)",
-                  *roof_curve(live["peak"], live["bandwidth"])))
+    roofs.append(("this server", *roof_curve(live["peak"], live["bandwidth"])))
     return dict(
         models=names, model=name, repo=p.repo, nominal=p.nominal, params=p.reported_params,
         bits=bits, bits_choices=BITS, n=n, prefill_verdict=prefill_verdict(n, rows),
