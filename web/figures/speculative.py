@@ -18,8 +18,10 @@ def time_figure(alone_seconds: float, n_alone: int, spec_parts: dict, n_spec: in
         traces.append(dict(type="bar", y=[rows[1]], x=[1000 * spec_parts[key]],
                            orientation="h", name=name, marker=dict(color=color),
                            hovertemplate="%{x:.1f} ms<extra>" + name + "</extra>"))
+    # the legend sits above the bars (no title there), clear of the axis title below however
+    # many lines it wraps to
     return figure_json(traces, base_layout(
-        title=dict(text="Wall time, measured"), barmode="stack", height=320,
-        legend=dict(orientation="h", yanchor="top", y=-0.3, x=0),
-        xaxis=dict(title=dict(text="time (ms)"), rangemode="tozero"),
+        barmode="stack", height=300, margin=dict(l=10, r=10, t=10, b=10),
+        legend=dict(orientation="h", yanchor="bottom", y=1.02, x=0),
+        xaxis=dict(title=dict(text="wall time, measured (ms)"), rangemode="tozero"),
         yaxis=dict(autorange="reversed", type="category")))
