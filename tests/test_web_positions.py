@@ -48,12 +48,12 @@ def test_rope_numbers_are_the_engines(client, model):
 
 def test_sinusoid_figure_is_the_formula_for_the_chosen_base(client, model):
     page = part(text_of(client.get(url("/", pos_base=500), headers=every_section())))
-    fig = next(f for f in figures(page) if "Sinusoidal" in f["layout"]["title"]["text"])
+    fig = next(f for f in figures(page) if "Sine waves" in f["layout"]["title"]["text"])
     pe = sinusoidal_encoding(64, model.config.d_model, 500)
     sin, cos = (array(t["z"]) for t in fig["data"])          # drawn apart, not interleaved
     np.testing.assert_allclose(sin, pe[:, 0::2], atol=1e-3)
     np.testing.assert_allclose(cos, pe[:, 1::2], atol=1e-3)
-    assert "Sinusoidal encodings, base 500" == fig["layout"]["title"]["text"]
+    assert "Sine waves, base 500" == fig["layout"]["title"]["text"]
     assert "does not use these" in page
 
 

@@ -26,7 +26,7 @@ def rope_wavelengths(inv_freq, n_ctx: int) -> str:
         title=dict(text="How fast each pair turns"),
         xaxis=dict(title=dict(text="dimension pair j")),
         yaxis=dict(title=dict(text="positions per full turn"), type="log"),
-        legend=dict(x=0.01, y=0.99, bgcolor="rgba(255,255,255,0.85)"), height=300))
+        legend=dict(x=0.01, y=0.99, bgcolor="rgba(255,255,255,0.85)"), height=280))
 
 
 def position_table(table) -> str:
@@ -70,10 +70,11 @@ def sinusoid_heatmap(pe, base: int) -> str:
                                + "): %{z:.3f}<extra></extra>")
             for z, name, xa, ya in halves]
     return figure_json(data, base_layout(
-        title=dict(text=f"Sinusoidal encodings, base {base:,}"),
+        title=dict(text=f"Sine waves, base {base:,}"),
         coloraxis=dict(colorscale=DIVERGING, cmid=0, cmin=-1, cmax=1, colorbar=dict(thickness=12)),
-        xaxis=dict(title=dict(text="sin: frequency i (dimension 2i)"), domain=[0, 0.47]),
-        xaxis2=dict(title=dict(text="cos: frequency i (dimension 2i+1)"), domain=[0.53, 1],
+        # short titles on two lines: side by side, each has half the width (a phone's: ~100 px)
+        xaxis=dict(title=dict(text="sin<br>frequency i"), domain=[0, 0.47]),
+        xaxis2=dict(title=dict(text="cos<br>frequency i"), domain=[0.53, 1],
                     anchor="y2"),
         yaxis=dict(title=dict(text="position (token)"), autorange="reversed"),
         yaxis2=dict(autorange="reversed", anchor="x2", matches="y", showticklabels=False),
@@ -135,13 +136,16 @@ def word_order_figure(rows: list) -> str:
              customdata=[r["without"] for r in rows],
              hovertemplate="%{x}: %{customdata:.3g}<extra>without positions</extra>"),
     ]
+    # at most about 5 labelled powers of ten: superscript labels need room
+    values = [y for key in ("with_pos", "without") for y in ys(key)]
+    decades = np.log10(max(values)) - np.log10(min(values))
     return figure_json(data, base_layout(
-        title=dict(text="How different the two orders are, per layer"),
-        annotations=[dict(text="an exact 0 is drawn at 10⁻⁹ (a log axis has no 0)",
-                          xref="paper", yref="paper", x=0, y=1.02, showarrow=False,
-                          xanchor="left", yanchor="bottom", font=dict(size=14, color=MUTED))],
-        margin=dict(l=10, r=10, t=70, b=10),
+        # the title at the very top and the legend under it, above the plot (below the plot it
+        # met the slanted layer names on a phone, where it takes two rows)
+        title=dict(text="How the orders differ", yref="container", y=1, yanchor="top",
+                   pad=dict(t=8)),
+        legend=dict(orientation="h", x=0, xanchor="left", y=1.0, yanchor="bottom"),
+        margin=dict(l=10, r=10, t=90, b=10), height=400,
         xaxis=dict(title=dict(text="residual stream, stage")),
         yaxis=dict(title=dict(text="max |difference| (residual units)"), type="log",
-                   exponentformat="power"),
-        legend=dict(orientation="h", y=-0.3)))
+                   exponentformat="power", dtick=max(1, int(np.ceil(decades / 5))))))
