@@ -8,6 +8,8 @@ keep the figure small, they are the value MASK, which the colour scale paints gr
 
 Written as plain Plotly JSON (web.figures.figure_json), 32 heatmap traces and all.
 """
+import hashlib
+
 import numpy as np
 
 from web.figures import (ACCENT, PALETTE, SEQUENTIAL, base_layout, figure_json, label, signed_colours,
@@ -43,7 +45,10 @@ def head_grid_figure(grid, chosen_layer, chosen_head) -> str:
                    y0=chosen_layer * step - 0.9, y1=(chosen_layer + 1) * step - GRID_GAP - 0.1,
                    line=dict(color=CHOSEN, width=3))
     layout = base_layout(
-        height=50 + 86 * L, margin=dict(l=70, r=10, t=36, b=10), shapes=[outline],
+        height=50 + 40 * L, margin=dict(l=70, r=10, t=36, b=10), shapes=[outline],
+        # the panels are the same for every chosen head: an unchanged datarevision tells
+        # Plotly.react to move the outline only, not to redraw the heatmaps
+        datarevision=hashlib.sha1(percent.tobytes() + bytes(grid.shape)).hexdigest()[:16],
         coloraxis=dict(cmin=MASK, cmax=100, colorscale=_grid_colorscale(), showscale=False),
         xaxis=dict(tickvals=[h * step + (n - 1) / 2 for h in range(H)],
                    ticktext=[str(h) for h in range(H)], side="top", showgrid=False,
@@ -61,13 +66,18 @@ def _token_axis(labels, every):
                 showgrid=False, zeroline=False)
 
 
+X_LABELS = 18        # at most this many key tokens named across: vertical labels fit a phone
+
+
 def token_matrix_figure(matrix, labels, title, row, *, kind) -> str:
     """One head's [T, T] matrix, query tokens down, key tokens across; NaN = masked (grey).
 
     kind "pattern": weights in [0, 1]; kind "scores": scaled scores, the diverging scale.
-    The row of the clicked query token is outlined."""
+    The row of the clicked query token is outlined. Every query token is named (the figure
+    grows with T); across, every k-th key token, so that the labels never overlap."""
     T = len(labels)
     every = 1 if T <= 40 else int(np.ceil(T / 40))
+    every_x = int(np.ceil(T / X_LABELS))
     if kind == "pattern":
         colours = dict(colorscale=WEIGHTS, zmin=0.0, zmax=1.0)
         hover = "query %{y} → key %{x}<br>weight %{z:.4f}<extra></extra>"
@@ -87,8 +97,8 @@ def token_matrix_figure(matrix, labels, title, row, *, kind) -> str:
     layout = base_layout(
         title=dict(text=title), height=min(760, 180 + 20 * T),
         shapes=[outline],
-        xaxis=dict(title=dict(text="key token (looked at)"), tickangle=-60,
-                   **_token_axis(labels, every)),
+        xaxis=dict(title=dict(text="key token (looked at)"), tickangle=-90,
+                   **_token_axis(labels, every_x)),
         yaxis=dict(title=dict(text="query token (looking)"), autorange="reversed",
                    **_token_axis(labels, every)))
     return figure_json([under, trace], layout)
@@ -124,10 +134,11 @@ def head_measures_figure(measures: dict) -> str:
         top = 1 - i * (height + gap)
         layout["yaxis" + ax] = dict(domain=[top - height, top], range=[0, 1.05], dtick=0.5,
                                     anchor="x" + ax, title=dict(text=MEASURE_TITLES[name]))
+        # one label per layer, under its group of bars (hover a bar for its head)
         layout["xaxis" + ax] = dict(
             anchor="y" + ax, showgrid=False, zeroline=False, range=[-1, L * (H + 1) - 1],
-            tickvals=[layer * (H + 1) + h for layer in range(L) for h in range(0, H, max(1, H // 4))],
-            ticktext=[f"{h}" for layer in range(L) for h in range(0, H, max(1, H // 4))])
+            tickvals=[layer * (H + 1) + (H - 1) / 2 for layer in range(L)],
+            ticktext=[f"layer {layer}" for layer in range(L)], tickangle=0)
         if i == n - 1:
-            layout["xaxis" + ax]["title"] = dict(text="head, grouped by layer")
+            layout["xaxis" + ax]["title"] = dict(text=f"heads 0–{H - 1} of each layer, left to right")
     return figure_json(data, base_layout(**layout))

@@ -21,6 +21,7 @@ from web.tokens import pieces, plain
 
 GRID_MAX = 48          # the grid's panels show at most this many rows and columns (else blocks)
 N_STRONGEST = 3        # heads named for each kind of behaviour
+N_TOP = 3              # tokens named as the clicked token's strongest (the chips show them all)
 MEAN = "mean"
 
 PARAMS = (
@@ -54,7 +55,7 @@ def build(lm, state) -> dict:
         head_dim=cfg.head_dim, scale=cfg.head_dim ** -0.5, model_name=lm.name,
         groups=kv_groups(cfg.n_heads, cfg.n_kv_heads),
         row=[dict(index=s, weight=float(w), percent=100 * float(w)) for s, w in enumerate(weights)],
-        top=sorted(range(t + 1), key=lambda s: (-weights[s], s))[:5],
+        top=sorted(range(t + 1), key=lambda s: (-weights[s], s))[:N_TOP],
         bin_size=bin_size,
         grid_figure=figures.head_grid_figure(block_mean(visible, bin_size), layer, head),
         pattern_figure=figures.token_matrix_figure(
