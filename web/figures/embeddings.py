@@ -85,21 +85,6 @@ def vocabulary_base(coords, labels: tuple, explained, far_ids=()) -> tuple:
     return ",".join(json.dumps(t) for t in whole["data"]), json.dumps(whole["layout"])
 
 
-def separated_labels(points, min_gap: float = 0.045) -> list:
-    """Which points get a text label: greedily, in order, those farther than `min_gap` (a share
-    of the plot's width and height) from every point already labelled, so labels do not pile."""
-    p = np.asarray(points, dtype=np.float64)
-    if not len(p):
-        return []
-    span = np.maximum(p.max(axis=0) - p.min(axis=0), 1e-9)
-    q = p / span
-    kept = []
-    for i, x in enumerate(q):
-        if all(np.abs(x - q[j]).max() > min_gap for j in kept):
-            kept.append(i)
-    return kept
-
-
 def labels_apart(points, texts: list, span, plot_px=MAP_PLOT_PX) -> list:
     """Which points get their text written above them: greedily, in order, those whose label
     box (about 8.5 px per character by 20 px, centred above the point, on a plot of `plot_px`

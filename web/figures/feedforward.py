@@ -3,9 +3,27 @@ and the histogram of that token's activations. Plain Plotly JSON (web.figures.fi
 import numpy as np
 
 from web.figures import base_layout, figure_json, typed_array
-from web.figures.embeddings import separated_labels
 
 CURVE, POINTS, TOP = "#14213d", "#4a8fc9", "#b4451f"
+# the curve's plot area in px (across, up) on a phone, its narrowest: the neurons' numbers are
+# chosen so that they do not collide there, so not on a wider screen either
+CURVE_PLOT_PX = (250.0, 190.0)
+
+
+def numbers_apart(points, texts: list, span, plot_px=CURVE_PLOT_PX) -> list:
+    """Which points get their number written to their right: greedily, in order (the most
+    active first), those whose label box (about 8.5 px a character plus 4, by 20 px, starting
+    7 px right of the point, on a plot of `plot_px` showing `span` data units) overlaps no
+    label already kept."""
+    p = np.asarray(points, dtype=np.float64) * np.asarray(plot_px) / np.maximum(
+        np.asarray(span, dtype=np.float64), 1e-9)
+    boxes, kept = [], []
+    for i, (x, y) in enumerate(p):
+        box = (x + 7, x + 11 + 8.5 * len(texts[i]), y - 10, y + 10)
+        if all(box[1] < b[0] or box[0] > b[1] or box[3] < b[2] or box[2] > b[3] for b in boxes):
+            boxes.append(box)
+            kept.append(i)
+    return kept
 
 
 def activation_figure(curve_x, curve_y, xs, ys, top, function: str, layer: int, token: int) -> str:
@@ -15,8 +33,9 @@ def activation_figure(curve_x, curve_y, xs, ys, top, function: str, layer: int, 
     f32 = lambda a: typed_array(np.asarray(a, dtype=np.float32))  # noqa: E731
     top = np.asarray(top)
     # numbers only where they do not crowd another marked neuron (the rest: hover)
-    named = set(separated_labels(np.stack([np.asarray(xs)[top], np.asarray(ys)[top]], 1),
-                                 min_gap=0.07))
+    span = (float(np.ptp(curve_x)), float(np.ptp(curve_y)))
+    named = set(numbers_apart(np.stack([np.asarray(xs)[top], np.asarray(ys)[top]], 1),
+                              [str(int(n)) for n in top], span))
     data = [
         dict(type="scatter", mode="lines", x=f32(curve_x), y=f32(curve_y), name=function,
              line=dict(color=CURVE, width=2), hoverinfo="skip"),
@@ -37,7 +56,7 @@ def activation_figure(curve_x, curve_y, xs, ys, top, function: str, layer: int, 
     ]
     layout = base_layout(
         title=dict(text=f"{function}: token {token}, layer {layer}"),
-        height=380, showlegend=True, margin=dict(l=10, r=10, t=48, b=10),
+        height=320, showlegend=True, margin=dict(l=10, r=10, t=48, b=10),
         legend=dict(x=0.01, y=0.98, bgcolor="rgba(255,255,255,0.8)"),
         xaxis=dict(title=dict(text="input (pre-activation)"), zeroline=True,
                    zerolinecolor="#cfd6e3", automargin=True),
@@ -56,7 +75,7 @@ def histogram_figure(counts, edges, layer: int, token: int) -> str:
                  hovertemplate="%{customdata[0]} to %{customdata[1]}: %{y} neurons"
                                "<extra></extra>")]
     layout = base_layout(
-        title=dict(text=f"Post-activations of token {token}, layer {layer}"),
+        title=dict(text=f"post: token {token}, layer {layer}"),
         bargap=0, xaxis=dict(title=dict(text="post-activation value"), automargin=True),
         yaxis=dict(title=dict(text="neurons"), rangemode="tozero", automargin=True))
     return figure_json(data, layout)
