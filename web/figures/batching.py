@@ -72,12 +72,12 @@ def timeline_figure(schedule, title: str) -> str:
         title=dict(text=f"{title}: {len(schedule.steps)} steps, "
                         f"{schedule.makespan_ms:.0f} ms"),
         barmode="overlay", bargap=0.25,
-        xaxis=dict(title=dict(text="time (ms, measured step costs)"),
-                   rangemode="tozero"),
-        yaxis=dict(title=dict(text="batch slot"), autorange="reversed", type="category",
+        xaxis=dict(title=dict(text="time (ms, measured step costs)"), rangemode="tozero"),
+        yaxis=dict(autorange="reversed", type="category",     # the slots name themselves
                    categoryorder="array",
                    categoryarray=[f"slot {i}" for i in range(schedule.n_slots)]),
-        height=120 + 34 * schedule.n_slots))
+        # 30 px a slot: the bar's label (14 px) fits inside it without being shrunk
+        margin=dict(l=10, r=10, t=40, b=10), height=100 + 30 * schedule.n_slots))
 
 
 def memory_figure(rows, block: int) -> str:
