@@ -162,8 +162,8 @@ def histogram_context(model, matrix_name, group_size):
         int8_figure=figures.levels_histogram(
             *quantize.levels_histogram(col, int8.levels(0, column), bins=60), None,
             f"int8, channel {column}",
-            f"{len(col)} weights; {len(int8.levels(0, column))} levels "
-            f"{float(int8.scales[0, column]):.3g} apart, too close to draw"),
+            f"{len(int8.levels(0, column))} levels {float(int8.scales[0, column]):.3g} apart: "
+            "too close to draw"),
         int4_figure=figures.levels_histogram(
             *quantize.levels_histogram(chunk, int4.levels(group, column), bins=40),
             int4.levels(group, column), "int4, one group",
