@@ -22,6 +22,6 @@ def time_figure(alone_seconds: float, n_alone: int, spec_parts: dict, n_spec: in
     # many lines it wraps to
     return figure_json(traces, base_layout(
         barmode="stack", height=300, margin=dict(l=10, r=10, t=10, b=10),
-        legend=dict(orientation="h", yanchor="bottom", y=1.02, x=0),
+        legend=dict(orientation="h", yanchor="bottom", y=1.02, x=0, traceorder="normal"),
         xaxis=dict(title=dict(text="wall time, measured (ms)"), rangemode="tozero"),
         yaxis=dict(autorange="reversed", type="category")))
