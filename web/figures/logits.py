@@ -15,11 +15,10 @@ def probs_figure(texts: list, p1, pt, temp: float) -> str:
              hovertemplate="%{x}: %{y:.2%}<extra>T = 1</extra>"),
     ]
     return figure_json(data, base_layout(
-        title=dict(text="Top tokens' probabilities"),
-        xaxis=dict(title=dict(text="token (rank by score)"), tickangle=-50),
-        yaxis=dict(title=dict(text="probability"), range=[0, 1], tickformat=".0%"),
-        legend=dict(orientation="h", x=0, y=1.0, yanchor="bottom"),
-        margin=dict(l=10, r=10, t=80, b=10), height=380))
+        xaxis=dict(title=dict(text="token (rank by score)")),
+        yaxis=dict(title=dict(text="probability"), range=[0, 1], tickformat=".0%", nticks=6),
+        legend=dict(x=1, y=1, xanchor="right", yanchor="top", bgcolor="rgba(255,255,255,0.85)"),
+        margin=dict(l=10, r=10, t=10, b=10), height=270))
 
 
 def entropy_figure(temps: list, entropies: list, temp: float, entropy: float) -> str:
