@@ -133,7 +133,7 @@ def test_a_prompt_near_the_context_limit(client, model, n_prompt, shown):
 
 def test_beam_vs_greedy_verdict():
     from web.sections.decoding import VERDICTS, beam_vs_greedy
-    assert beam_vs_greedy(True, 0.01) == "more probable" == VERDICTS[0]
+    assert beam_vs_greedy(True, 0.01) == "more likely" == VERDICTS[0]
     assert beam_vs_greedy(True, 0.0004) == beam_vs_greedy(True, -0.0004) == "the same"
-    assert beam_vs_greedy(True, -0.01) == "less probable"
-    assert beam_vs_greedy(False, 5.0) == "a different length"
+    assert beam_vs_greedy(True, -0.01) == "less likely"
+    assert beam_vs_greedy(False, 5.0) == "another length"

@@ -1,5 +1,5 @@
 """Figure of the decoding section: the beam-search tree."""
-from web.figures import ACCENT, INK, PALETTE, base_layout, figure_json, label
+from web.figures import ACCENT, INK, MUTED, PALETTE, base_layout, figure_json, label
 
 KEPT, PRUNED, FINISHED, GREEDY, BEST = PALETTE[0], "#c3cad6", PALETTE[3], PALETTE[2], ACCENT
 
@@ -62,23 +62,20 @@ def tree_figure(search, names, greedy_nodes, best_nodes) -> str:
              hoverinfo="skip", showlegend=False),
     ]
     depth = max(1, max((-v for v in y.values()), default=0))
-    # The kept beams are the top ranks; below them come many pruned proposals. The plot shows
-    # the top ranks with room for their labels; the rest run off the bottom (pan to see them).
-    shown = min(depth, 2 * search.width + 1)
-    title = (f"Beam width {search.width}: every proposal" if shown == depth else
-             f"Beam width {search.width}: top {shown + 1} of {depth + 1} per step")
+    # The kept beams are the top ranks; the best pruned proposal sits just below them. The plot
+    # shows those ranks with room for their labels; the rest run off the bottom (pan to see them).
+    shown = min(depth, search.width)
+    note = ("every proposal" if shown == depth else f"top {shown + 1} of {depth + 1} per step")
     layout = base_layout(
-        title=dict(text=title),
-        height=230 + 38 * shown, hovermode="closest",
-        legend=dict(orientation="h", y=-0.16, x=0, yanchor="top"),
-        xaxis=dict(title=dict(text="new token (step)"), tickmode="array",
+        height=90 + 36 * shown, hovermode="closest", showlegend=False,
+        xaxis=dict(tickmode="array",
                    tickvals=list(range(-1, search.steps)),
                    ticktext=["prompt"] + [str(s + 1) for s in range(search.steps)],
                    range=[-1.8, search.steps - 0.4], zeroline=False),
-        yaxis=dict(title=dict(text="rank by total log p"), range=[-shown - 0.4, 0.9],
+        yaxis=dict(title=dict(text=f"rank ({note})"), range=[-shown - 0.4, 0.9],
                    showticklabels=False, zeroline=False),
-        annotations=[dict(text="labels: token, log p | total log p so far", xref="paper",
-                          yref="paper", x=0, y=1.0, xanchor="left", yanchor="bottom",
-                          showarrow=False, font=dict(size=14))],
-        margin=dict(l=10, r=10, t=76, b=10))
+        annotations=[dict(text="new token at each step; labels: token, log p | total log p so far", xref="paper",
+                          yref="paper", x=0, y=1, xanchor="left", yanchor="bottom",
+                          showarrow=False, font=dict(size=12, color=MUTED))],
+        margin=dict(l=10, r=10, t=24, b=10))
     return figure_json(data, layout)

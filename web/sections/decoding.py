@@ -147,7 +147,7 @@ def build(lm, state) -> dict:
     )
 
 
-VERDICTS = ("more probable", "the same", "less probable", "a different length")
+VERDICTS = ("more likely", "the same", "less likely", "another length")
 
 
 def beam_vs_greedy(same_length: bool, gain: float) -> str:
