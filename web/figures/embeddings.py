@@ -28,7 +28,7 @@ def token_vectors_heatmap(vectors, labels: list) -> str:
         hovertemplate="token %{y}, dimension %{x}: %{z:.4f}<extra></extra>",
         colorbar=dict(thickness=12))
     return figure_json([heatmap], base_layout(
-        title=dict(text=f"Token vectors: {v.shape[0]} tokens x {v.shape[1]} dimensions"),
+        title=dict(text=f"{v.shape[0]} tokens × {v.shape[1]} numbers"),
         xaxis=dict(title=dict(text="dimension"), showgrid=False, automargin=True),
         yaxis=dict(title=dict(text="prompt token"), **_token_axis(labels)),
         height=110 + 22 * v.shape[0]))

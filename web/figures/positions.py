@@ -16,7 +16,7 @@ def rope_wavelengths(inv_freq, n_ctx: int) -> str:
     wavelengths = 2 * np.pi / np.asarray(inv_freq, dtype=np.float64)
     data = [
         dict(type="bar", x=list(range(len(wavelengths))), y=wavelengths.tolist(),
-             marker=dict(color=MUTED), name="positions per turn",
+             marker=dict(color=MUTED), name="positions per turn", showlegend=False,
              hovertemplate="pair %{x}: one turn every %{y:,.1f} positions<extra></extra>"),
         dict(type="scatter", x=[-0.5, len(wavelengths) - 0.5], y=[n_ctx, n_ctx], mode="lines",
              line=dict(color=ACCENT, dash="dash"), name=f"context window ({n_ctx})",
@@ -26,6 +26,9 @@ def rope_wavelengths(inv_freq, n_ctx: int) -> str:
         title=dict(text="How fast each pair turns"),
         xaxis=dict(title=dict(text="dimension pair j")),
         yaxis=dict(title=dict(text="positions per full turn"), type="log"),
+        # the legend names only the line (the bars are the y axis' title), so that it is one
+        # short row above the short bars on the left, even on a phone
+        showlegend=True,
         legend=dict(x=0.01, y=0.99, bgcolor="rgba(255,255,255,0.85)"), height=280))
 
 
@@ -92,7 +95,7 @@ def rope_angles_heatmap(angles, labels: list, q_at: int) -> str:
     outline = dict(type="rect", x0=-0.5, x1=deg.shape[1] - 0.5, y0=q_at - 0.5, y1=q_at + 0.5,
                    line=dict(color=INK, width=2))
     return figure_json([heatmap], base_layout(
-        title=dict(text="Angle of each pair (wrapped to ±180°)"),
+        title=dict(text="Angle of each pair, ±180°"),
         xaxis=dict(title=dict(text="dimension pair j")),
         yaxis=dict(title=dict(text="prompt token"), tickmode="array",
                    tickvals=list(range(len(labels))),
@@ -111,8 +114,8 @@ def score_by_distance(curve, offset: int) -> str:
                 marker=dict(size=12, color=ACCENT), name="in the prompt",
                 hovertemplate="distance %{x} (the prompt's): %{y:.4f}<extra></extra>")
     return figure_json([line, here], base_layout(
-        title=dict(text="The same q and k, placed at every distance"),
-        xaxis=dict(title=dict(text="distance m − n (query position − key position)"),
+        title=dict(text="q·k at every distance"),
+        xaxis=dict(title=dict(text="distance m − n"),
                    automargin=True),
         yaxis=dict(title=dict(text="score q·k / √head_dim"), automargin=True),
         showlegend=False))
