@@ -110,7 +110,9 @@
         slide.style.zoom = String(mid);
         if (overflow() > 0) hi = mid; else lo = mid;
       }
-      slide.style.zoom = lo.toFixed(3);
+      // rounded down: a factor rounded up may be just past a step of the height (a line that
+      // wraps again) and scroll
+      slide.style.zoom = (Math.floor(lo * 1000) / 1000).toFixed(3);
       // the figures redrawn at the new width may be a little taller: once they are, fit again
       // (without redrawing them again)
       if (settled !== true) {
