@@ -25,7 +25,7 @@ def block(client, **params):
 
 def diagram_shapes(page) -> dict:
     """blk_part -> the shape written on its button."""
-    return {k: [int(x) for x in s.split(", ")] for k, s in re.findall(
+    return {k: [int(x) for x in s.split(",")] for k, s in re.findall(
         r'hx-vals=\'\{"blk_part": "(\w+)"\}\'>[^<]*<span class="shape">\[([\d, ]+)\]</span>',
         page)}
 

@@ -81,7 +81,7 @@ def test_the_overview_and_a_section_fit_a_projector_without_scrolling(browser, b
 
 # Sections whose core is still taller than a projector slide even at half size: to shorten
 # (the test names them as a warning while they are; delete an id once its slide fits).
-KNOWN_TOO_TALL = {"block"}
+KNOWN_TOO_TALL = set()
 
 
 def test_every_slide_fits_a_projector_without_scrolling(browser, base_url):

@@ -91,7 +91,8 @@ def parts_of(cfg) -> list:
         Part("final_norm", "ln_final.hook_normalized", f"final {norm}", "[T, d]",
              "after the last block, one more norm"),
         Part("logits", "logits", "logits", "[T, V]",
-             "the unembedding: a score for every vocabulary token, at every position"),
+             "the unembedding" + (" (the embedding table, transposed)" if cfg.tied_embeddings
+                                  else "") + ": a score for every vocabulary token, at every position"),
     ]
     return parts
 
