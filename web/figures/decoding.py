@@ -72,7 +72,7 @@ def tree_figure(search, names, greedy_nodes, best_nodes) -> str:
                    tickvals=list(range(-1, search.steps)),
                    ticktext=["prompt"] + [str(s + 1) for s in range(search.steps)],
                    range=[-1.8, search.steps - 0.4], zeroline=False),
-        yaxis=dict(title=dict(text=f"rank ({note})"), range=[-shown - 0.4, 0.9],
+        yaxis=dict(title=dict(text=f"rank ({note})"), range=[-shown - 0.4, 1.1],
                    showticklabels=False, zeroline=False),
         annotations=[dict(text="new token at each step; labels: token, log p | total log p so far", xref="paper",
                           yref="paper", x=0, y=1, xanchor="left", yanchor="bottom",
