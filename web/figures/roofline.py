@@ -58,7 +58,7 @@ def roofline_figure(roofs, points, machine_points, stars_name="measured") -> str
     prefixes = {0: "", 3: "k", 6: "M", 9: "G", 12: "T", 15: "P", 18: "E"}
     ticktext = [f"{10 ** (e % 3)}{prefixes.get(e - e % 3, 'e%d' % (e - e % 3))}" for e in powers]
     return figure_json(data, base_layout(
-        height=340, margin=dict(l=10, r=10, t=10, b=10),
+        height=330, margin=dict(l=10, r=10, t=10, b=10),
         shapes=shapes, annotations=annotations,
         xaxis=dict(title=dict(text="intensity (FLOP per byte moved)"), type="log",
                    exponentformat="SI", range=[lo, hi]),
