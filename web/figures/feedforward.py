@@ -56,7 +56,7 @@ def activation_figure(curve_x, curve_y, xs, ys, top, function: str, layer: int, 
     ]
     layout = base_layout(
         title=dict(text=f"{function}: token {token}, layer {layer}"),
-        height=320, showlegend=True, margin=dict(l=10, r=10, t=48, b=10),
+        height=300, showlegend=True, margin=dict(l=10, r=10, t=48, b=10),
         legend=dict(x=0.01, y=0.98, bgcolor="rgba(255,255,255,0.8)"),
         xaxis=dict(title=dict(text="input (pre-activation)"), zeroline=True,
                    zerolinecolor="#cfd6e3", automargin=True),
