@@ -19,7 +19,7 @@ def step_time_figure(steps) -> str:
     xs = [s.n_tokens for s in steps]
     data = [
         dict(type="scatter", x=xs, y=[s.uncached_ms for s in steps], mode="lines+markers",
-             name="without cache (full forward)", line=dict(color=MUTED),
+             name="without cache", line=dict(color=MUTED),
              hovertemplate="%{x} tokens: %{y:.2f} ms<extra>without cache</extra>"),
         dict(type="scatter", x=xs, y=[s.cached_ms for s in steps], mode="lines+markers",
              name="with cache", line=dict(color=ACCENT),
@@ -39,7 +39,7 @@ def cache_bytes_figure(steps) -> str:
     xs = [s.n_tokens for s in steps]
     data = [
         dict(type="scatter", x=xs, y=[s.allocated_nbytes for s in steps], mode="lines",
-             line=dict(color=MUTED, shape="hv"), name="allocated (buffers)",
+             line=dict(color=MUTED, shape="hv"), name="allocated",
              customdata=[s.capacity for s in steps],
              hovertemplate="%{x} tokens: %{y:,} bytes allocated (room for %{customdata} "
                            "tokens)<extra></extra>"),
@@ -48,12 +48,14 @@ def cache_bytes_figure(steps) -> str:
              hovertemplate="%{x} tokens: %{y:,} bytes<extra>nbytes</extra>"),
     ]
     return figure_json(data, base_layout(
-        title=dict(text="Cache bytes after each step"),
+        title=dict(text="Cache bytes after each step", y=0.98, yanchor="top"),
         # outside ticks push the x labels below the y axis's "0", which hangs under the axis
         xaxis=dict(title=dict(text="tokens in the cache"), ticks="outside", ticklen=7,
                    tickcolor="white"),
-        yaxis=dict(title=dict(text="bytes"), rangemode="tozero", tickformat=","), height=300,
-        legend=dict(orientation="h", y=-0.3, yanchor="top")))
+        yaxis=dict(title=dict(text="bytes"), rangemode="tozero", tickformat=","), height=330,
+        # the legend between the title and the plot: below it, on a phone, it met the x title
+        legend=dict(orientation="h", x=0, xanchor="left", y=1.0, yanchor="bottom"),
+        margin=dict(l=10, r=10, t=80, b=10)))
 
 
 def context_figure(curves, ctx: int) -> str:
