@@ -18,7 +18,7 @@ def step_costs_figure(step_ms, samples) -> str:
              hovertemplate="%{x} rows: %{y:.2f} ms<extra>median</extra>"),
     ]
     return figure_json(data, base_layout(
-        title=dict(text="Measured time of one decode step"),
+        title=dict(text="Time of one decode step"),
         xaxis=dict(title=dict(text="sequences in the batch (rows)"), dtick=1),
         yaxis=dict(title=dict(text="time (ms)"), rangemode="tozero"),
         legend=dict(orientation="h", y=-0.3)))
@@ -85,7 +85,7 @@ def memory_figure(rows, block: int) -> str:
     xs = [r["step"] for r in rows]
     data = [
         dict(type="scatter", x=xs, y=[r["contiguous"] for r in rows], mode="lines",
-             name="contiguous (each request reserves its maximum)",
+             name="contiguous reservation",
              line=dict(color=MUTED, shape="hv"),
              hovertemplate="step %{x}: %{y:,} bytes<extra>contiguous</extra>"),
         dict(type="scatter", x=xs, y=[r["paged"] for r in rows], mode="lines",
@@ -96,7 +96,7 @@ def memory_figure(rows, block: int) -> str:
              hovertemplate="step %{x}: %{y:,} bytes<extra>used</extra>"),
     ]
     return figure_json(data, base_layout(
-        title=dict(text="KV memory of the running requests"),
+        title=dict(text="KV memory per step"),
         xaxis=dict(title=dict(text="step of the continuous schedule")),
         yaxis=dict(title=dict(text="bytes"), rangemode="tozero", tickformat=","),
         legend=dict(orientation="h", y=-0.3), height=380))

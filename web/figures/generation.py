@@ -32,9 +32,9 @@ def prefill_decode_figure(sweep: list, n_prompt: int, prefill_s: float, decode_s
             marker=dict(marker, color=DECODE),
             hovertemplate="your prompt: decode %{y:.2f} ms per token<extra></extra>"))
     layout = base_layout(
-        title=dict(text="Measured on this server: prefill vs decode"),
+        title=dict(text="Prefill vs decode, measured"),
         height=420, legend=dict(orientation="h", y=-0.3),
-        xaxis=dict(title=dict(text="tokens in the prompt (in the cache, for decode)"),
+        xaxis=dict(title=dict(text="tokens (prompt, or cache for decode)"),
                    rangemode="tozero"),
         yaxis=dict(title=dict(text="time (ms)"), rangemode="tozero"))
     return figure_json(data, layout)

@@ -122,9 +122,9 @@ def queue_figures(model, n: int, slots: int, gap: int) -> dict:
                         lambda: dict(
                             costs_figure=figures.step_costs_figure(costs.step_ms, costs.samples),
                             static_figure=figures.timeline_figure(runs["static"],
-                                                                  "Static batching"),
+                                                                  "Static"),
                             continuous_figure=figures.timeline_figure(runs["continuous"],
-                                                                      "Continuous batching")))
+                                                                      "Continuous")))
 
 
 def memory_figure(model, n: int, slots: int, gap: int, block: int) -> str:
