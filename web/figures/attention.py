@@ -66,18 +66,16 @@ def _token_axis(labels, every):
                 showgrid=False, zeroline=False)
 
 
-X_LABELS = 18        # at most this many key tokens named across: vertical labels fit a phone
-
-
 def token_matrix_figure(matrix, labels, title, row, *, kind) -> str:
     """One head's [T, T] matrix, query tokens down, key tokens across; NaN = masked (grey).
 
     kind "pattern": weights in [0, 1]; kind "scores": scaled scores, the diverging scale.
     The row of the clicked query token is outlined. Every query token is named (the figure
-    grows with T); across, every k-th key token, so that the labels never overlap."""
+    grows with T). Across, the key tokens are categories, labelled vertically: Plotly names
+    as many as the drawn width has room for, so the labels never overlap on a phone."""
     T = len(labels)
     every = 1 if T <= 40 else int(np.ceil(T / 40))
-    every_x = int(np.ceil(T / X_LABELS))
+    keys = [f"{label(labels[i])} ·{i}" for i in range(T)]
     if kind == "pattern":
         colours = dict(colorscale=WEIGHTS, zmin=0.0, zmax=1.0)
         hover = "query %{y} → key %{x}<br>weight %{z:.4f}<extra></extra>"
@@ -86,9 +84,9 @@ def token_matrix_figure(matrix, labels, title, row, *, kind) -> str:
         finite = finite[np.isfinite(finite)]
         colours = signed_colours(finite.max() if finite.size else 1.0)
         hover = "query %{y} → key %{x}<br>score %{z:.3f}<extra></extra>"
-    under = dict(type="heatmap", z=typed_array(np.ones((T, T), dtype=np.int8)),
+    under = dict(type="heatmap", z=typed_array(np.ones((T, T), dtype=np.int8)), x=keys,
                  colorscale=[[0, MASKED], [1, MASKED]], showscale=False, hoverinfo="skip")
-    trace = dict(type="heatmap", z=typed_array(np.asarray(matrix, dtype=np.float32)),
+    trace = dict(type="heatmap", z=typed_array(np.asarray(matrix, dtype=np.float32)), x=keys,
                  hoverongaps=False, hovertemplate=hover,
                  colorbar=dict(title=dict(text="weight" if kind == "pattern" else "score"),
                                thickness=12), **colours)
@@ -97,8 +95,8 @@ def token_matrix_figure(matrix, labels, title, row, *, kind) -> str:
     layout = base_layout(
         title=dict(text=title), height=min(760, 180 + 20 * T),
         shapes=[outline],
-        xaxis=dict(title=dict(text="key token (looked at)"), tickangle=-90,
-                   **_token_axis(labels, every_x)),
+        xaxis=dict(title=dict(text="key token (looked at)"), type="category", tickangle=-90,
+                   showgrid=False, zeroline=False),
         yaxis=dict(title=dict(text="query token (looking)"), autorange="reversed",
                    **_token_axis(labels, every)))
     return figure_json([under, trace], layout)

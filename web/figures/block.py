@@ -50,20 +50,24 @@ def norms_heatmap(norms, tokens: list, stages: list) -> str:
         hovertemplate="token %{y}, %{x}: norm %{z:.3f}<extra></extra>")
     return figure_json([heatmap], base_layout(
         title=dict(text="Norm of the residual stream, per token and stage"),
-        xaxis=dict(title=dict(text="stage of the residual stream"), tickangle=-40),
+        # vertical labels: each takes one line's width, so they never overlap on a phone
+        xaxis=dict(title=dict(text="stage of the residual stream"), tickangle=-90),
         yaxis=dict(title=dict(text="token"), tickmode="array", tickvals=rows,
                    ticktext=_token_ticks(tokens), autorange="reversed"),
         height=max(300, 160 + 18 * len(rows))))
 
 
 def lens_figure(final_p: list, final_text: str, stages: list) -> str:
-    """Probability of the model's final guess, read out after each block (logit lens)."""
-    line = dict(type="scatter", x=stages, y=[float(p) for p in final_p], mode="lines+markers",
-                line=dict(color=ACCENT), marker=dict(size=9),
-                hovertemplate="%{x}: %{y:.2%}<extra></extra>")
+    """Probability of the model's final guess, read out after each block (logit lens).
+    The axis names each stage short ("embeddings", "block k"); hovering a point gives it whole."""
+    x = list(range(len(stages)))
+    line = dict(type="scatter", x=x, y=[float(p) for p in final_p], mode="lines+markers",
+                line=dict(color=ACCENT), marker=dict(size=9), customdata=stages,
+                hovertemplate="%{customdata}: %{y:.2%}<extra></extra>")
     return figure_json([line], base_layout(
         title=dict(text=f"Probability of “{label(final_text)}” after each block"),
-        xaxis=dict(title=dict(text="read out after")),
+        xaxis=dict(title=dict(text="read out after"), tickmode="array", tickvals=x,
+                   ticktext=["embeddings"] + [f"block {k}" for k in range(len(stages) - 1)]),
         yaxis=dict(title=dict(text="probability"), range=[0, 1], tickformat=".0%")))
 
 
