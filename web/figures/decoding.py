@@ -67,14 +67,14 @@ def tree_figure(search, names, greedy_nodes, best_nodes) -> str:
     shown = min(depth, search.width)
     note = ("every proposal" if shown == depth else f"top {shown + 1} of {depth + 1} per step")
     layout = base_layout(
-        height=90 + 36 * shown, hovermode="closest", showlegend=False,
+        height=86 + 38 * shown, hovermode="closest", showlegend=False,
         xaxis=dict(tickmode="array",
                    tickvals=list(range(-1, search.steps)),
                    ticktext=["prompt"] + [str(s + 1) for s in range(search.steps)],
                    range=[-1.8, search.steps - 0.4], zeroline=False),
-        yaxis=dict(title=dict(text=f"rank ({note})"), range=[-shown - 0.4, 1.1],
+        yaxis=dict(title=dict(text="rank"), range=[-shown - 0.15, 1.05],
                    showticklabels=False, zeroline=False),
-        annotations=[dict(text="new token at each step; labels: token, log p | total log p so far", xref="paper",
+        annotations=[dict(text=f"rank by total log p ({note}); labels: token, log p | total so far", xref="paper",
                           yref="paper", x=0, y=1, xanchor="left", yanchor="bottom",
                           showarrow=False, font=dict(size=12, color=MUTED))],
         margin=dict(l=10, r=10, t=24, b=10))

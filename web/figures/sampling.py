@@ -19,7 +19,7 @@ def model_vs_final_figure(names, model_probs, final_probs, final_kept) -> str:
              hovertext=[f"{t}: model {100 * p:.2f}%" + ("" if k else " (removed)")
                         for t, p, k in zip(x, model_probs, final_kept)],
              hoverinfo="text"),
-        dict(type="bar", name="after the controls (drawn from)", x=ticks,
+        dict(type="bar", name="after the controls: drawn from", x=ticks,
              y=[float(p) if k else 0.0 for p, k in zip(final_probs, final_kept)],
              marker=dict(color=ACCENT),
              hovertext=[f"{t}: {100 * p:.2f}% after the controls" if k else f"{t}: removed"
@@ -28,11 +28,11 @@ def model_vs_final_figure(names, model_probs, final_probs, final_kept) -> str:
     ]
     return figure_json(data, base_layout(
         barmode="group", bargap=0.2, height=250,
-        legend=dict(x=1, y=1, xanchor="right", yanchor="top", bgcolor="rgba(255,255,255,0.85)"),
-        margin=dict(l=10, r=10, t=10, b=10),
+        legend=dict(orientation="h", x=0, y=1.0, xanchor="left", yanchor="bottom"),
+        margin=dict(l=10, r=10, t=0, b=10),
         xaxis=dict(tickmode="array", tickvals=ticks, ticktext=x, tickangle=-45),
-        yaxis=dict(title=dict(text="probability"), tickformat=".0%", rangemode="tozero",
-                   nticks=5)))
+        yaxis=dict(title=dict(text="probability", standoff=10), tickformat=".0%",
+                   rangemode="tozero", nticks=5)))
 
 
 def stages_figure(stages, names) -> str:
