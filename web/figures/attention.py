@@ -8,15 +8,13 @@ keep the figure small, they are the value MASK, which the colour scale paints gr
 
 Written as plain Plotly JSON (web.figures.figure_json), 32 heatmap traces and all.
 """
-import hashlib
-
 import numpy as np
 
 from web.figures import (ACCENT, PALETTE, SEQUENTIAL, base_layout, figure_json, label, signed_colours,
                          typed_array)
 
 MASKED = "#c9ccd3"            # grey of masked cells: in neither colour scale
-CHOSEN = ACCENT               # outline of the chosen head / token
+CHOSEN = ACCENT               # outline of the clicked token's row
 WEIGHTS = SEQUENTIAL          # weights are in [0, 1]; scores are signed (signed_colours)
 GRID_GAP = 2                  # empty cells between two panels of the grid
 MASK = -100                   # grid value of a masked cell (its base64 has no "/" to escape)
@@ -29,10 +27,11 @@ def _grid_colorscale():
             + [[cut + (1 - cut) * p, c] for p, c in WEIGHTS])
 
 
-def head_grid_figure(grid, chosen_layer, chosen_head) -> str:
+def head_grid_figure(grid) -> str:
     """Small multiples: grid [L, H, n, n] of attention weights (NaN = masked), one panel per
-    head, layers down, heads across; the chosen head (None: its whole layer) outlined. Each
-    panel's `meta` is [layer, head]: the page's script chooses that head when it is clicked."""
+    head, layers down, heads across. Each panel's `meta` is [layer, head]: the page's script
+    chooses that head when it is clicked. It depends on the prompt alone (no outline of the
+    chosen head), so choosing a head never redraws its 32 panels."""
     L, H, n, _ = grid.shape
     percent = np.where(np.isnan(grid), MASK, np.rint(np.nan_to_num(grid) * 100)).astype(np.int8)
     step = n + GRID_GAP
@@ -40,15 +39,8 @@ def head_grid_figure(grid, chosen_layer, chosen_head) -> str:
                  y0=layer * step, dy=1, coloraxis="coloraxis", meta=[layer, h],
                  hovertemplate=f"layer {layer}, head {h} (click to show it large)<extra></extra>")
             for layer in range(L) for h in range(H)]
-    first, last = (0, H - 1) if chosen_head is None else (chosen_head, chosen_head)
-    outline = dict(type="rect", x0=first * step - 0.9, x1=(last + 1) * step - GRID_GAP - 0.1,
-                   y0=chosen_layer * step - 0.9, y1=(chosen_layer + 1) * step - GRID_GAP - 0.1,
-                   line=dict(color=CHOSEN, width=3))
     layout = base_layout(
-        height=50 + 40 * L, margin=dict(l=70, r=10, t=36, b=10), shapes=[outline],
-        # the panels are the same for every chosen head: an unchanged datarevision tells
-        # Plotly.react to move the outline only, not to redraw the heatmaps
-        datarevision=hashlib.sha1(percent.tobytes() + bytes(grid.shape)).hexdigest()[:16],
+        height=50 + 40 * L, margin=dict(l=70, r=10, t=36, b=10),
         coloraxis=dict(cmin=MASK, cmax=100, colorscale=_grid_colorscale(), showscale=False),
         xaxis=dict(tickvals=[h * step + (n - 1) / 2 for h in range(H)],
                    ticktext=[str(h) for h in range(H)], side="top", showgrid=False,
