@@ -130,7 +130,7 @@ def test_an_older_answer_for_the_same_part_is_dropped(page):
         page.keyboard.press("ArrowLeft")
     wait_for_route(page, held)
     part = page.locator("#sampling-distribution")
-    survivors = part.locator("p").first          # "N of 4,096 tokens can be drawn."
+    survivors = part.locator("#survivors")        # "N of 4,096 tokens can be drawn."
     before = survivors.inner_text()
     with page.expect_response(lambda r: "/section/sampling" in r.url):
         page.locator("#s_topk-input").fill("3")
