@@ -52,7 +52,8 @@ def test_final_beams_are_beam_searchs(client, model, width, new, alpha):
 
 
 def test_greedy_row_is_generate_and_width_one_agrees(client, model):
-    page = text_of(client.get(url("/section/decoding", prompt=PROMPT, b_width=1, b_new=6)))
+    page = text_of(client.get(url("/section/decoding", prompt=PROMPT, b_width=1, b_new=6,
+                                  open="dec-beams")))
     ids = model.tokenizer.encode_ordinary(PROMPT)
     greedy = list(model.generate(ids, 6))
     total = sum(sequence_logprobs(model, ids, greedy))
@@ -64,7 +65,8 @@ def test_greedy_row_is_generate_and_width_one_agrees(client, model):
 
 def test_samples_use_the_sampling_sections_settings_and_seeds(client, model):
     q = dict(s_temp="1.3", s_topk="50", s_seed="12")
-    page = text_of(client.get(url("/section/decoding", prompt=PROMPT, b_new=5, **q)))
+    page = text_of(client.get(url("/section/decoding", prompt=PROMPT, b_new=5, open="dec-beams",
+                                  **q)))
     ids = model.tokenizer.encode_ordinary(PROMPT)
     # top-p and min-p at the sampling section's defaults
     s = SamplerSettings(temperature=1.3, top_k=50, top_p=0.9, min_p=0.05)
@@ -137,3 +139,18 @@ def test_beam_vs_greedy_verdict():
     assert beam_vs_greedy(True, 0.0004) == beam_vs_greedy(True, -0.0004) == "the same"
     assert beam_vs_greedy(True, -0.01) == "less likely"
     assert beam_vs_greedy(False, 5.0) == "another length"
+
+
+def test_samples_are_drawn_only_while_their_disclosure_is_open(client):
+    """Closed, the samples' part asks for them when the disclosure opens, and nothing is drawn
+    (a sampling control's refresh of this part costs no generation); open, they are there."""
+    closed = text_of(client.get(url("/section/decoding", prompt=PROMPT), headers=HX_SAMPLES))
+    assert 'id="dec-samples-wait"' in closed and 'hx-trigger="toggle from:closest details"' in closed
+    assert "sample, seed" not in closed
+    opened = text_of(client.get(url("/section/decoding", prompt=PROMPT, open="dec-beams"),
+                                headers=HX_SAMPLES))
+    assert 'id="dec-samples-wait"' not in opened
+    assert opened.count("sample, seed") == 3
+
+
+HX_SAMPLES = {"HX-Request": "true", "HX-Target": "decoding-samples"}

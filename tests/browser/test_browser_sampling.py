@@ -131,3 +131,20 @@ def test_sampling_controls_refresh_the_samples_beside_the_beams(page, model):
     row = decoding(page).get_by_role("table", name="Greedy, best beam and samples") \
         .get_by_role("row", name=re.compile("sample, seed 0"))
     expect(row).to_contain_text(model.tokenizer.decode(tokens).strip())
+
+
+def test_the_samples_are_drawn_when_their_disclosure_opens(page, model):
+    """Closed, the disclosure holds no samples (a sampling control does not wait for them);
+    opening it fetches them, drawn with the sampling section's settings."""
+    page.goto("/?prompt=" + PROMPT + "&s_temp=0.3#decoding")
+    table = decoding(page).get_by_role("table", name="Greedy, best beam and samples")
+    expect(decoding(page).locator("#dec-samples-wait")).to_be_attached(timeout=SLOW)
+    expect(table).to_have_count(0)
+    decoding(page).get_by_text("the final beams, greedy and samples side by side").click()
+    ids = model.tokenizer.encode_ordinary(PROMPT)
+    from pipeline.sampling import sampler
+    settings = SamplerSettings(temperature=0.3, top_k=40, top_p=0.9, min_p=0.05)
+    tokens = list(model.generate(ids, 6, sample=sampler(settings, 0)))
+    row = table.get_by_role("row", name=re.compile("sample, seed 0"))
+    expect(row).to_contain_text(model.tokenizer.decode(tokens).strip(), timeout=SLOW)
+    expect(page).to_have_url(re.compile(r"open=dec-beams"))

@@ -6,6 +6,7 @@ Every number is a log-probability the running model computed (pipeline/decoding.
 example prompt where beam search beats greedy is found by running both on a list of famous
 openings, once per model.
 """
+import functools
 import math
 import urllib.parse
 from dataclasses import dataclass
@@ -23,6 +24,7 @@ from web.tokens import plain
 
 MAX_WIDTH, MAX_NEW = 8, 12
 N_SAMPLES = 3
+SAMPLES_DISCLOSURE = "dec-beams"
 # Famous openings and lines of the novels the default model was trained on: the candidates for
 # "beam search finds a more probable continuation than greedy".
 OPENINGS = (
@@ -65,10 +67,29 @@ def cached_search(model, ids: tuple, width: int, n: int, alpha: float):
 
 
 @memoized(32)
-def cached_continuations(model, ids: tuple, n: int, settings: SamplerSettings, seed: int):
-    """Greedy, then N_SAMPLES seeded samples (seeds seed, seed + 1, ...), run side by side."""
-    pickers = [greedy] + [sampler(settings, seed + i) for i in range(N_SAMPLES)]
-    return continue_batch(model, ids, pickers, n)
+def cached_greedy(model, ids: tuple, n: int):
+    """Greedy's continuation: it does not depend on the sampling section's settings."""
+    return continue_batch(model, ids, [greedy], n)[0]
+
+
+@memoized(32)
+def cached_samples(model, ids: tuple, n: int, settings: SamplerSettings, seed: int):
+    """N_SAMPLES seeded samples (seeds seed, seed + 1, ...), run side by side."""
+    return continue_batch(model, ids, [sampler(settings, seed + i) for i in range(N_SAMPLES)], n)
+
+
+def samples_shown(state) -> bool:
+    """The samples sit in the "dec-beams" disclosure: the template draws them only while it is
+    open (the page asks for them when it opens), so a sampling control does not wait for them."""
+    return SAMPLES_DISCLOSURE in (state["open"] or "").split(",")
+
+
+def sample_lines(model, tok, ids: tuple, n: int, settings: SamplerSettings, seed: int) -> list:
+    """The seeded samples as the page shows them (called by the template, when shown)."""
+    eos = model.config.eos_token_id
+    return [Line(f"seed {seed + i}", tok.decode(c.tokens), tuple(c.tokens), tuple(c.logprobs),
+                 c.total, ended=c.tokens[-1] == eos)
+            for i, c in enumerate(cached_samples(model, ids, n, settings, seed))]
 
 
 def warm(lm):
@@ -106,18 +127,15 @@ def build(lm, state) -> dict:
     search = cached_search(model, ids, width, n, alpha)
     settings = settings_from(state, reject=False)
     seed = state["s_seed"]
-    conts = cached_continuations(model, ids, n, settings, seed)
+    g = cached_greedy(model, ids, n)
 
     names = {node.id: token_name(tok, node.token) for node in search.nodes}
     finals = [Line(f"beam {i + 1}", tok.decode(list(h.tokens)), h.tokens,
                    tuple(search.nodes[j].logprob for j in search.path(h.node)), h.total,
                    h.score, h.ended) for i, h in enumerate(search.final)]
-    g = conts[0]
     greedy_line = Line("greedy", tok.decode(g.tokens), tuple(g.tokens), tuple(g.logprobs),
                        g.total, ended=g.tokens[-1] == model.config.eos_token_id)
-    samples = [Line(f"seed {seed + i}", tok.decode(c.tokens), tuple(c.tokens),
-                    tuple(c.logprobs), c.total, ended=c.tokens[-1] == model.config.eos_token_id)
-               for i, c in enumerate(conts[1:])]
+    draw_samples = functools.partial(sample_lines, model, tok, tuple(ids), n, settings, seed)
     greedy_nodes = greedy_path(search, g.tokens)
     best_nodes = search.path(search.final[0].node)
     rows = [dict(step=node.step + 1, token=names[node.id], logprob=node.logprob, total=node.total,
@@ -133,7 +151,8 @@ def build(lm, state) -> dict:
     return dict(
         full=False, room=room, asked=state["b_new"],
         width=width, n_new=n, alpha=alpha, steps=search.steps, finals=finals,
-        greedy=greedy_line, samples=samples, settings=settings, seed=seed, rows=rows,
+        greedy=greedy_line, draw_samples=draw_samples, samples_shown=samples_shown,
+        settings=settings, seed=seed, rows=rows,
         pruned=pruned, n_nodes=len(search.nodes), gain=gain,
         verdict=beam_vs_greedy(len(best.tokens) == len(greedy_line.tokens), gain),
         verdicts=VERDICTS,
