@@ -85,10 +85,12 @@ def token_matrix_figure(matrix, labels, title, row, *, kind) -> str:
     outline = dict(type="rect", x0=-0.5, x1=row + 0.5, y0=row - 0.5, y1=row + 0.5,
                    line=dict(color=CHOSEN, width=3))
     layout = base_layout(
-        title=dict(text=title), height=min(760, 180 + 20 * T),
-        shapes=[outline],
+        # a small title from the left edge fits a phone's width
+        title=dict(text=title, font=dict(size=13), x=0, xanchor="left"),
+        height=min(760, 180 + 20 * T), shapes=[outline],
+        # automargin: the axis title goes below the longest vertical label, not across it
         xaxis=dict(title=dict(text="key token (looked at)"), type="category", tickangle=-90,
-                   showgrid=False, zeroline=False),
+                   automargin=True, showgrid=False, zeroline=False),
         yaxis=dict(title=dict(text="query token (looking)"), autorange="reversed",
                    **_token_axis(labels, every)))
     return figure_json([under, trace], layout)

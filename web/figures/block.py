@@ -49,7 +49,9 @@ def norms_heatmap(norms, tokens: list, stages: list) -> str:
         colorbar=dict(title=dict(text="norm")),
         hovertemplate="token %{y}, %{x}: norm %{z:.3f}<extra></extra>")
     return figure_json([heatmap], base_layout(
-        title=dict(text="Norm of the residual stream, per token and stage"),
+        # a small title from the left edge fits a phone's width
+        title=dict(text="Residual-stream norm per token and stage", font=dict(size=13), x=0,
+                   xanchor="left"),
         # vertical labels: each takes one line's width, so they never overlap on a phone
         xaxis=dict(title=dict(text="stage of the residual stream"), tickangle=-90),
         yaxis=dict(title=dict(text="token"), tickmode="array", tickvals=rows,
@@ -65,7 +67,8 @@ def lens_figure(final_p: list, final_text: str, stages: list) -> str:
                 line=dict(color=ACCENT), marker=dict(size=9), customdata=stages,
                 hovertemplate="%{customdata}: %{y:.2%}<extra></extra>")
     return figure_json([line], base_layout(
-        title=dict(text=f"Probability of “{label(final_text)}” after each block"),
+        title=dict(text=f"Probability of “{label(final_text)}” after each block",
+                   font=dict(size=13), x=0, xanchor="left"),
         xaxis=dict(title=dict(text="read out after"), tickmode="array", tickvals=x,
                    ticktext=["embeddings"] + [f"block {k}" for k in range(len(stages) - 1)]),
         yaxis=dict(title=dict(text="probability"), range=[0, 1], tickformat=".0%")))
