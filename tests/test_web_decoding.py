@@ -142,15 +142,17 @@ def test_beam_vs_greedy_verdict():
 
 
 def test_samples_are_drawn_only_while_their_disclosure_is_open(client):
-    """Closed, the samples' part asks for them when the disclosure opens, and nothing is drawn
-    (a sampling control's refresh of this part costs no generation); open, they are there."""
+    """Closed, the samples' part asks for them when the disclosure opens, nothing is drawn and
+    a sampling control does not ask this section for anything; open, they are there, and a
+    sampling control fetches them again."""
     closed = text_of(client.get(url("/section/decoding", prompt=PROMPT), headers=HX_SAMPLES))
     assert 'id="dec-samples-wait"' in closed and 'hx-trigger="toggle from:closest details"' in closed
-    assert "sample, seed" not in closed
+    assert "sample, seed" not in closed and 'id="decoding-refresh"' not in closed
     opened = text_of(client.get(url("/section/decoding", prompt=PROMPT, open="dec-beams"),
                                 headers=HX_SAMPLES))
     assert 'id="dec-samples-wait"' not in opened
     assert opened.count("sample, seed") == 3
+    assert 'id="decoding-refresh"' in opened          # a sampling control refreshes them now
 
 
 HX_SAMPLES = {"HX-Request": "true", "HX-Target": "decoding-samples"}
