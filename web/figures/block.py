@@ -17,27 +17,35 @@ def tensor_heatmap(matrix, tokens: list, columns, title: str) -> str:
     -inf (masked attention scores) is left blank."""
     z = np.where(np.isfinite(matrix), matrix, np.nan).astype(np.float32)
     rows = list(range(z.shape[0]))
-    x = list(range(z.shape[1]))
     finite = z[np.isfinite(z)]
     bound = float(np.abs(finite).max()) if finite.size else 1.0
     diverging = finite.size and finite.min() < 0
     colours = signed_colours(bound) if diverging else dict(colorscale=SEQUENTIAL, zmin=0,
                                                            zmax=bound)
     heatmap = dict(
-        type="heatmap", z=typed_array(z), y=rows, **colours, colorbar=dict(thickness=10),
+        # the colour bar lies along the bottom edge: beside a narrow plot it would take a
+        # third of the width
+        type="heatmap", z=typed_array(z), y=rows, **colours,
+        colorbar=dict(orientation="h", thickness=10, yref="container", y=0, yanchor="bottom",
+                      ypad=6),
         hovertemplate="token %{y}, column %{x}: %{z:.4g}<extra></extra>")
     xaxis = dict(title=dict(text="dimension"), nticks=5, tickangle=0)
     if columns is not None:
-        xaxis = dict(title=dict(text="token (column)"), tickmode="array", tickvals=x,
-                     ticktext=[label(c) for c in columns], tickangle=-60)
+        # named columns are categories, labelled vertically: Plotly names as many as the
+        # drawn width has room for (a name that repeats gets its column number)
+        names = [label(c) for c in columns]
+        if len(set(names)) < len(names):
+            names = [f"{n} ({i})" for i, n in enumerate(names)]
+        heatmap["x"] = names
+        xaxis = dict(title=dict(text="token (column)"), type="category", tickangle=-90)
     return figure_json([heatmap], base_layout(
         # automargin: a title that wraps on a narrow plot pushes the plot down, never covers it
-        title=dict(text=label(title), font=dict(size=14), automargin=True, yref="paper", y=1,
+        title=dict(text=label(title), font=dict(size=13), automargin=True, yref="paper", y=1,
                    yanchor="bottom", pad=dict(b=8)),
         xaxis=xaxis,
         yaxis=dict(title=dict(text="token"), tickmode="array", tickvals=rows,
                    ticktext=_token_ticks(tokens), autorange="reversed"),
-        height=max(300, 110 + 17 * len(rows))))
+        margin=dict(l=10, r=10, t=48, b=60), height=max(300, 140 + 17 * len(rows))))
 
 
 def norms_heatmap(norms, tokens: list, stages: list) -> str:

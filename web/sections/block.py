@@ -170,18 +170,22 @@ def tensor_view(cfg, run, part, layer, head, tokens, lm) -> dict:
     """The chosen tensor as a [rows = tokens, columns] matrix, with what was sliced to get it."""
     name = part.hook.format(i=layer)
     full = run.cache[name]
-    cols, sliced = None, ""
+    cols, sliced, short = None, "", ""
     if part.key in ("q", "z"):
         matrix, sliced = full[:, head], f"query head {head}"                  # [T, hd]
+        short = sliced
     elif part.key in ("k", "v"):
         kv_head = head // (cfg.n_heads // cfg.n_kv_heads)     # query heads share a kv head
         matrix, sliced = full[:, kv_head], f"key/value head {kv_head} (used by query head {head})"
+        short = f"key/value head {kv_head}"
     elif part.key == "pattern":
         matrix, sliced = full[head], f"head {head}: rows are queries, columns the keys"  # [T, T]
+        short = f"head {head}"
         cols = tokens
     elif part.key == "logits":
         top = top_k(full[-1], LOGIT_COLUMNS)                                   # [24]
         matrix = full[:, top]
+        short = f"top {LOGIT_COLUMNS} columns"
         sliced = (f"the {LOGIT_COLUMNS} vocabulary columns that score highest at the last "
                   f"position, of {full.shape[1]:,}")
         cols = [token_plain(lm.tokenizer, i) for i in top]
@@ -193,8 +197,9 @@ def tensor_view(cfg, run, part, layer, head, tokens, lm) -> dict:
         sliced=sliced,
         stats=dict(mean=float(finite.mean()), std=float(finite.std()),
                    min=float(finite.min()), max=float(finite.max())),
+        # the figure's title names the slice short (a phone's width); the caption says it whole
         tensor_figure=figures.tensor_heatmap(matrix, tokens, cols, f"{name}"
-                                             + (f" — {sliced}" if sliced else "")))
+                                             + (f" — {short}" if short else "")))
 
 
 def stream_and_lens(model, run, tokens, pos) -> dict:
