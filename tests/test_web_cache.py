@@ -277,8 +277,9 @@ def test_a_real_sections_reject_is_replayed(app):
 
 def test_a_cached_section_follows_the_parameters_it_reads(client):
     """The decoding section's samples use the sampling section's settings: the same decoding
-    values with another sampler are another entry, not the first answer again."""
-    q = {"prompt": "Elizabeth smiled at Mr. Darcy.", "s_seed": "3"}
+    values with another sampler are another entry, not the first answer again (the samples are
+    shown while their disclosure is open)."""
+    q = {"prompt": "Elizabeth smiled at Mr. Darcy.", "s_seed": "3", "open": "dec-beams"}
     first = client.get(url("/section/decoding", **q), headers=HX).get_data(as_text=True)
     again = client.get(url("/section/decoding", **q), headers=HX).get_data(as_text=True)
     other = client.get(url("/section/decoding", **{**q, "s_seed": "4", "s_temp": "1.7"}),
