@@ -80,16 +80,21 @@ def token_matrix_figure(matrix, labels, title, row, *, kind) -> str:
                  colorscale=[[0, MASKED], [1, MASKED]], showscale=False, hoverinfo="skip")
     trace = dict(type="heatmap", z=typed_array(np.asarray(matrix, dtype=np.float32)), x=keys,
                  hoverongaps=False, hovertemplate=hover,
-                 colorbar=dict(title=dict(text="weight" if kind == "pattern" else "score"),
-                               thickness=12), **colours)
+                 # the colour bar along the bottom edge: beside the plot it would take a third
+                 # of a phone's width
+                 colorbar=dict(title=dict(text="weight" if kind == "pattern" else "score",
+                                          side="top"),
+                               orientation="h", thickness=10, yref="container", y=0,
+                               yanchor="bottom", ypad=6, nticks=5, tickangle=0), **colours)
     outline = dict(type="rect", x0=-0.5, x1=row + 0.5, y0=row - 0.5, y1=row + 0.5,
                    line=dict(color=CHOSEN, width=3))
     layout = base_layout(
         # a small title from the left edge fits a phone's width
         title=dict(text=title, font=dict(size=13), x=0, xanchor="left"),
-        height=min(760, 180 + 20 * T), shapes=[outline],
-        # automargin: the axis title goes below the longest vertical label, not across it
-        xaxis=dict(title=dict(text="key token (looked at)"), type="category", tickangle=-90,
+        height=min(810, 230 + 20 * T), margin=dict(l=10, r=10, t=48, b=80), shapes=[outline],
+        # automargin with a standoff: the axis title goes below the longest vertical label
+        xaxis=dict(title=dict(text="key token (looked at)", standoff=8), type="category",
+                   tickangle=-90,
                    automargin=True, showgrid=False, zeroline=False),
         yaxis=dict(title=dict(text="query token (looking)"), autorange="reversed",
                    **_token_axis(labels, every)))

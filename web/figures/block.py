@@ -27,7 +27,7 @@ def tensor_heatmap(matrix, tokens: list, columns, title: str) -> str:
         # third of the width
         type="heatmap", z=typed_array(z), y=rows, **colours,
         colorbar=dict(orientation="h", thickness=10, yref="container", y=0, yanchor="bottom",
-                      ypad=6),
+                      ypad=6, nticks=5, tickangle=0),
         hovertemplate="token %{y}, column %{x}: %{z:.4g}<extra></extra>")
     xaxis = dict(title=dict(text="dimension"), nticks=5, tickangle=0)
     if columns is not None:
@@ -37,7 +37,8 @@ def tensor_heatmap(matrix, tokens: list, columns, title: str) -> str:
         if len(set(names)) < len(names):
             names = [f"{n} ({i})" for i, n in enumerate(names)]
         heatmap["x"] = names
-        xaxis = dict(title=dict(text="token (column)"), type="category", tickangle=-90)
+        xaxis = dict(title=dict(text="token (column)", standoff=8), type="category",
+                     tickangle=-90)
     return figure_json([heatmap], base_layout(
         # automargin: a title that wraps on a narrow plot pushes the plot down, never covers it
         title=dict(text=label(title), font=dict(size=13), automargin=True, yref="paper", y=1,
