@@ -55,17 +55,20 @@ def norms_heatmap(norms, tokens: list, stages: list) -> str:
     heatmap = dict(
         type="heatmap", z=typed_array(norms.astype(np.float32)), x=stages, y=rows,
         colorscale=SEQUENTIAL,
-        colorbar=dict(title=dict(text="norm")),
+        # the colour bar along the bottom edge: beside the plot it would take a third of a
+        # phone's width
+        colorbar=dict(title=dict(text="norm", side="top"), orientation="h", thickness=10,
+                      yref="container", y=0, yanchor="bottom", ypad=6, nticks=5, tickangle=0),
         hovertemplate="token %{y}, %{x}: norm %{z:.3f}<extra></extra>")
     return figure_json([heatmap], base_layout(
         # a small title from the left edge fits a phone's width
         title=dict(text="Residual-stream norm per token and stage", font=dict(size=13), x=0,
                    xanchor="left"),
         # vertical labels: each takes one line's width, so they never overlap on a phone
-        xaxis=dict(title=dict(text="stage of the residual stream"), tickangle=-90),
+        xaxis=dict(title=dict(text="stage", standoff=8), tickangle=-90),
         yaxis=dict(title=dict(text="token"), tickmode="array", tickvals=rows,
                    ticktext=_token_ticks(tokens), autorange="reversed"),
-        height=max(300, 160 + 18 * len(rows))))
+        margin=dict(l=10, r=10, t=48, b=80), height=max(300, 230 + 18 * len(rows))))
 
 
 def lens_figure(final_p: list, final_text: str, stages: list) -> str:
@@ -78,7 +81,9 @@ def lens_figure(final_p: list, final_text: str, stages: list) -> str:
     return figure_json([line], base_layout(
         title=dict(text=f"Probability of “{label(final_text)}” after each block",
                    font=dict(size=13), x=0, xanchor="left"),
-        xaxis=dict(title=dict(text="read out after"), tickmode="array", tickvals=x,
+        # padded range: the last stage's label (the model's output) is not cut at the edge
+        xaxis=dict(title=dict(text="read out after", standoff=8), tickmode="array", tickvals=x,
+                   range=[-0.4, len(x) - 0.6], tickangle=-90,
                    ticktext=["embeddings"] + [f"block {k}" for k in range(len(stages) - 1)]),
         yaxis=dict(title=dict(text="probability"), range=[0, 1], tickformat=".0%")))
 
