@@ -141,3 +141,19 @@ def test_an_older_answer_for_the_same_part_is_dropped(page):
         held[0].continue_()
     expect(survivors).to_contain_text("3 of ")
     expect(page.locator("#s_topk-input")).to_have_value("3")
+
+
+def test_a_control_updates_the_url_without_copying_the_page(page):
+    """The URL follows a control (a shared link reproduces the screen), but htmx takes no snapshot
+    of the page for its history cache: copying and serialising every drawn figure on each step
+    cost more than the figure's own redraw."""
+    page.goto(f"/?prompt={PROMPT}{OPEN}")
+    page.evaluate("""() => { window.__snapshots = 0;
+        document.body.addEventListener('htmx:beforeHistorySave', () => { window.__snapshots++; }); }""")
+    slider = page.get_by_label(re.compile("Neighbours"))
+    before = slider.input_value()
+    slider.focus()
+    with page.expect_response(lambda r: "/section/embeddings" in r.url):
+        page.keyboard.press("ArrowRight")
+    expect(page).to_have_url(re.compile(r"[?&]emb_k=" + str(int(before) + 1) + r"(&|$)"))
+    assert page.evaluate("() => window.__snapshots") == 0
