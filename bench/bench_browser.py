@@ -13,10 +13,13 @@ Starts the app as `make run` does (app.py, default model and workers) on a free 
   disclosure has an offsetParent in Chromium, yet is not shown): the time from the key press
   (a slider's arrow key; a select's next option) to the last change of the page it caused (a
   MutationObserver, settled when nothing has changed for QUIET_MS and no request is in
-  flight), and the bytes fetched for it; median, p95 and the worst five by name.
+  flight), and the bytes fetched for it. Each control is moved REPEATS times (a slider one
+  step right then back, a select to its next option): median and p95 over every move, and the
+  worst five controls by the median of their own moves.
 Results also go to bench/results/bench_browser.json with date, machine and commit.
 
     python bench/bench_browser.py [--url http://127.0.0.1:8000] [--no-save] [--limit N]
+                                  [--section ID] [--repeats N]
 """
 import argparse
 import os
@@ -36,6 +39,7 @@ TARGET_SCREENS = 25
 TARGET_CORE_WORDS = 3000
 QUIET_MS = 600
 TIMEOUT_S = 20
+REPEATS = 3
 
 WATCH = """() => {
   window.__bench = {last: 0, pressed: 0, inflight: 0};
@@ -162,15 +166,19 @@ def controls(page) -> list:
                    section: el.closest('section.section').id}))""")
 
 
-def move(page, c) -> None:
+def move(page, c, back=False) -> None:
+    """One step of the control: a slider's arrow key (back: the other way, unless at an end), a
+    select's next option."""
     el = page.locator(f"#{c['id']}")
     el.scroll_into_view_if_needed()
     if c["kind"] == "range":
-        at_max = page.evaluate(
+        at_min, at_max = page.evaluate(
             "(id) => { const e = document.getElementById(id); "
-            "return Number(e.value) >= Number(e.max); }", c["id"])
+            "return [Number(e.value) <= Number(e.min), Number(e.value) >= Number(e.max)]; }",
+            c["id"])
+        left = at_max or (back and not at_min)
         el.focus()
-        page.keyboard.press("ArrowLeft" if at_max else "ArrowRight")
+        page.keyboard.press("ArrowLeft" if left else "ArrowRight")
     else:
         options = el.evaluate("e => Array.from(e.options).map(o => o.value)")
         current = el.evaluate("e => e.value")
@@ -184,6 +192,7 @@ def main(argv=None):
                                   "(default: start app.py on a free port)")
     ap.add_argument("--no-save", action="store_true")
     ap.add_argument("--limit", type=int, default=0, help="measure only the first N controls")
+    ap.add_argument("--repeats", type=int, default=REPEATS, help="moves per control")
     ap.add_argument("--section", action="append", default=[],
                     help="measure only the controls of this section (repeatable; implies --no-save)")
     args = ap.parse_args(argv)
@@ -222,39 +231,50 @@ def main(argv=None):
                 found = [c for c in found if c["section"] in args.section]
             if args.limit:
                 found = found[:args.limit]
-            steps, skipped = [], []
+            steps, skipped, moved = [], [], []
             for c in found:
-                if not page.locator(f"#{c['id']}").is_visible():
-                    skipped.append(c["id"])          # hidden or replaced by an earlier step
-                    continue
-                page.evaluate("() => { window.__bench.pressed = 0; window.__bench.last = 0; }")
-                before = transfer.bytes
-                started = page.evaluate("() => performance.now()")
-                move(page, c)
-                ms = settle(page, started)
-                steps.append({**c, "ms": None if ms is None else round(ms, 1),
-                              "bytes": transfer.bytes - before})
+                for k in range(args.repeats):
+                    if not page.locator(f"#{c['id']}").is_visible():
+                        skipped.append(c["id"])      # hidden or replaced by an earlier step
+                        break
+                    page.evaluate("() => { window.__bench.pressed = 0; window.__bench.last = 0; }")
+                    before = transfer.bytes
+                    started = page.evaluate("() => performance.now()")
+                    move(page, c, back=k % 2 == 1)
+                    ms = settle(page, started)
+                    steps.append({**c, "move": k, "ms": None if ms is None else round(ms, 1),
+                                  "bytes": transfer.bytes - before})
+                if any(s["id"] == c["id"] for s in steps):
+                    moved.append(c)
             changed = [s for s in steps if s["ms"] is not None]
             times = [s["ms"] for s in changed]
             sizes = [s["bytes"] for s in steps]
+            per_control = []
+            for c in moved:
+                own = [s for s in changed if s["id"] == c["id"]]
+                if own:
+                    per_control.append({**c, "moves": len(own),
+                                        "ms": round(statistics.median(s["ms"] for s in own), 1),
+                                        "bytes": statistics.median(s["bytes"] for s in own)})
             result["controls"] = {
-                "count": len(steps), "unchanged": [s["id"] for s in steps if s["ms"] is None],
+                "count": len(moved), "moves": len(steps), "repeats": args.repeats,
+                "unchanged": sorted({s["id"] for s in steps if s["ms"] is None}),
                 "not_visible_at_their_turn": skipped,
                 "ms": {"median": round(statistics.median(times), 1),
                        "p95": round(pct(times, 95), 1)} if times else None,
                 "bytes": {"median": statistics.median(sizes), "p95": pct(sizes, 95)}
                 if sizes else None,
-                "worst5": sorted(changed, key=lambda s: -s["ms"])[:5],
+                "worst5": sorted(per_control, key=lambda s: -s["ms"])[:5],
                 "all": steps}
-            print(f"{len(steps)} controls (sliders and selects in sections): key press to the "
-                  f"last change of the page")
+            print(f"{len(moved)} controls (sliders and selects in sections), {len(steps)} moves: "
+                  f"key press to the last change of the page")
             if times:
                 print(f"  median {statistics.median(times):.0f} ms, p95 {pct(times, 95):.0f} ms; "
                       f"bytes per step median {statistics.median(sizes) / 1e3:.1f} kB, "
                       f"p95 {pct(sizes, 95) / 1e3:.1f} kB")
             for s in result["controls"]["worst5"]:
-                print(f"  slowest: {s['section']}/{s['id']} {s['ms']:.0f} ms, "
-                      f"{s['bytes'] / 1e3:.1f} kB")
+                print(f"  slowest: {s['section']}/{s['id']} {s['ms']:.0f} ms (median of its "
+                      f"{s['moves']} moves), {s['bytes'] / 1e3:.1f} kB")
             if skipped:
                 print("  not visible when their turn came: " + ", ".join(skipped))
             if result["controls"]["unchanged"]:

@@ -52,11 +52,13 @@ def browser(r) -> list:
     if "prose" in r and isinstance(r["prose"], dict) and "words" in r["prose"]:
         lines.append(f"| prose in all cores | {r['prose']['words']:,} words |")
     if c.get("ms"):
+        moves = f", {c['moves']} moves" if "moves" in c else ""
         lines += [f"| control moved (key press) to its section redrawn, {c['count']} sliders "
-                  f"and selects | median {c['ms']['median']:.0f} ms, p95 {c['ms']['p95']:.0f} ms |",
+                  f"and selects{moves} | median {c['ms']['median']:.0f} ms, "
+                  f"p95 {c['ms']['p95']:.0f} ms |",
                   f"| bytes fetched per control step | median {c['bytes']['median'] / 1e3:.1f} kB, "
                   f"p95 {c['bytes']['p95'] / 1e3:.1f} kB |",
-                  "| slowest controls | " + ", ".join(
+                  "| slowest controls (median of their moves) | " + ", ".join(
                       f"{w['section']}/{w['id']} {w['ms']:.0f} ms" for w in c["worst5"]) + " |"]
     return lines + [""]
 
