@@ -44,10 +44,13 @@ def stages_figure(stages, names) -> str:
     graph objects cost ~150 ms for six rows."""
     x = [label(n) for n in names]
     n_rows = len(stages)
-    gap = 0.22 / n_rows if n_rows > 1 else 0.0    # room for each row's title above it
-    height = (1 - gap * (n_rows - 1)) / n_rows
-    data, layout = [], dict(height=72 * n_rows + 90, bargap=0.25, showlegend=False,
-                            margin=dict(l=10, r=10, t=30, b=10), annotations=[])
+    # Rows and the room for each row's title are fixed in pixels: the bottom margin is kept for
+    # the token labels (rotated on a phone), so the plot area, and a title's room, never shrinks.
+    row_px, title_px, top_px, bottom_px = 72, 28, 30, 110
+    area = n_rows * row_px + (n_rows - 1) * title_px
+    gap, height = title_px / area, row_px / area
+    data, layout = [], dict(height=area + top_px + bottom_px, bargap=0.25, showlegend=False,
+                            margin=dict(l=10, r=10, t=top_px, b=bottom_px), annotations=[])
     before = None
     for row, st in enumerate(stages):
         colour = ACCENT if row == n_rows - 1 else KEPT
@@ -70,7 +73,7 @@ def stages_figure(stages, names) -> str:
                          yaxis="y" + axis, marker=dict(color=colours), hovertext=hover,
                          hoverinfo="text"))
         top = 1 - row * (height + gap)
-        layout["yaxis" + axis] = dict(domain=[top - height, top], tickformat=".0%",
+        layout["yaxis" + axis] = dict(domain=[max(0.0, top - height), top], tickformat=".0%",
                                       rangemode="tozero", anchor="x", nticks=3)
         layout["annotations"].append(dict(
             text=_title(st), x=0, xref="paper", xanchor="left", y=top, yref="paper",
