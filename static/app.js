@@ -23,6 +23,36 @@
     return out;
   }
 
+  // Plotly writes a figure's title on one line and cuts what does not fit the width (a phone):
+  // a title longer than about a line of the figure's width is broken between words, set at the
+  // top, and the top margin grows by its extra lines.
+  var measure = document.createElement("canvas").getContext("2d");
+  function wrapTitle(layout, width) {
+    var t = layout.title;
+    if (!t || !t.text || !width || t.text.indexOf("<br>") >= 0) return layout;
+    var font = Object.assign({}, layout.font || {}, t.font || {});
+    // Plotly's title is 1.4 times the page's font unless the figure sets its own size
+    var size = (t.font && t.font.size) || 1.4 * ((layout.font && layout.font.size) || 12);
+    measure.font = size + "px " + (font.family || "sans-serif");
+    var room = width - 32;
+    if (measure.measureText(t.text).width <= room) return layout;
+    var lines = [""];
+    t.text.split(" ").forEach(function (word) {
+      var last = lines[lines.length - 1];
+      if (last && measure.measureText(last + " " + word).width > room) lines.push(word);
+      else lines[lines.length - 1] = last ? last + " " + word : word;
+    });
+    var margin = Object.assign({ t: 48 }, layout.margin || {});
+    var extra = Math.ceil((lines.length - 1) * 1.3 * size);
+    margin.t += extra;
+    var height = (layout.height || 340) + extra;
+    // the block's middle placed in pixels from the top (Plotly's "top" anchor sets the first
+    // line's baseline there, which cut it off)
+    var middle = 6 + lines.length * 1.3 * size / 2;
+    return Object.assign({}, layout, { margin: margin, height: height, title: Object.assign({}, t, {
+      text: lines.join("<br>"), yref: "container", y: 1 - middle / height, yanchor: "middle" }) });
+  }
+
   // Plotly.react on the element already on the page redraws only what changed; uirevision
   // keeps the reader's zoom and pan across updates. A figure whose JSON is the one already
   // drawn is left alone. force: redraw anyway (a theme change). A figure inside a closed
@@ -35,7 +65,7 @@
     if (!force && el._drawn === json) return;
     var fig;
     try { fig = JSON.parse(json); } catch (e) { return; }
-    var layout = themed(fig.layout || {});
+    var layout = wrapTitle(themed(fig.layout || {}), el.clientWidth);
     if (layout.uirevision === undefined) layout = Object.assign({}, layout, { uirevision: "keep" });
     Plotly.react(el, fig.data || [], layout, PLOT_CONFIG);
     el._drawn = json;

@@ -12,6 +12,7 @@ over the DOM collects every defect, named by size, section and element:
 - an axis of a figure that shows the same tick label twice ("0 0 0 0");
 - two labels of one figure (annotations, tick labels, axis titles, the title, legend items, text
   of text traces) whose boxes overlap by more than 2 px;
+- a figure's title or axis title running past an edge of the drawing (cut off);
 - anything that sticks out of the window to the right (the page scrolls sideways);
 - the text of a failed environment probe ("... downloads it ... and that failed", a traceback).
 The test fails listing them all.
@@ -80,6 +81,15 @@ CHECKS = """(limits) => {
       add(p, `figure "${short(plotName(p), 70)}" is ${Math.round(drawn.width)} px wide (< ${limits.minPlot})`);
     if (drawn.width > box.width + 2)
       add(p, `figure "${short(plotName(p), 70)}" is drawn ${Math.round(drawn.width)} px wide in a ${Math.round(box.width)} px box`);
+    // the figure's title and axis titles are whole: none runs past an edge of the drawing
+    p.querySelectorAll('text.gtitle, text[class$="title"]').forEach(t => {
+      if (!/^(gtitle|[xy]\d*title)$/.test(t.getAttribute('class')) || !t.textContent.trim()) return;
+      const r = t.getBoundingClientRect();
+      const past = Math.max(drawn.left - r.left, r.right - drawn.right,
+                            drawn.top - r.top, r.bottom - drawn.bottom);
+      if (past > limits.overlap)
+        add(p, `figure "${short(plotName(p), 70)}": ${t.getAttribute('class') === 'gtitle' ? 'title' : 'axis title'} "${short(t.textContent, 30)}" is cut off by ${Math.round(past)} px`);
+    });
   });
   document.querySelectorAll('.plot-tools').forEach(t => {
     if (!visible(t)) return;

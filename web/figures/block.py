@@ -88,7 +88,7 @@ def lens_figure(final_p: list, final_text: str, stages: list) -> str:
         yaxis=dict(title=dict(text="probability"), range=[0, 1], tickformat=".0%")))
 
 
-SHARES = (("embedding", "embeddings (+ positions, + untied unembedding)", MUTED),
+SHARES = (("embedding", "embeddings", MUTED),     # with positions and an untied unembedding
           ("attention", "attention (q, k, v, o)", ACCENT),
           ("ffn", "feed-forward", INK),
           ("norms", "norms", PALETTE[4]))
@@ -106,8 +106,8 @@ def shares_figure(rows: list) -> str:
             hovertemplate="%{y}: %{x:.1f}% (%{customdata:,} parameters)<extra>" + name
             + "</extra>"))
     return figure_json(traces, base_layout(
-        title=dict(text="Where the parameters go (formula on each config)"),
+        title=dict(text="Where the parameters go"),
         barmode="stack", legend=dict(orientation="h", y=-0.15),
-        xaxis=dict(title=dict(text="% of the model's parameters"), range=[0, 100]),
+        xaxis=dict(title=dict(text="% of parameters"), range=[0, 100]),
         yaxis=dict(title=dict(text="model"), autorange="reversed", type="category"),
         height=200 + 30 * len(rows)))
