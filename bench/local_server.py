@@ -73,7 +73,9 @@ def provenance() -> dict:
     try:
         commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT,
                                 capture_output=True, text=True, check=True).stdout.strip()
-        dirty = bool(subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"],
+        # results and the README they feed are not the code measured
+        dirty = bool(subprocess.run(["git", "status", "--porcelain", "--untracked-files=no",
+                                     "--", ".", ":(exclude)bench/results", ":(exclude)README.md"],
                                     cwd=ROOT, capture_output=True, text=True).stdout.strip())
     except (OSError, subprocess.CalledProcessError):
         commit, dirty = "unknown", False

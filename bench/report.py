@@ -45,10 +45,12 @@ def browser(r) -> list:
     if "cores" in r:
         cores = r["cores"]
         fit = len(cores["height_px"]) - len(cores["over_target"])
+        over = ", ".join(f"{k} {v} px" for k, v in sorted(cores["over_target"].items(),
+                                                          key=lambda kv: -kv[1]))
+        tallest = max(cores["height_px"].items(), key=lambda kv: kv[1])
         lines.append(f"| sections whose core fits {cores['target_px']} px at {cores['viewport']} | "
-                     f"{fit} of {len(cores['height_px'])}; over: " + ", ".join(
-                         f"{k} {v} px" for k, v in sorted(cores["over_target"].items(),
-                                                          key=lambda kv: -kv[1])) + " |")
+                     f"{fit} of {len(cores['height_px'])}" + (f"; over: {over}" if over else
+                     f"; the tallest, {tallest[0]}, {tallest[1]} px") + " |")
     if "prose" in r and isinstance(r["prose"], dict) and "words" in r["prose"]:
         lines.append(f"| prose in all cores | {r['prose']['words']:,} words |")
     if c.get("ms"):
