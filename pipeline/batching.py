@@ -48,6 +48,15 @@ class Generation:
     stop: str               # "end of text", "end of paragraph" or "limit"
 
 
+def ends_paragraph(tok, token_id: int) -> bool:
+    """The token holds a newline. An id past the tokenizer's vocabulary (a padded checkpoint can
+    sample one) has no text, so none."""
+    try:
+        return b"\n" in tok.decode_single_token_bytes(token_id)
+    except KeyError:
+        return False
+
+
 def generate_request(model, prompt: str, max_new: int, seed: int,
                      temperature: float = 0.8) -> Generation:
     """Seeded sampling from `prompt` until end-of-text, the end of a paragraph (a token holding a
@@ -63,7 +72,7 @@ def generate_request(model, prompt: str, max_new: int, seed: int,
         if step.finish == "eos":
             stop = "end of text"
             break
-        if b"\n" in tok.decode_single_token_bytes(t):
+        if ends_paragraph(tok, t):
             stop = "end of paragraph"
             break
     return Generation(prompt, ids, tuple(out), stop)

@@ -31,7 +31,7 @@ from web.figures import overview as figures
 from web.forward import prompt_ids, prompt_run
 from web.params import Param
 from web.shading import POSITIVE, blend
-from web.tokens import pieces
+from web.tokens import pieces, token_bytes
 
 OV_LIMIT = 20          # most tokens the overview generates (Play stops there)
 OV_SEED = 0            # the overview sampler's seed: the same URL gives the same tokens
@@ -155,10 +155,7 @@ def first_eos(model, prompt: str, settings, lm, steps: int):
 
 
 def chip_pieces(tokenizer, token_id: int) -> list:
-    try:
-        return pieces(tokenizer.decode_single_token_bytes(int(token_id)))
-    except KeyError:             # an id past the tokenizer's vocabulary (padded checkpoints)
-        return [("text", f"<id {int(token_id)}: no text>")]
+    return pieces(token_bytes(tokenizer, token_id))
 
 
 def shown_chips(chips: list) -> tuple:

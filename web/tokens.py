@@ -35,10 +35,21 @@ def plain(token: bytes) -> str:
     return "".join(text for _, text in pieces(token))
 
 
+def token_bytes(tokenizer, token_id: int) -> bytes:
+    """The bytes of one token id; an id the model has but the tokenizer lacks (some checkpoints
+    pad their vocabulary, and a model can emit such an id) is named as such rather than raising."""
+    try:
+        return tokenizer.decode_single_token_bytes(int(token_id))
+    except KeyError:
+        return f"<id {int(token_id)}: no text>".encode()
+
+
+def token_string(tokenizer, token_ids) -> str:
+    """The text of a sequence of token ids (invalid UTF-8 replaced), padded ids named as above."""
+    return b"".join(token_bytes(tokenizer, t) for t in token_ids).decode("utf-8", errors="replace")
+
+
 def token_plain(tokenizer, token_id: int) -> str:
     """`plain` text of one token id; an id the model has but the tokenizer lacks (some
     checkpoints pad their vocabulary) is named as such rather than raising."""
-    try:
-        return plain(tokenizer.decode_single_token_bytes(int(token_id)))
-    except KeyError:
-        return f"<id {int(token_id)}: no text>"
+    return plain(token_bytes(tokenizer, token_id))

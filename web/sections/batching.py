@@ -16,6 +16,7 @@ from web.figures.kvcache import human_bytes
 from web.cache import memo
 from web.measured import measured, model_key
 from web.params import Param
+from web.tokens import token_string
 
 MAX_REQUESTS = 8
 MAX_SLOTS = 8
@@ -93,7 +94,7 @@ def build(lm, state) -> dict:
         model_name=lm.name, n=n, slots=slots, gap=gap, block=block, max_new=MAX_NEW,
         temperature=TEMPERATURE, max_slots=MAX_SLOTS, max_requests=MAX_REQUESTS,
         requests=[dict(id=i, prompt=g.prompt, prompt_tokens=len(g.prompt_ids),
-                       length=len(g.output_ids), stop=g.stop, text=tok.decode(list(g.output_ids)),
+                       length=len(g.output_ids), stop=g.stop, text=token_string(tok, list(g.output_ids)),
                        queued=i < n, arrival_ms=i * gap)
                   for i, g in enumerate(gens)],
         costs=[dict(rows=b, ms=ms, per_token_ms=ms / b, tokens_per_s=1000.0 * b / ms)

@@ -20,7 +20,7 @@ from web.figures import decoding as figures
 from web.forward import prompt_ids
 from web.params import Param
 from web.sampler_settings import settings_from
-from web.tokens import plain
+from web.tokens import plain, token_bytes, token_string
 
 MAX_WIDTH, MAX_NEW = 8, 12
 N_SAMPLES = 3
@@ -87,7 +87,7 @@ def samples_shown(state) -> bool:
 def sample_lines(model, tok, ids: tuple, n: int, settings: SamplerSettings, seed: int) -> list:
     """The seeded samples as the page shows them (called by the template, when shown)."""
     eos = model.config.eos_token_id
-    return [Line(f"seed {seed + i}", tok.decode(c.tokens), tuple(c.tokens), tuple(c.logprobs),
+    return [Line(f"seed {seed + i}", token_string(tok, c.tokens), tuple(c.tokens), tuple(c.logprobs),
                  c.total, ended=c.tokens[-1] == eos)
             for i, c in enumerate(cached_samples(model, ids, n, settings, seed))]
 
@@ -99,20 +99,26 @@ def warm(lm):
 @memoized(4)
 def beam_beats_greedy(model) -> tuple:
     """Run greedy and beam search (width 3, 6 tokens) on every opening: (prompt, greedy total,
-    beam total) of the opening where beam search gains the most, and the number tried."""
-    rows = []
+    beam total) of the opening where beam search gains the most, and the number tried; None
+    when no opening leaves room for the new tokens in the model's context window."""
+    rows, tried = [], 0
     for prompt in OPENINGS:
         ids = tuple(model.tokenizer.encode_ordinary(prompt))
+        if len(ids) + EXAMPLE_NEW > model.config.n_ctx:
+            continue
+        tried += 1
         g = continue_batch(model, ids, [greedy], EXAMPLE_NEW)[0]
         best = beam_search(model, ids, EXAMPLE_WIDTH, EXAMPLE_NEW, length_penalty=0.0).final[0]
         if len(best.tokens) == len(g.tokens):
             rows.append((best.total - g.total, prompt, g.total, best.total))
+    if not rows:
+        return None
     gain, prompt, g_total, b_total = max(rows)
-    return prompt, g_total, b_total, len(OPENINGS)
+    return prompt, g_total, b_total, tried
 
 
 def token_name(tok, t: int) -> str:
-    return plain(tok.decode_single_token_bytes(t))
+    return plain(token_bytes(tok, t))
 
 
 def build(lm, state) -> dict:
@@ -130,22 +136,23 @@ def build(lm, state) -> dict:
     g = cached_greedy(model, ids, n)
 
     names = {node.id: token_name(tok, node.token) for node in search.nodes}
-    finals = [Line(f"beam {i + 1}", tok.decode(list(h.tokens)), h.tokens,
+    finals = [Line(f"beam {i + 1}", token_string(tok, list(h.tokens)), h.tokens,
                    tuple(search.nodes[j].logprob for j in search.path(h.node)), h.total,
                    h.score, h.ended) for i, h in enumerate(search.final)]
-    greedy_line = Line("greedy", tok.decode(g.tokens), tuple(g.tokens), tuple(g.logprobs),
+    greedy_line = Line("greedy", token_string(tok, g.tokens), tuple(g.tokens), tuple(g.logprobs),
                        g.total, ended=g.tokens[-1] == model.config.eos_token_id)
     draw_samples = functools.partial(sample_lines, model, tok, tuple(ids), n, settings, seed)
     greedy_nodes = greedy_path(search, g.tokens)
     best_nodes = search.path(search.final[0].node)
     rows = [dict(step=node.step + 1, token=names[node.id], logprob=node.logprob, total=node.total,
-                 status=node.status, prefix=tok.decode([search.nodes[j].token
+                 status=node.status, prefix=token_string(tok, [search.nodes[j].token
                                                          for j in search.path(node.id)]))
             for node in search.nodes if node.status != "pruned"]
     pruned = [sum(1 for node in search.nodes if node.step == s and node.status == "pruned")
               for s in range(search.steps)]
 
-    ex_prompt, ex_greedy, ex_beam, ex_tried = beam_beats_greedy(model)
+    example = beam_beats_greedy(model)
+    ex_prompt, ex_greedy, ex_beam, ex_tried = example or (None, None, None, 0)
     best = finals[0]
     gain = best.total - greedy_line.total
     return dict(
@@ -160,7 +167,7 @@ def build(lm, state) -> dict:
         tree_figure=figures.tree_figure(search, names, greedy_nodes, best_nodes),
         ex_prompt=ex_prompt, ex_greedy=ex_greedy, ex_beam=ex_beam, ex_tried=ex_tried,
         ex_width=EXAMPLE_WIDTH, ex_new=EXAMPLE_NEW, ex_is_prompt=state["prompt"] == ex_prompt,
-        ex_url=example_url(ex_prompt), exp=math.exp,
+        ex_url=example_url(ex_prompt) if example else None, exp=math.exp,
         eos_name=(token_name(tok, model.config.eos_token_id)
                   if model.config.eos_token_id is not None else None),
     )

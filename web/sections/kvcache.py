@@ -21,6 +21,7 @@ from web.forward import prompt_ids
 from web.cache import memo
 from web.measured import model_key, prefill_decode_timings
 from web.params import Param
+from web.tokens import token_string
 
 MAX_NEW = 48              # most generated tokens measured (each step also runs a full forward)
 START_CAPACITY = 16       # tokens the section's cache reserves at first (then it doubles)
@@ -144,7 +145,7 @@ def build(lm, state) -> dict:
         decode_steps=timings.decode_steps,
         point=next(t for t in timed if t.n_tokens == point.n),
         max_abs_diff=run.max_abs_diff, all_same=all(s.same_argmax for s in steps),
-        generated_text=lm.tokenizer.decode(run.generated[:-1]) if n_new else "",
+        generated_text=token_string(lm.tokenizer, run.generated[:-1]) if n_new else "",
         start_capacity=START_CAPACITY,
         per_token=per_token, final_tokens=last.n_tokens, final_nbytes=last.nbytes,
         final_formula=kv_cache_bytes(cfg, last.n_tokens, 4),
@@ -184,7 +185,7 @@ def context_figures(ctx: int) -> dict:
 def step_row(i, s, tokenizer) -> dict:
     return dict(index=i, n_tokens=s.n_tokens, max_abs_diff=s.max_abs_diff, same_argmax=s.same_argmax, nbytes=s.nbytes,
                 allocated=s.allocated_nbytes, capacity=s.capacity,
-                next_text=tokenizer.decode([s.next_token]))
+                next_text=token_string(tokenizer, [s.next_token]))
 
 
 def published_rows(ctx: int) -> list:
