@@ -105,7 +105,7 @@ def load_every_section(page):
 def page(page):
     """Playwright's page whose goto() and reload() also load every section (scrolling to each,
     as a reader would). page.goto_first_screen() is the plain goto: only what the first screen
-    loads."""
+    loads; page.load_every_section() loads the rest at any time (after a prompt change)."""
     plain = page.goto
 
     def goto(url, **kw):
@@ -123,6 +123,7 @@ def page(page):
         return go
 
     page.goto_first_screen = plain
+    page.load_every_section = lambda: load_every_section(page)
     page.goto = goto
     page.reload = loading(page.reload)
     return page

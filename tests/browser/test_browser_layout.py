@@ -83,7 +83,7 @@ CHECKS = """(limits) => {
       add(p, `figure "${short(plotName(p), 70)}" is drawn ${Math.round(drawn.width)} px wide in a ${Math.round(box.width)} px box`);
     // the figure's title and axis titles are whole: none runs past an edge of the drawing
     p.querySelectorAll('text.gtitle, text[class$="title"]').forEach(t => {
-      if (!/^(gtitle|[xy]\d*title)$/.test(t.getAttribute('class')) || !t.textContent.trim()) return;
+      if (!/^(gtitle|[xy]\\d*title)$/.test(t.getAttribute('class')) || !t.textContent.trim()) return;
       const r = t.getBoundingClientRect();
       const past = Math.max(drawn.left - r.left, r.right - drawn.right,
                             drawn.top - r.top, r.bottom - drawn.bottom);
