@@ -27,6 +27,7 @@ import numpy as np
 
 from pipeline.generation import decode_loop
 from pipeline.sampling import SamplerSettings, sampler
+from pipeline.tokenizer import id_bytes
 
 
 # --- the requests ---------------------------------------------------------------------------
@@ -48,15 +49,6 @@ class Generation:
     stop: str               # "end of text", "end of paragraph" or "limit"
 
 
-def ends_paragraph(tok, token_id: int) -> bool:
-    """The token holds a newline. An id past the tokenizer's vocabulary (a padded checkpoint can
-    sample one) has no text, so none."""
-    try:
-        return b"\n" in tok.decode_single_token_bytes(token_id)
-    except KeyError:
-        return False
-
-
 def generate_request(model, prompt: str, max_new: int, seed: int,
                      temperature: float = 0.8) -> Generation:
     """Seeded sampling from `prompt` until end-of-text, the end of a paragraph (a token holding a
@@ -72,7 +64,7 @@ def generate_request(model, prompt: str, max_new: int, seed: int,
         if step.finish == "eos":
             stop = "end of text"
             break
-        if ends_paragraph(tok, t):
+        if b"\n" in id_bytes(tok, t):
             stop = "end of paragraph"
             break
     return Generation(prompt, ids, tuple(out), stop)

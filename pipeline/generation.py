@@ -30,6 +30,7 @@ import numpy as np
 
 from pipeline.model import greedy, softmax
 from pipeline.ranking import top_k
+from pipeline.tokenizer import id_bytes
 
 
 @dataclass(frozen=True)
@@ -138,7 +139,7 @@ class TextStream:
         self.utf8 = codecs.getincrementaldecoder("utf-8")(errors="replace")
 
     def push(self, token: int) -> str:
-        return self.utf8.decode(self.tokenizer.decode_single_token_bytes(token))
+        return self.utf8.decode(id_bytes(self.tokenizer, token))
 
     def flush(self) -> str:
         return self.utf8.decode(b"", final=True)

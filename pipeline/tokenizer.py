@@ -319,3 +319,12 @@ def _encoding(directory, name, pat_str, ranks, special, source) -> tiktoken.Enco
                                  special_tokens=special)
     except (ValueError, TypeError) as e:
         raise TokenizerLoadError(f"{source}: tiktoken rejects this vocabulary ({e})") from None
+
+
+def id_bytes(tokenizer, token_id: int) -> bytes:
+    """The bytes of one token id. An id the model has but the tokenizer lacks (some checkpoints
+    pad their vocabulary, and a model can sample such an id) is named as such, not raised on."""
+    try:
+        return tokenizer.decode_single_token_bytes(int(token_id))
+    except KeyError:
+        return f"<id {int(token_id)}: no text>".encode()

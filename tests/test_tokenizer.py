@@ -296,3 +296,21 @@ def test_live_split_pattern_tokenizer_json(tmp_path):
     for text in random_texts(300, seed=2):
         assert enc.encode(text) == tok.encode(text).ids, text
         assert enc.decode(enc.encode(text)) == text
+
+
+def test_an_id_past_the_tokenizer_is_named_not_raised_on():
+    """The llama_untied fixture's model has more ids than its tokenizer (a padded vocabulary):
+    sampling can emit one, and the page and the stream name it instead of failing."""
+    from engine_support import get_model
+    from pipeline.generation import TextStream
+    from pipeline.tokenizer import id_bytes
+    model = get_model("llama_untied")
+    tok = model.tokenizer
+    past = tok.n_vocab + 1
+    assert past < model.config.vocab_size
+    with pytest.raises(KeyError):
+        tok.decode_single_token_bytes(past)
+    assert id_bytes(tok, past) == f"<id {past}: no text>".encode()
+    assert id_bytes(tok, 5) == tok.decode_single_token_bytes(5)
+    stream = TextStream(tok)
+    assert stream.push(past) == f"<id {past}: no text>"

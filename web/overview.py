@@ -31,7 +31,7 @@ from web.figures import overview as figures
 from web.forward import prompt_ids, prompt_run
 from web.params import Param
 from web.shading import POSITIVE, blend
-from web.tokens import pieces, token_bytes
+from web.tokens import pieces, id_bytes
 
 OV_LIMIT = 20          # most tokens the overview generates (Play stops there)
 OV_SEED = 0            # the overview sampler's seed: the same URL gives the same tokens
@@ -155,7 +155,7 @@ def first_eos(model, prompt: str, settings, lm, steps: int):
 
 
 def chip_pieces(tokenizer, token_id: int) -> list:
-    return pieces(token_bytes(tokenizer, token_id))
+    return pieces(id_bytes(tokenizer, token_id))
 
 
 def shown_chips(chips: list) -> tuple:

@@ -7,6 +7,7 @@ of pieces `(kind, text)`: kind "text" is literal text; "space", "newline", "tab"
 written `<0xF0>`. Templates draw each kind in its own style, so a marker never looks like a
 character the user typed.
 """
+from pipeline.tokenizer import id_bytes
 
 MARKERS = {" ": ("space", "·"), "\n": ("newline", "↵"), "\t": ("tab", "→"), "\r": ("cr", "␍")}
 
@@ -35,21 +36,13 @@ def plain(token: bytes) -> str:
     return "".join(text for _, text in pieces(token))
 
 
-def token_bytes(tokenizer, token_id: int) -> bytes:
-    """The bytes of one token id; an id the model has but the tokenizer lacks (some checkpoints
-    pad their vocabulary, and a model can emit such an id) is named as such rather than raising."""
-    try:
-        return tokenizer.decode_single_token_bytes(int(token_id))
-    except KeyError:
-        return f"<id {int(token_id)}: no text>".encode()
-
-
 def token_string(tokenizer, token_ids) -> str:
-    """The text of a sequence of token ids (invalid UTF-8 replaced), padded ids named as above."""
-    return b"".join(token_bytes(tokenizer, t) for t in token_ids).decode("utf-8", errors="replace")
+    """The text of a sequence of token ids (invalid UTF-8 replaced); an id past the tokenizer's
+    vocabulary is named (pipeline.tokenizer.token_bytes)."""
+    return b"".join(id_bytes(tokenizer, t) for t in token_ids).decode("utf-8", errors="replace")
 
 
 def token_plain(tokenizer, token_id: int) -> str:
     """`plain` text of one token id; an id the model has but the tokenizer lacks (some
     checkpoints pad their vocabulary) is named as such rather than raising."""
-    return plain(token_bytes(tokenizer, token_id))
+    return plain(id_bytes(tokenizer, token_id))

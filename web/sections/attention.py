@@ -17,7 +17,7 @@ from pipeline.attention_analysis import (attention_row, block_mean, head_measure
 from web.figures import attention as figures
 from web.forward import prompt_run
 from web.params import Param
-from web.tokens import pieces, plain, token_bytes
+from web.tokens import pieces, token_plain, id_bytes
 
 GRID_MAX = 48          # the grid's panels show at most this many rows and columns (else blocks)
 N_STRONGEST = 3        # heads named for each kind of behaviour
@@ -38,8 +38,8 @@ def build(lm, state) -> dict:
     T = len(run.ids)
     layer, head, t = chosen_layer(state, cfg), chosen_head(state, cfg), chosen_token(state, T)
     tok = lm.tokenizer
-    tokens = [dict(id=i, pieces=pieces(token_bytes(tok, i)),
-                   label=plain(token_bytes(tok, i))) for i in run.ids]
+    tokens = [dict(id=i, pieces=pieces(id_bytes(tok, i)),
+                   label=token_plain(tok, i)) for i in run.ids]
     labels = [x["label"] for x in tokens]
 
     patterns = stack_layers(run.cache, "attn.hook_pattern", cfg.n_layers)       # [L, H, T, T]

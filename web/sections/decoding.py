@@ -20,7 +20,7 @@ from web.figures import decoding as figures
 from web.forward import prompt_ids
 from web.params import Param
 from web.sampler_settings import settings_from
-from web.tokens import plain, token_bytes, token_string
+from web.tokens import token_plain, token_string
 
 MAX_WIDTH, MAX_NEW = 8, 12
 N_SAMPLES = 3
@@ -118,7 +118,7 @@ def beam_beats_greedy(model) -> tuple:
 
 
 def token_name(tok, t: int) -> str:
-    return plain(token_bytes(tok, t))
+    return token_plain(tok, t)
 
 
 def build(lm, state) -> dict:

@@ -16,7 +16,7 @@ from web.figures import embeddings as figures
 from web.forward import prompt_run
 from web.params import Param
 from web.sections.logits import trained_on_austen
-from web.tokens import pieces, plain, token_plain, token_bytes
+from web.tokens import pieces, plain, token_plain, id_bytes
 
 MAX_HEATMAP_TOKENS = 64       # rows of the token-vector heatmap (more would not be readable)
 MAX_COSINE_TOKENS = 32        # rows and columns of the prompt's cosine-similarity matrix
@@ -92,7 +92,7 @@ def build(lm, state) -> dict:
     for i in distinct:
         nids, sims = cosine_neighbours(space.unit, space.unit[i], k, exclude=(i,))
         neighbour_rows.append(dict(
-            id=i, pieces=pieces(token_bytes(model.tokenizer, i)),
+            id=i, pieces=pieces(id_bytes(model.tokenizer, i)),
             neighbours=[dict(id=int(n), text=space.labels[n], sim=float(s))
                         for n, s in zip(nids, sims)]))
     shown = min(len(ids), MAX_HEATMAP_TOKENS)
@@ -130,7 +130,7 @@ def single_token(tokenizer, word: str):
         if len(ids) == 1:
             return ids[0], form
         tried.append(f"“{plain(form.encode())}” is {len(ids)} tokens ("
-                     + " + ".join(f"“{plain(token_bytes(tokenizer, i))}”"
+                     + " + ".join(f"“{token_plain(tokenizer, i)}”"
                                   for i in ids) + ")")
     return None, (f"“{word}” is not a single token of this vocabulary: " + "; ".join(tried)
                   + ". Try a common word.")

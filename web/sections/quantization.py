@@ -14,7 +14,7 @@ from web.cache import memoized
 from web.figures import quantization as figures
 from web.forward import prompt_run
 from web.params import Param
-from web.tokens import plain, token_bytes
+from web.tokens import token_plain
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 HELDOUT_PATH = os.path.join(ROOT, "tests", "data", "heldout_pride_and_prejudice_ch10.txt")
@@ -121,7 +121,7 @@ def scheme_row(lm, state, ids, float_logits, scheme_name):
         top1_prompt=quantize.top1_agreement(float_logits, logits),
         top1_heldout=float((held.top1 == held_float.top1).mean()),
         perplexity=held.perplexity, heldout_tokens=held.n_tokens,
-        greedy=[plain(token_bytes(model.tokenizer, t)) for t in tokens],
+        greedy=[token_plain(model.tokenizer, t) for t in tokens],
         greedy_ids=list(tokens), diverges_at=None)
 
 

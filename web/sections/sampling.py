@@ -19,7 +19,7 @@ from web.figures import sampling as figures
 from web.forward import prompt_run
 from web.params import Param
 from web.sampler_settings import settings_from
-from web.tokens import plain, token_bytes
+from web.tokens import token_plain
 
 SHOWN = 12            # tokens drawn in the figures and the table (most probable first)
 MAX_DRAWS = 100_000
@@ -154,7 +154,7 @@ def build(lm, state) -> dict:
     final = stages[-1].probs
     shown = shown_tokens(stages)
     tok = lm.tokenizer
-    names = [plain(token_bytes(tok, t)) for t in shown]
+    names = [token_plain(tok, t) for t in shown]
     views = stage_views(stages, shown, settings)
 
     seed, n = state["s_seed"], state["s_draws"]
@@ -176,7 +176,7 @@ def build(lm, state) -> dict:
     ex = prompt_run(lm, EXAMPLE)
     ex_stages = sampling_stages(ex.logits[-1], list(ex.ids), settings)
     ex_model, ex_final = ex_stages[0].probs, ex_stages[-1].probs
-    ex_top = [(plain(token_bytes(tok, int(t))), float(ex_model[t]),
+    ex_top = [(token_plain(tok, int(t)), float(ex_model[t]),
                float(ex_final[t])) for t in top_k(ex_model, 5)]
     return dict(
         settings=settings, stages=views, names=names, shown=shown,
@@ -185,7 +185,7 @@ def build(lm, state) -> dict:
         stages_figure=figures.stages_figure([v for v in views if v.changed], names),
         headline_figure=figures.model_vs_final_figure(
             names, views[0].probs, views[-1].probs, views[-1].kept),
-        seed=seed, u=u, drawn=one, drawn_name=plain(token_bytes(tok, one)),
+        seed=seed, u=u, drawn=one, drawn_name=token_plain(tok, one),
         drawn_p=float(final[one]), drawn_slice=(float(cdf[one] - final[one]), float(cdf[one])),
         n_draws=n, counts=[int(c) for c in drawn_shown], other_drawn=other_drawn,
         final_shown=[float(final[t]) for t in shown],

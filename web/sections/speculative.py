@@ -19,7 +19,7 @@ from web.forward import prompt_ids
 from web.cache import memo
 from web.measured import measured, model_key, stamp
 from web.params import Param
-from web.tokens import plain, token_bytes
+from web.tokens import token_plain
 
 MODES = {"sample": 1.0, "greedy": 0.0}     # mode -> temperature of both models
 MAX_GAMMA = 8
@@ -129,7 +129,7 @@ def warm(lm):
 
 
 def token_text(tokenizer, token: int) -> str:
-    return plain(token_bytes(tokenizer, token))
+    return token_plain(tokenizer, token)
 
 
 def rounds_view(tokenizer, spec) -> list:

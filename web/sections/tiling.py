@@ -15,7 +15,7 @@ from web.cache import memoized
 from web.figures import tiling as figures
 from web.forward import prompt_run
 from web.params import Param
-from web.tokens import plain, token_bytes
+from web.tokens import token_plain
 
 MAX_TILE_PAIRS = 2500          # tiles the NumPy run may visit (keeps a request fast)
 SRAM_BYTES = 228 * 1024        # H100: shared memory per SM, configurable up to 228 KB
@@ -62,7 +62,7 @@ def build(lm, state) -> dict:
     hd = q.shape[1]
     plain_moved = plain_traffic(T, hd)
     sizes = tile_sweep(T)
-    tokens = [plain(token_bytes(lm.tokenizer, i)) for i in run.ids]
+    tokens = [token_plain(lm.tokenizer, i) for i in run.ids]
     tiles_total, tiles_done = math.ceil(T / bq) * math.ceil(T / bk), tiles_computed(T, bq, bk)
     ctx = dict(
         T=T, hd=hd, layer=layer, head=head, suggested_row=suggested,
