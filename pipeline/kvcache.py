@@ -4,11 +4,10 @@ Decoding token t+1 needs the keys and values of tokens 1..t in every layer. With
 model recomputes them all at every step (a full forward over the growing sequence); with a
 cache (`KVCache`, filled by pipeline.model's attention) it computes only the new token's and
 reads the rest back.
-`cache_vs_recompute` runs both on the same tokens, step by step, timing each and comparing the
-logits. `kv_cache_bytes` is the size formula; it must give the cache's own `nbytes`.
+`cache_vs_recompute` runs greedy generation with the cache and checks every step's logits
+against recomputing them without it. `kv_cache_bytes` is the size formula; it must give the cache's own `nbytes`.
 """
 import math
-import time
 from dataclasses import dataclass
 
 import numpy as np
@@ -100,14 +99,11 @@ def attention_kind(config) -> str:
 
 
 @dataclass(frozen=True)
-class Step:
-    """One step of generation, run both ways on the same tokens."""
+class CheckStep:
+    """One step of greedy generation with the cache, checked against recomputing."""
     n_tokens: int              # sequence length this step reads (prompt + tokens so far)
-    new_token: int             # the token it feeds in (the prompt's last for step 0)
     next_token: int            # greedy choice from the cached logits (fed in at the next step)
-    cached_ms: float           # prefill (step 0) or one decode step with the cache
-    uncached_ms: float         # a full forward over all n_tokens tokens
-    max_abs_diff: float        # max |cached logits - uncached logits| for the next token
+    max_abs_diff: float        # max |cached logits - recomputed logits| for the next token
     same_argmax: bool          # both pick the same next token
     nbytes: int                # KVCache.nbytes after the step: the tokens held
     allocated_nbytes: int      # KVCache.allocated_nbytes: the buffers reserved
@@ -115,19 +111,9 @@ class Step:
 
 
 @dataclass(frozen=True)
-class CacheRun:
+class Check:
     prompt_ids: tuple
-    steps: tuple               # Step 0 is the prompt (prefill); then one per generated token
-    measured_at: float         # time.time() when it was measured
-    repeats: int = 1           # each time is the fastest of this many runs
-
-    @property
-    def cached_total_ms(self) -> float:
-        return sum(s.cached_ms for s in self.steps)
-
-    @property
-    def uncached_total_ms(self) -> float:
-        return sum(s.uncached_ms for s in self.steps)
+    steps: tuple               # step 0 reads the prompt (prefill); then one per generated token
 
     @property
     def max_abs_diff(self) -> float:
@@ -138,55 +124,33 @@ class CacheRun:
         return [s.next_token for s in self.steps]
 
 
-def _best_of(repeats, fn, *args):
-    """(fn's result, its fastest time in ms over `repeats` calls): the least disturbed run."""
-    best = math.inf
-    for _ in range(repeats):
-        t0 = time.perf_counter()
-        out = fn(*args)
-        best = min(best, (time.perf_counter() - t0) * 1000.0)
-    return out, best
+def cache_vs_recompute(model, prompt_ids, n_new: int, capacity: int = 64) -> Check:
+    """Greedy generation of n_new tokens after the prompt with the KV cache (prefill, then one
+    decode step per token; the cache starts with room for `capacity` tokens and doubles when
+    full, KVCache.reserve), every step's logits compared with recomputing without the cache.
 
-
-def _cached_step(model, kv, ids, first):
-    """Prefill the prompt (first step) or decode the newest token, appending to the cache."""
-    return model.prefill(ids, kv) if first else model.decode(ids[-1], kv)
-
-
-def cache_vs_recompute(model, prompt_ids, n_new: int, capacity: int = 64,
-                       repeats: int = 2) -> CacheRun:
-    """Greedy generation of n_new tokens after the prompt, each step done twice: with the KV
-    cache (prefill, then decode) and without (a full forward of the whole sequence so far).
-
-    The two are interleaved step by step so both see the same machine load, and each is timed
-    `repeats` times, keeping the fastest (a cached step is undone with KVCache.truncate before
-    it is repeated). The tokens fed in are the cached path's greedy choices (the uncached path
-    agrees: `same_argmax`). The cache starts with room for `capacity` tokens and doubles when
-    full (KVCache.reserve)."""
-    ids = [int(t) for t in prompt_ids]
-    n_new = min(n_new, model.config.n_ctx - len(ids))
+    Recomputing is one forward pass over the whole final sequence: the model is causal, so its
+    row t is what a forward pass over the first t + 1 tokens gives. Nothing here is timed (a
+    step's time both ways is a prefill and a decode of that length: web.measured times them)."""
+    seq = [int(t) for t in prompt_ids]
+    n_new = min(n_new, model.config.n_ctx - len(seq))
     kv = model.new_kv_cache(capacity)
-    steps = []
+    cached, rows = [], []
     for i in range(n_new + 1):
-        full, uncached_ms = _best_of(repeats, model.forward, ids)
-        held = len(kv)
-
-        def cached_step():
-            kv.truncate(held)
-            return _cached_step(model, kv, ids, i == 0)
-
-        cached, cached_ms = _best_of(repeats, cached_step)
-        cached, full = cached.reshape(-1, full.shape[-1])[-1], full[-1]   # [V], [V]
-        nxt = int(np.argmax(cached))
-        steps.append(Step(
-            n_tokens=len(ids), new_token=ids[-1], next_token=nxt, cached_ms=cached_ms,
-            uncached_ms=uncached_ms,
-            max_abs_diff=float(np.max(np.abs(cached - full))),
-            same_argmax=nxt == int(np.argmax(full)), nbytes=kv.nbytes,
-            allocated_nbytes=kv.allocated_nbytes, capacity=kv.k.shape[1]))
+        out = model.prefill(seq, kv) if i == 0 else model.decode(seq[-1], kv)
+        last = np.asarray(out).reshape(-1, out.shape[-1])[-1]                    # [V]
+        nxt = int(np.argmax(last))
+        cached.append(last)
+        rows.append((len(seq), nxt, kv.nbytes, kv.allocated_nbytes, kv.k.shape[1]))
         if i < n_new:
-            ids.append(nxt)
-    return CacheRun(tuple(int(t) for t in prompt_ids), tuple(steps), time.time(), repeats)
+            seq.append(nxt)
+    full = model.forward(seq)                                                   # [T, V]
+    steps = tuple(CheckStep(n_tokens=n, next_token=nxt,
+                            max_abs_diff=float(np.max(np.abs(c - full[n - 1]))),
+                            same_argmax=nxt == int(np.argmax(full[n - 1])), nbytes=nbytes,
+                            allocated_nbytes=alloc, capacity=cap)
+                  for c, (n, nxt, nbytes, alloc, cap) in zip(cached, rows))
+    return Check(tuple(int(t) for t in prompt_ids), steps)
 
 
 def context_lengths(max_tokens: int = 131072, per_octave: int = 4) -> list:

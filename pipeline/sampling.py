@@ -192,7 +192,7 @@ def final_distribution(logits, context_ids, settings: SamplerSettings):  # -> [V
 
 def slice_order(probs):  # [V] -> [V] token ids, most probable first (ties: lower id first)
     """The order in which the draw lays the tokens' slices end to end."""
-    return np.argsort(-np.asarray(probs, dtype=np.float64), kind="stable")
+    return top_k(np.asarray(probs, dtype=np.float64))
 
 
 def inverse_cdf(probs, u):  # [V], [n] uniforms in [0, 1) -> [n] token ids

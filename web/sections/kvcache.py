@@ -4,17 +4,15 @@ The step times come from `web.measured.prefill_decode_timings`, measured once pe
 grid of sequence lengths (a step without the cache is a forward pass over the whole sequence:
 the prefill of that many tokens; with the cache it is one decode step); the same measurement
 the generation loop and roofline sections cite. The logits differences and byte counts are
-the prompt's own generation with the cache, checked against recomputing (`run_check`, per
-prompt and length, untimed);
+the prompt's own generation with the cache, checked against recomputing
+(`pipeline.kvcache.cache_vs_recompute`, per prompt and length, untimed);
 the sizes of other models come from `kv_cache_bytes` applied to their published configs
 (`pipeline.published`).
 """
 from dataclasses import dataclass
 
-import numpy as np
-
-from pipeline.kvcache import (BYTES_PER_VALUE, attention_kind, context_lengths,
-                              kv_bytes_per_token, kv_cache_bytes)
+from pipeline.kvcache import (BYTES_PER_VALUE, Check, attention_kind, cache_vs_recompute,
+                              context_lengths, kv_bytes_per_token, kv_cache_bytes)
 from pipeline.published import KV_ONLY, PUBLISHED, attention_config
 from web.figures import kvcache as figures
 from web.forward import prompt_ids
@@ -39,66 +37,13 @@ PARAMS = (
 )
 
 
-@dataclass(frozen=True)
-class CheckStep:
-    """One step of greedy generation with the cache, checked against recomputing."""
-    n_tokens: int              # sequence length this step reads (prompt + tokens so far)
-    next_token: int            # greedy choice from the cached logits (fed in at the next step)
-    max_abs_diff: float        # max |cached logits - recomputed logits| for the next token
-    same_argmax: bool          # both pick the same next token
-    nbytes: int                # KVCache.nbytes after the step: the tokens held
-    allocated_nbytes: int      # KVCache.allocated_nbytes: the buffers reserved
-    capacity: int              # tokens the buffers have room for
-
-
-@dataclass(frozen=True)
-class Check:
-    prompt_ids: tuple
-    steps: tuple               # step 0 reads the prompt (prefill); then one per generated token
-
-    @property
-    def max_abs_diff(self) -> float:
-        return max(s.max_abs_diff for s in self.steps)
-
-    @property
-    def generated(self) -> list:
-        return [s.next_token for s in self.steps]
-
-
-def run_check(model, ids: tuple, n_new: int) -> Check:
-    """Greedy generation of n_new tokens with the KV cache (prefill, then one decode step per
-    token; the cache starts with room for START_CAPACITY tokens and doubles), every step's
-    logits compared with recomputing without the cache. Recomputing is one forward pass over
-    the whole final sequence: the model is causal, so its row t is what a forward pass over the
-    first t + 1 tokens gives. Nothing here is timed (the timings are prefill_decode_timings)."""
-    seq = [int(t) for t in ids]
-    n_new = min(n_new, model.config.n_ctx - len(seq))
-    kv = model.new_kv_cache(START_CAPACITY)
-    cached, rows = [], []
-    for i in range(n_new + 1):
-        out = model.prefill(seq, kv) if i == 0 else model.decode(seq[-1], kv)
-        last = np.asarray(out).reshape(-1, out.shape[-1])[-1]                    # [V]
-        nxt = int(np.argmax(last))
-        cached.append(last)
-        rows.append((len(seq), nxt, kv.nbytes, kv.allocated_nbytes, kv.k.shape[1]))
-        if i < n_new:
-            seq.append(nxt)
-    full = model.forward(seq)                                                   # [T, V]
-    steps = tuple(CheckStep(n_tokens=n, next_token=nxt,
-                            max_abs_diff=float(np.max(np.abs(c - full[n - 1]))),
-                            same_argmax=nxt == int(np.argmax(full[n - 1])), nbytes=nbytes,
-                            allocated_nbytes=alloc, capacity=cap)
-                  for c, (n, nxt, nbytes, alloc, cap) in zip(cached, rows))
-    return Check(tuple(int(t) for t in ids), steps)
-
-
 _checks = memo("kvcache checks", 32)
 
 
 def cache_check(model, ids: tuple, n_new: int) -> Check:
     """The checked run for this prompt and length, computed once per (model, prompt, length)."""
     return _checks.get((model_key(model), ids, n_new, START_CAPACITY),
-                       lambda: run_check(model, ids, n_new))
+                       lambda: cache_vs_recompute(model, ids, n_new, START_CAPACITY))
 
 
 @dataclass(frozen=True)
