@@ -9,7 +9,6 @@ import os
 import re
 import shutil
 import socket
-import threading
 import urllib.parse
 
 import brotli
@@ -17,10 +16,9 @@ import numpy as np
 import plotly.offline
 import pytest
 from flask import Flask, Response, jsonify
-from waitress.server import create_server
 
 from web import assets, streaming
-from web_support import HX, app, client, every_section, model, text_of  # noqa: F401
+from web_support import HX, app, client, every_section, model, text_of, server  # noqa: F401
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 DECODE = {"br": brotli.decompress, "gzip": gzip.decompress}
@@ -131,15 +129,6 @@ def test_streamed_answers_are_not_compressed(small_app, path):
     first = next(iter(r.response))            # the first chunk alone, as the view yielded it
     assert first.decode().endswith("\n") and "line 0: " in first.decode()
     r.close()
-
-
-@pytest.fixture(scope="module")
-def server(app):
-    srv = create_server(app, host="127.0.0.1", port=0, threads=4, **streaming.SERVER_OPTIONS)
-    thread = threading.Thread(target=srv.run, daemon=True)
-    thread.start()
-    yield srv.effective_port
-    srv.close()
 
 
 def test_the_token_stream_is_neither_compressed_nor_held_back(server):

@@ -12,18 +12,9 @@ import pytest
 from pipeline.decoding import beam_search, sequence_logprobs
 from pipeline.sampling import SamplerSettings, sampler
 from web.sections.decoding import EXAMPLE_NEW, EXAMPLE_WIDTH, OPENINGS
-from web_support import app, client, error_message, model, text_of, url  # noqa: F401
+from web_support import app, client, error_message, model, text_of, url, table_rows  # noqa: F401
 
 PROMPT = "Elizabeth could not help smiling at"
-
-
-def rows_with_headers(page: str, label: str) -> list:
-    m = re.search(r'<table[^>]*aria-label="%s"[^>]*>(.*?)</table>' % re.escape(label), page, re.S)
-    assert m, f"no table labelled {label!r}"
-    body = m.group(1).split("<tbody>", 1)[1]
-    return [[html.unescape(re.sub(r"<[^>]+>", "", c)).strip()
-             for c in re.findall(r"<t[hd][^>]*>(.*?)</t[hd]>", tr, re.S)]
-            for tr in re.findall(r"<tr[^>]*>(.*?)</tr>", body, re.S)]
 
 
 @pytest.mark.parametrize("width, new, alpha", [(3, 6, 1.0), (1, 5, 1.0), (5, 4, 0.0),
@@ -35,14 +26,14 @@ def test_final_beams_are_beam_searchs(client, model, width, new, alpha):
     page = text_of(r)
     ids = model.tokenizer.encode_ordinary(PROMPT)
     search = beam_search(model, ids, width, new, length_penalty=alpha)
-    rows = rows_with_headers(page, "Final beams")
+    rows = table_rows(page, "Final beams", headers=True)
     assert len(rows) == len(search.final)
     for i, (row, h) in enumerate(zip(rows, search.final)):
         assert row[:4] == [str(i + 1), model.tokenizer.decode(list(h.tokens)).strip(),
                            str(len(h.tokens)), f"{h.total:.3f}"]
         assert row[5] == f"{h.score:.3f}"
     kept = [n for n in search.nodes if n.status != "pruned"]
-    tree = rows_with_headers(page, "Kept proposals of the beam search")
+    tree = table_rows(page, "Kept proposals of the beam search", headers=True)
     assert [(int(r[0]), r[3], r[4], r[5]) for r in tree] == [
         (n.step + 1, f"{n.logprob:.3f}", f"{n.total:.3f}", n.status) for n in kept]
     figure = json.loads(html.unescape(re.search(
@@ -57,7 +48,7 @@ def test_greedy_row_is_generate_and_width_one_agrees(client, model):
     ids = model.tokenizer.encode_ordinary(PROMPT)
     greedy = list(model.generate(ids, 6))
     total = sum(sequence_logprobs(model, ids, greedy))
-    rows = {r[0]: r[1:] for r in rows_with_headers(page, "Greedy, best beam and samples")}
+    rows = {r[0]: r[1:] for r in table_rows(page, "Greedy, best beam and samples", headers=True)}
     assert rows["greedy"][0] == model.tokenizer.decode(greedy).strip()
     assert math.isclose(float(rows["greedy"][2]), total, abs_tol=2e-3)
     assert rows["best beam"][0] == rows["greedy"][0]
@@ -70,7 +61,7 @@ def test_samples_use_the_sampling_sections_settings_and_seeds(client, model):
     ids = model.tokenizer.encode_ordinary(PROMPT)
     # top-p and min-p at the sampling section's defaults
     s = SamplerSettings(temperature=1.3, top_k=50, top_p=0.9, min_p=0.05)
-    rows = {r[0]: r[1:] for r in rows_with_headers(page, "Greedy, best beam and samples")}
+    rows = {r[0]: r[1:] for r in table_rows(page, "Greedy, best beam and samples", headers=True)}
     for seed in (12, 13, 14):
         tokens = list(model.generate(ids, 5, sample=sampler(s, seed)))
         assert rows[f"sample, seed {seed}"][0] == model.tokenizer.decode(tokens).strip()
@@ -130,7 +121,7 @@ def test_a_prompt_near_the_context_limit(client, model, n_prompt, shown):
     assert r.status_code == 200
     page = text_of(r)
     assert f"Only {shown} new token{'s' if shown != 1 else ''} fit" in page
-    assert all(row[2] == str(shown) for row in rows_with_headers(page, "Final beams"))
+    assert all(row[2] == str(shown) for row in table_rows(page, "Final beams", headers=True))
 
 
 def test_beam_vs_greedy_verdict():

@@ -13,19 +13,11 @@ from pipeline.sampling import (SamplerSettings, draw, goodness_of_fit, sample_ne
                                sampling_stages)
 from web.sections.sampling import EXAMPLE, PARAMS, drawn_tv_distance, pct, shown_tokens
 from web.tokens import plain
-from web_support import every_section, app, client, error_message, model, text_of, url  # noqa: F401
+from web_support import (every_section, app, client, error_message, model, table_rows,  # noqa: F401
+                         text_of, url)
 
 PROMPT = "Elizabeth was very much surprised; she had not expected to see Mr. Darcy"
 STAGES = ["model", "repetition penalty", "temperature", "top-k", "top-p", "min-p"]
-
-
-def rows_with_headers(page: str, label: str) -> list:
-    m = re.search(r'<table[^>]*aria-label="%s"[^>]*>(.*?)</table>' % re.escape(label), page, re.S)
-    assert m, f"no table labelled {label!r}"
-    body = m.group(1).split("<tbody>", 1)[1]
-    return [[html.unescape(re.sub(r"<[^>]+>", "", c)).strip()
-             for c in re.findall(r"<t[hd][^>]*>(.*?)</t[hd]>", tr, re.S)]
-            for tr in re.findall(r"<tr[^>]*>(.*?)</tr>", body, re.S)]
 
 
 def expected(model, prompt, settings):
@@ -67,7 +59,7 @@ def test_stage_table_is_the_pipelines_distribution(client, model, query):
     page = text_of(r)
     ids, logits, stages = expected(model, PROMPT, settings_of(query))
     shown = shown_tokens(stages)
-    rows = rows_with_headers(page, "Distribution after each stage")
+    rows = table_rows(page, "Distribution after each stage", headers=True)
     names = [plain(model.tokenizer.decode_single_token_bytes(t)) for t in shown]
     assert [row[0] for row in rows[:len(shown)]] == names
     for row, t in zip(rows, shown):
@@ -106,7 +98,7 @@ def test_many_draws_are_counted_and_tested(client, model):
     final = stages[-1].probs
     counts = np.bincount(draw(final, np.random.default_rng(7), 5000), minlength=len(final))
     shown = shown_tokens(stages)
-    rows = rows_with_headers(page, "Draws against prediction")
+    rows = table_rows(page, "Draws against prediction", headers=True)
     body = {r[0]: r[1:] for r in rows}
     for t in shown:
         if final[t] > 0 or counts[t] > 0:

@@ -2,25 +2,13 @@
 a client that goes away stops the generation; more streams than the limit are refused."""
 import json
 import socket
-import threading
 import urllib.parse
 
-import pytest
-from waitress.server import create_server
 
 from web import streaming
-from web_support import app, model  # noqa: F401
+from web_support import app, model, server  # noqa: F401
 
 TIMEOUT = 20
-
-
-@pytest.fixture(scope="module")
-def server(app):
-    srv = create_server(app, host="127.0.0.1", port=0, threads=4, **streaming.SERVER_OPTIONS)
-    thread = threading.Thread(target=srv.run, daemon=True)
-    thread.start()
-    yield srv.effective_port
-    srv.close()
 
 
 class Stream:

@@ -5,9 +5,13 @@ import os
 import re
 import urllib.parse
 
+import threading
+
 import pytest
+from waitress.server import create_server
 
 from pipeline import DEFAULT_MODEL_DIR, load_model
+from web import streaming
 
 HX = {"HX-Request": "true"}
 
@@ -78,12 +82,23 @@ def error_message(page: str, name: str) -> str:
     return html.unescape(m.group(1)).strip() if m else ""
 
 
-def table_rows(page: str, label: str) -> list:
+def table_rows(page: str, label: str, headers: bool = False) -> list:
+    """The body rows of the table labelled `label`, each a list of its cells' text: the <td>
+    cells, or with headers=True the <th> cells too (a row's own header)."""
     m = re.search(r'<table[^>]*aria-label="%s"[^>]*>(.*?)</table>' % re.escape(label), page, re.S)
     assert m, f"no table labelled {label!r}"
     body = m.group(1).split("<tbody>", 1)[1]
-    rows = []
-    for tr in re.findall(r"<tr[^>]*>(.*?)</tr>", body, re.S):
-        cells = re.findall(r"<td[^>]*>(.*?)</td>", tr, re.S)
-        rows.append([html.unescape(re.sub(r"<[^>]+>", "", c)).strip() for c in cells])
-    return rows
+    cell = r"<t[hd][^>]*>(.*?)</t[hd]>" if headers else r"<td[^>]*>(.*?)</td>"
+    return [[html.unescape(re.sub(r"<[^>]+>", "", c)).strip() for c in re.findall(cell, tr, re.S)]
+            for tr in re.findall(r"<tr[^>]*>(.*?)</tr>", body, re.S)]
+
+
+@pytest.fixture(scope="module")
+def server(app):
+    """The app served by waitress as app.py serves it, in a thread, on a free port of
+    127.0.0.1: the port."""
+    srv = create_server(app, host="127.0.0.1", port=0, threads=4, **streaming.SERVER_OPTIONS)
+    thread = threading.Thread(target=srv.run, daemon=True)
+    thread.start()
+    yield srv.effective_port
+    srv.close()

@@ -66,14 +66,16 @@ def page_errors(page):
     return errors
 
 
-EXPECT_TIMEOUT_MS = 20_000
+# The one place browser tests' waits are set. A passing test waits no longer than it needs to.
+EXPECT_TIMEOUT_MS = 30_000       # an expect() (Playwright's default is 5 s): a prompt change
+#   recomputes all sections and redraws ~40 figures, which on a loaded 2-core machine (CI, other
+#   jobs) can take longer than 5 s
+NAVIGATION_TIMEOUT_MS = 180_000  # a goto or reload (default 30 s): the first page of a run
+#   computes every section's per-model caches, and the page loads every section
 
 
 @pytest.fixture(autouse=True)
 def patient_expect():
-    """Every expect() waits up to 20 s (Playwright's default is 5 s): a prompt change
-    recomputes all sections and redraws ~40 figures, which on a loaded 2-core machine (CI, other
-    jobs) can take longer than 5 s. A passing test waits no longer than it needs to."""
     from playwright.sync_api import expect
     expect.set_options(timeout=EXPECT_TIMEOUT_MS)
     yield
@@ -106,6 +108,7 @@ def page(page):
     """Playwright's page whose goto() and reload() also load every section (scrolling to each,
     as a reader would). page.goto_first_screen() is the plain goto: only what the first screen
     loads; page.load_every_section() loads the rest at any time (after a prompt change)."""
+    page.set_default_navigation_timeout(NAVIGATION_TIMEOUT_MS)
     plain = page.goto
 
     def goto(url, **kw):

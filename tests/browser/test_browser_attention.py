@@ -2,22 +2,9 @@
 URL keeping every choice; the weights on screen are the model's."""
 import re
 
-import pytest
 from playwright.sync_api import expect
 
 from pipeline.attention_analysis import attention_row
-
-# The whole page (every section) answers each change; on a busy 2-core machine that can take
-# longer than expect's 5 s default.
-SLOW = 30_000
-LOAD = 180_000        # the first page of a run computes every section's per-model caches
-
-
-@pytest.fixture(autouse=True)
-def patient(page):
-    page.set_default_navigation_timeout(LOAD)
-    page.set_default_timeout(SLOW)
-
 
 PROMPT = "Mr. Darcy bowed to Elizabeth, and Elizabeth smiled at Mr. Darcy."
 
@@ -36,48 +23,44 @@ def test_click_a_token_then_change_head_and_layer(page, model, page_errors):
     row = page.get_by_role("list", name="Attention from the clicked token")
     chips = row.get_by_role("button")
     n = len(model.tokenizer.encode_ordinary(PROMPT))
-    expect(chips).to_have_count(n, timeout=SLOW)
+    expect(chips).to_have_count(n)
     chips.nth(6).click()                                         # ' Elizabeth', the first one
-    expect(page).to_have_url(re.compile(r"att_token=6"), timeout=SLOW)
-    expect(chips.nth(6)).to_have_attribute("aria-pressed", "true", timeout=SLOW)
+    expect(page).to_have_url(re.compile(r"att_token=6"))
+    expect(chips.nth(6)).to_have_attribute("aria-pressed", "true")
     pct = row.locator(".pct")
     masked = ["masked"] * (n - 7)
-    expect(pct).to_have_text(percents(attention_row(pattern(model, 3), 0, 6)) + masked,
-                             timeout=SLOW)
+    expect(pct).to_have_text(percents(attention_row(pattern(model, 3), 0, 6)) + masked)
 
     page.get_by_label("Attention head").select_option("mean")
-    expect(page).to_have_url(re.compile(r"att_head=mean"), timeout=SLOW)
-    expect(pct.first).to_have_text(percents(attention_row(pattern(model, 3), None, 6))[0],
-                                   timeout=SLOW)
-    expect(page.get_by_text("Choose one head to see its scores")).to_be_visible(timeout=SLOW)
+    expect(page).to_have_url(re.compile(r"att_head=mean"))
+    expect(pct.first).to_have_text(percents(attention_row(pattern(model, 3), None, 6))[0])
+    expect(page.get_by_text("Choose one head to see its scores")).to_be_visible()
 
     page.get_by_label("Attention layer").select_option("1")
-    expect(page).to_have_url(re.compile(r"att_layer=1"), timeout=SLOW)
-    expect(pct).to_have_text(percents(attention_row(pattern(model, 1), None, 6)) + masked,
-                             timeout=SLOW)
-    expect(page.locator("#attention .plot .main-svg").first).to_be_attached(timeout=SLOW)
+    expect(page).to_have_url(re.compile(r"att_layer=1"))
+    expect(pct).to_have_text(percents(attention_row(pattern(model, 1), None, 6)) + masked)
+    expect(page.locator("#attention .plot .main-svg").first).to_be_attached()
     assert page_errors == []
 
 
 def test_choices_round_trip_through_the_url(page, model):
     page.goto(f"/?prompt={PROMPT}&att_layer=2&att_head=5&att_token=11&open=att-softmax")
-    expect(page.get_by_label("Attention layer")).to_have_value("2", timeout=SLOW)
-    expect(page.get_by_label("Attention head")).to_have_value("5", timeout=SLOW)
+    expect(page.get_by_label("Attention layer")).to_have_value("2")
+    expect(page.get_by_label("Attention head")).to_have_value("5")
     table = page.get_by_role("table", name="Softmax of the clicked token's scores")
-    expect(table.locator("tbody tr")).to_have_count(12, timeout=SLOW)
+    expect(table.locator("tbody tr")).to_have_count(12)
     p = pattern(model, 2)[5, 11]
-    expect(table.locator("tbody tr").nth(3).locator("td").last).to_have_text("%.4f" % p[3],
-                                                                            timeout=SLOW)
+    expect(table.locator("tbody tr").nth(3).locator("td").last).to_have_text("%.4f" % p[3])
     row = page.get_by_role("list", name="Attention from the clicked token")
     row.get_by_role("button").nth(4).click()
-    expect(page).to_have_url(re.compile(r"att_layer=2&att_head=5&att_token=4"), timeout=SLOW)
-    expect(table.locator("tbody tr")).to_have_count(5, timeout=SLOW)
+    expect(page).to_have_url(re.compile(r"att_layer=2&att_head=5&att_token=4"))
+    expect(table.locator("tbody tr")).to_have_count(5)
     page.reload()
-    expect(page.get_by_label("Attention head")).to_have_value("5", timeout=SLOW)
-    expect(table.locator("tbody tr")).to_have_count(5, timeout=SLOW)
+    expect(page.get_by_label("Attention head")).to_have_value("5")
+    expect(table.locator("tbody tr")).to_have_count(5)
     page.go_back()
     page.locator("#attention").scroll_into_view_if_needed()    # reloaded: computed when reached
-    expect(table.locator("tbody tr")).to_have_count(12, timeout=SLOW)
+    expect(table.locator("tbody tr")).to_have_count(12)
 
 
 def test_a_new_prompt_forgets_the_clicked_token(page, model):
@@ -86,15 +69,15 @@ def test_a_new_prompt_forgets_the_clicked_token(page, model):
     page.locator("#attention").scroll_into_view_if_needed()    # recomputed when reached
     n = len(model.tokenizer.encode_ordinary("Emma smiled"))
     chips = page.get_by_role("list", name="Attention from the clicked token").get_by_role("button")
-    expect(chips).to_have_count(n, timeout=SLOW)
-    expect(chips.last).to_have_attribute("aria-pressed", "true", timeout=SLOW)
-    expect(page).not_to_have_url(re.compile(r"att_token"), timeout=SLOW)
+    expect(chips).to_have_count(n)
+    expect(chips.last).to_have_attribute("aria-pressed", "true")
+    expect(page).not_to_have_url(re.compile(r"att_token"))
 
 
 def test_clicking_a_picture_of_the_grid_shows_that_head(page, model):
     page.goto("/?prompt=" + PROMPT)
     grid = page.get_by_role("img", name=re.compile("Attention patterns of all"))
-    expect(grid.locator(".main-svg").first).to_be_attached(timeout=SLOW)
+    expect(grid.locator(".main-svg").first).to_be_attached()
     layer, head = 1, 5
     # the pixel of a visible (unmasked) cell of that head's picture, from Plotly's own axes
     n = len(model.tokenizer.encode_ordinary(PROMPT))        # short: one cell per token
@@ -104,8 +87,8 @@ def test_clicking_a_picture_of_the_grid_shows_that_head(page, model):
         return [xa._offset + xa.l2p(t.x0 + 1), ya._offset + ya.l2p(t.y0 + n - 2)];
     }""", [layer, head, n])
     grid.click(position={"x": x, "y": y})
-    expect(page).to_have_url(re.compile(r"att_layer=1&att_head=5"), timeout=SLOW)
-    expect(page.get_by_label("Attention layer")).to_have_value("1", timeout=SLOW)
-    expect(page.get_by_label("Attention head")).to_have_value("5", timeout=SLOW)
+    expect(page).to_have_url(re.compile(r"att_layer=1&att_head=5"))
+    expect(page.get_by_label("Attention layer")).to_have_value("1")
+    expect(page.get_by_label("Attention head")).to_have_value("5")
     expect(page.get_by_role("list", name="Attention from the clicked token").locator(".pct")) \
-        .to_have_text(percents(attention_row(pattern(model, 1), 5, n - 1)), timeout=SLOW)
+        .to_have_text(percents(attention_row(pattern(model, 1), 5, n - 1)))

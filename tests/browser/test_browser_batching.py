@@ -2,23 +2,12 @@
 and the settings live in the URL."""
 import re
 
-import pytest
 from playwright.sync_api import expect
 
 from pipeline.batching import page_snapshots
 from pipeline.kvcache import kv_cache_bytes
 from web.sections import batching
 
-
-
-@pytest.fixture(autouse=True)
-def patient(page):
-    """The first visit computes every section of the page cold (and this section measures the
-    model): on a busy 2-core machine that can take longer than Playwright's 30 s default."""
-    page.set_default_navigation_timeout(120_000)
-    expect.set_options(timeout=20_000)
-    yield
-    expect.set_options(timeout=5_000)
 
 def test_numbers_on_screen_are_the_simulation(page, model, page_errors):
     page.goto("/?bat_n=5&bat_slots=3&bat_block=8&open=bat-requests,bat-paged")

@@ -3,22 +3,12 @@ pipeline's, every control round-trips through the URL (a reload shows the same),
 shown at its field. Few page loads: the whole page draws ~20 figures."""
 import re
 
-import pytest
 from playwright.sync_api import expect
 
 from pipeline.embedding_space import analogy, cosine_neighbours, unit_rows
 from pipeline.positions import word_order_differences
 
 PROMPT = "Elizabeth smiled at Mr. Darcy."
-
-
-@pytest.fixture(autouse=True)
-def patient_expect():
-    """The page draws ~20 Plotly figures; on a loaded 2-core machine the browser can be busy
-    for several seconds after a swap, so wait longer than Playwright's default 5 s."""
-    expect.set_options(timeout=20_000)
-    yield
-    expect.set_options(timeout=5_000)
 
 
 def test_embeddings_neighbours_analogies_and_url(page, model, page_errors):

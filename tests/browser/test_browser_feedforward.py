@@ -2,22 +2,9 @@
 a layer, clicking a token and a neuron update the view and the URL."""
 import re
 
-import pytest
 from playwright.sync_api import expect
 
 from pipeline.feedforward import top_neurons
-
-# The whole page (every section) answers each change; on a busy 2-core machine that can take
-# longer than expect's 5 s default.
-SLOW = 30_000
-LOAD = 180_000        # the first page of a run computes every section's per-model caches
-
-
-@pytest.fixture(autouse=True)
-def patient(page):
-    page.set_default_navigation_timeout(LOAD)
-    page.set_default_timeout(SLOW)
-
 
 PROMPT = "Mr. Darcy bowed to Elizabeth, and Elizabeth smiled at Mr. Darcy."
 
@@ -30,31 +17,31 @@ def post(model, layer):
 def test_layer_token_and_neuron_choices(page, model, page_errors):
     page.goto("/?open=ffn-neurons&prompt=" + PROMPT)             # the neurons' disclosure
     page.get_by_label("Feed-forward layer").select_option("1")
-    expect(page).to_have_url(re.compile(r"ffn_layer=1"), timeout=SLOW)
+    expect(page).to_have_url(re.compile(r"ffn_layer=1"))
     rows = page.get_by_role("table", name="Most active neurons").locator("tbody tr")
     values = post(model, 1)
     T = values.shape[0]
     top = top_neurons(values[T - 1], 10)
-    expect(rows.first.locator("td").first).to_have_text(str(top[0]), timeout=SLOW)
-    expect(rows.first.locator("td").last).to_have_text("%.4f" % values[T - 1, top[0]], timeout=SLOW)
+    expect(rows.first.locator("td").first).to_have_text(str(top[0]))
+    expect(rows.first.locator("td").last).to_have_text("%.4f" % values[T - 1, top[0]])
 
     neuron_row = page.get_by_role("list", name=f"Neuron {top[0]} at each token")
     neuron_row.get_by_role("button").nth(3).click()                 # choose token 3
-    expect(page).to_have_url(re.compile(r"ffn_token=3"), timeout=SLOW)
-    expect(page.get_by_label("Feed-forward token")).to_have_value("3", timeout=SLOW)
+    expect(page).to_have_url(re.compile(r"ffn_token=3"))
+    expect(page.get_by_label("Feed-forward token")).to_have_value("3")
     top3 = top_neurons(values[3], 10)
-    expect(rows.first.locator("td").first).to_have_text(str(top3[0]), timeout=SLOW)
+    expect(rows.first.locator("td").first).to_have_text(str(top3[0]))
 
     rows.nth(2).get_by_role("button").click()                       # the third most active
-    expect(page).to_have_url(re.compile(rf"ffn_neuron={top3[2]}"), timeout=SLOW)
+    expect(page).to_have_url(re.compile(rf"ffn_neuron={top3[2]}"))
     chips = page.get_by_role("list", name=f"Neuron {top3[2]} at each token").locator(".pct")
-    expect(chips).to_have_text(["%.3f" % v for v in values[:, top3[2]]], timeout=SLOW)
-    expect(page.locator("#feedforward .plot .main-svg").first).to_be_attached(timeout=SLOW)
+    expect(chips).to_have_text(["%.3f" % v for v in values[:, top3[2]]])
+    expect(page.locator("#feedforward .plot .main-svg").first).to_be_attached()
 
     page.reload()
-    expect(page.get_by_label("Feed-forward layer")).to_have_value("1", timeout=SLOW)
-    expect(page.get_by_label("Neuron", exact=True)).to_have_value(str(top3[2]), timeout=SLOW)
-    expect(chips).to_have_text(["%.3f" % v for v in values[:, top3[2]]], timeout=SLOW)
+    expect(page.get_by_label("Feed-forward layer")).to_have_value("1")
+    expect(page.get_by_label("Neuron", exact=True)).to_have_value(str(top3[2]))
+    expect(chips).to_have_text(["%.3f" % v for v in values[:, top3[2]]])
     assert page_errors == []
 
 
@@ -64,6 +51,5 @@ def test_a_bad_neuron_shows_its_message(page):
     box.fill("5000")
     box.dispatch_event("change")
     message = page.get_by_text("Neuron 5000 does not exist: this layer has 768 neurons")
-    expect(message).to_be_visible(timeout=SLOW)
-    expect(page.get_by_label("Neuron", exact=True)).to_have_attribute("aria-invalid", "true",
-                                                                      timeout=SLOW)
+    expect(message).to_be_visible()
+    expect(page.get_by_label("Neuron", exact=True)).to_have_attribute("aria-invalid", "true")

@@ -7,11 +7,8 @@ from playwright.sync_api import expect
 
 from web.registry import SECTIONS
 
-LOAD = 180_000        # the first page of a run computes every section's per-model caches
-
 
 def test_every_figure_draws(page, page_errors, dialogs):
-    page.set_default_navigation_timeout(LOAD)
     goto = getattr(page, "goto_first_screen", page.goto)     # the page as it first arrives
     response = goto("/")
     assert response.status == 200

@@ -5,18 +5,10 @@ dropped, and a section that fails to load says so in place with a button that tr
 import re
 import time
 
-import pytest
 from playwright.sync_api import expect
 
 PROMPT = "Elizabeth smiled at Mr. Darcy."
 OPEN = "&open=emb-map,emb-analogy"       # the vocabulary map and the neighbours' disclosures
-
-
-@pytest.fixture(autouse=True)
-def patient_expect():
-    expect.set_options(timeout=20_000)
-    yield
-    expect.set_options(timeout=5_000)
 
 
 def mark_plots(page, section_id):

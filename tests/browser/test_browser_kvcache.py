@@ -2,7 +2,6 @@
 settings live in the URL."""
 import re
 
-import pytest
 from playwright.sync_api import expect
 
 from pipeline.kvcache import kv_cache_bytes
@@ -12,16 +11,6 @@ from web.sections import kvcache
 
 PROMPT = "Mr. Collins was not a sensible man"
 
-
-
-@pytest.fixture(autouse=True)
-def patient(page):
-    """The first visit computes every section of the page cold (and this section measures the
-    model): on a busy 2-core machine that can take longer than Playwright's 30 s default."""
-    page.set_default_navigation_timeout(120_000)
-    expect.set_options(timeout=20_000)
-    yield
-    expect.set_options(timeout=5_000)
 
 def test_numbers_on_screen_are_the_measured_run(page, model, page_errors):
     page.goto(f"/?prompt={PROMPT}&kv_new=6&open=kv-how,kv-real")   # every disclosure open: all four figures drawn

@@ -12,7 +12,6 @@ from pipeline import quantize
 from pipeline.speculative import speculative_generate
 from web.sections.quantization import HELDOUT_PATH, HELDOUT_WINDOWS
 
-SLOW = 20_000     # ms: a section answer on a busy 2-core machine (the page has many sections)
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 PROMPT = "Elizabeth was very much surprised"
 
@@ -48,11 +47,10 @@ def test_quantization_numbers_are_the_pipelines(page, model, page_errors):
     expect(quantization(page).locator(".plot .main-svg").first).to_be_attached()
 
     quantization(page).get_by_label("Group size (int4)").select_option("128")
-    expect(page).to_have_url(re.compile(r"q_group=128"), timeout=SLOW)
+    expect(page).to_have_url(re.compile(r"q_group=128"))
     s = quantize.int4(128)
     cells = scheme_cells(page, "int4-g128")
-    expect(cells.nth(0)).to_have_text(f"{quantize.quantize_model(model, s).nbytes:,} B",
-                                      timeout=SLOW)
+    expect(cells.nth(0)).to_have_text(f"{quantize.quantize_model(model, s).nbytes:,} B")
     expect(cells.nth(5)).to_have_text(f"{heldout_perplexity(model, s):.3f}")
     # the disclosure opened from the URL stays open when the group size redraws its part
     calc = quantization(page).get_by_role("table", name="Weight memory of published models")
@@ -69,11 +67,11 @@ def test_quantization_numbers_are_the_pipelines(page, model, page_errors):
 def test_pick_a_matrix(page, model):
     page.goto("/#quantization")
     quantization(page).get_by_label("Matrix").select_option("blocks.2.attn.w_q")
-    expect(page).to_have_url(re.compile(r"q_matrix=blocks\.2\.attn\.w_q"), timeout=SLOW)
+    expect(page).to_have_url(re.compile(r"q_matrix=blocks\.2\.attn\.w_q"))
     w = model.params["blocks"][2]["attn"]["w_q"]
     column = int(np.abs(w).max(0).argmax())
     expect(quantization(page).get_by_text(f"channel {column} of a 256 × 256 matrix")) \
-        .to_be_visible(timeout=SLOW)
+        .to_be_visible()
 
 
 def spec_run(model, prompt, gamma, tokens, mode, seed):
@@ -94,15 +92,13 @@ def test_speculative_numbers_are_the_pipelines(page, model, page_errors):
         len(run.rounds))
 
     section.get_by_role("slider", name="Draft tokens per round (γ)").fill("5")
-    expect(page).to_have_url(re.compile(r"sp_gamma=5"), timeout=SLOW)
+    expect(page).to_have_url(re.compile(r"sp_gamma=5"))
     run = spec_run(model, PROMPT, 5, 12, "greedy", 0)
-    expect(section.locator("#sp-acceptance")).to_have_text(f"{run.acceptance_rate:.3f}",
-                                                           timeout=SLOW)
+    expect(section.locator("#sp-acceptance")).to_have_text(f"{run.acceptance_rate:.3f}")
     section.get_by_label("Decoding", exact=True).select_option("sample")
-    expect(page).not_to_have_url(re.compile(r"sp_mode="), timeout=SLOW)   # the default
+    expect(page).not_to_have_url(re.compile(r"sp_mode="))   # the default
     run = spec_run(model, PROMPT, 5, 12, "sample", 0)
-    expect(section.locator("#sp-acceptance")).to_have_text(f"{run.acceptance_rate:.3f}",
-                                                           timeout=SLOW)
+    expect(section.locator("#sp-acceptance")).to_have_text(f"{run.acceptance_rate:.3f}")
     page.reload()
     expect(speculative(page).get_by_role("slider", name="Draft tokens per round (γ)")) \
         .to_have_value("5")
@@ -115,9 +111,9 @@ def test_speculative_bad_seed_gets_a_message(page):
     seed.fill("12345")
     seed.press("Tab")                                # a number box asks on change
     expect(speculative(page).get_by_text("Seed must be between 0 and 9999; got 12345.")) \
-        .to_be_visible(timeout=SLOW)
+        .to_be_visible()
     expect(seed).to_have_attribute("aria-invalid", "true")
     seed.fill("42")
     seed.press("Tab")                                # a number box asks on change
-    expect(page).to_have_url(re.compile(r"sp_seed=42"), timeout=SLOW)
+    expect(page).to_have_url(re.compile(r"sp_seed=42"))
     expect(speculative(page).get_by_text("Seed must be between")).to_have_count(0)
