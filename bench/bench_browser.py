@@ -30,8 +30,7 @@ import time
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(ROOT, "bench"))
 
-from local_server import (CHROMIUM, free_port, loopback_only, save_result,  # noqa: E402
-                          start_server, stop_server)
+from local_server import CHROMIUM, save_result, serve, stop_server  # noqa: E402
 from local_server import CHROMIUM_ARGS as ARGS  # noqa: E402
 WIDTH, HEIGHT = 1280, 900
 CORE_HEIGHT = 800              # a core is one screen of a 1280x800 laptop
@@ -198,13 +197,7 @@ def main(argv=None):
     args = ap.parse_args(argv)
     from playwright.sync_api import sync_playwright
 
-    server = None
-    if args.url:
-        base = loopback_only(args.url).geturl().rstrip("/")
-    else:
-        port = free_port()
-        base = f"http://127.0.0.1:{port}"
-        server = start_server(port)
+    base, server = serve(args.url)
     result = {}
     try:
         with sync_playwright() as p:

@@ -21,8 +21,7 @@ import urllib.request
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(ROOT, "bench"))
 
-from local_server import (CHROMIUM, free_port, loopback_only, save_result,  # noqa: E402
-                          start_server, stop_server)
+from local_server import CHROMIUM, save_result, serve, stop_server  # noqa: E402
 from local_server import CHROMIUM_ARGS as ARGS  # noqa: E402
 QUIET_MS = 300
 
@@ -84,13 +83,7 @@ def main(argv):
     ap.add_argument("--steps", type=int, default=10)
     ap.add_argument("--no-save", action="store_true")
     args = ap.parse_args(argv)
-    proc = None
-    if args.url:
-        base = loopback_only(args.url).geturl().rstrip("/")
-    else:
-        port = free_port()
-        proc = start_server(port)
-        base = f"http://127.0.0.1:{port}"
+    base, proc = serve(args.url)
     from playwright.sync_api import sync_playwright
     try:
         with sync_playwright() as p:
@@ -110,8 +103,7 @@ def main(argv):
             browser.close()
         server = [server_ms(base, s) for s in (1, args.steps // 2, args.steps)]
     finally:
-        if proc:
-            stop_server(proc)
+        stop_server(proc)
     result = dict(steps=args.steps, shown_ms=shown, settled_ms=settled, answered_ms=answered,
                   answered_median_ms=statistics.median(answered),
                   shown_median_ms=statistics.median(shown), shown_max_ms=max(shown),

@@ -41,8 +41,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 sys.path.insert(0, os.path.join(ROOT, "bench"))
 
-from local_server import (free_port, loopback_only, save_result, start_server,  # noqa: E402
-                          stop_server)
+from local_server import loopback_only, save_result, serve, stop_server  # noqa: E402
 
 HELD_OUT = os.path.join(ROOT, "tests", "data", "heldout_pride_and_prejudice_ch10.txt")
 PROMPTS = [
@@ -261,13 +260,8 @@ def main(argv=None):
     if not args.fixed_prompts:
         with open(HELD_OUT, encoding="utf-8") as f:
             words = f.read().split()
-    server = None
-    if args.url:
-        parts = loopback_only(args.url)
-    else:
-        port = free_port()
-        parts = loopback_only(f"http://127.0.0.1:{port}")
-        server = start_server(port, args.workers)
+    base, server = serve(args.url, args.workers)
+    parts = loopback_only(base)
     try:
         results, lock = [], threading.Lock()
         start = time.time()

@@ -62,6 +62,15 @@ def start_server(port: int, workers: int = None) -> subprocess.Popen:
     raise SystemExit("the server did not answer within 180 s")
 
 
+def serve(url: str = None, workers: int = None):
+    """(base URL, server process): `url` if given (checked to be this machine's; no process),
+    else app.py started on a free port. stop_server(process) stops what this started."""
+    if url:
+        return loopback_only(url).geturl().rstrip("/"), None
+    port = free_port()
+    return f"http://127.0.0.1:{port}", start_server(port, workers)
+
+
 def stop_server(proc):
     if proc is not None:
         proc.terminate()
