@@ -11,15 +11,30 @@
                                 window.matchMedia("(prefers-color-scheme: dark)").matches);
   }
 
-  // The server builds figures for a white page; the dark theme recolours the frame only.
+  // The server builds figures for a white page; the dark theme recolours the frame, the
+  // server's two dark inks (web/figures INK and PALETTE[0], which would vanish on the dark
+  // paper: lines, bars, the beam tree's edges) and white label boxes. Colour scales are kept.
+  var ink = "#e8ecf4", paper = "#161b26", grid = "#39414f";
+  var DARK_INKS = /"#(14213d|2b3a55)"/gi, LIGHT_INK = '"#eef1f7"';
+  function themedJSON(json) {
+    return dark() ? json.replace(DARK_INKS, LIGHT_INK) : json;
+  }
   function themed(layout) {
     if (!dark()) return layout;
-    var ink = "#e8ecf4", paper = "#161b26", grid = "#39414f";
     var out = Object.assign({}, layout, { paper_bgcolor: paper, plot_bgcolor: paper,
       font: Object.assign({}, layout.font || {}, { color: ink }) });
     ["xaxis", "yaxis"].concat(Object.keys(layout)).forEach(function (k) {
       if (/^[xy]axis\d*$/.test(k)) out[k] = Object.assign({}, layout[k] || {}, { gridcolor: grid, zerolinecolor: grid });
     });
+    // a label or legend boxed in white (the beam tree's nodes, the roofline's phases, legends
+    // inside a plot) is boxed in the dark paper, in light ink
+    var white = /^(white|#fff(fff)?|rgba\(255, ?255, ?255)/i, box = "rgba(22, 27, 38, 0.85)";
+    if (layout.annotations) out.annotations = layout.annotations.map(function (a) {
+      return !white.test(a.bgcolor || "") ? a : Object.assign({}, a, {
+        bgcolor: box, font: Object.assign({}, a.font || {}, { color: ink }) });
+    });
+    if (layout.legend && white.test(layout.legend.bgcolor || ""))
+      out.legend = Object.assign({}, layout.legend, { bgcolor: box });
     return out;
   }
 
@@ -64,7 +79,7 @@
     var json = el.getAttribute("data-figure");
     if (!force && el._drawn === json) return;
     var fig;
-    try { fig = JSON.parse(json); } catch (e) { return; }
+    try { fig = JSON.parse(themedJSON(json)); } catch (e) { return; }
     var layout = wrapTitle(themed(fig.layout || {}), el.clientWidth);
     if (layout.uirevision === undefined) layout = Object.assign({}, layout, { uirevision: "keep" });
     Plotly.react(el, fig.data || [], layout, PLOT_CONFIG);

@@ -40,6 +40,12 @@ def test_final_beams_are_beam_searchs(client, model, width, new, alpha):
         r'<div class="plot" data-figure="([^"]*)" role="img"\s+aria-label="Tree', page).group(1)))
     assert len(figure["data"][4]["x"]) + len(figure["data"][5]["x"]) + \
         len(figure["data"][6]["x"]) == len(search.nodes)
+    # every kept or finished proposal is a box on its node holding its total, the edges under it
+    boxes = figure["layout"]["annotations"][1:]
+    assert len(boxes) == len(kept)
+    shown = [re.sub(r"<[^>]+>|\u202f", " ", b["text"]).split()[-1] for b in boxes]
+    assert sorted(zip([b["x"] for b in boxes], shown)) == \
+        sorted((n.step, f"{n.total:.2f}") for n in kept)
 
 
 def test_greedy_row_is_generate_and_width_one_agrees(client, model):

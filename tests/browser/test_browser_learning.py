@@ -221,3 +221,36 @@ def test_no_horizontal_scrolling_at_390_px(page):
     expect(page.locator("main .plot .main-svg").last).to_be_attached()
     width = page.evaluate("document.documentElement.scrollWidth")
     assert width <= 390, f"the page is {width} px wide"
+
+
+FIGURE_COLOURS = """() => Array.from(document.querySelectorAll('.plot[data-figure]'))
+  .filter(el => el._fullLayout).map(el => {
+    const colours = [];
+    for (const t of el._fullData) {
+      for (const c of [t.line && t.line.color, t.marker && t.marker.color]) {
+        if (typeof c === 'string') colours.push(c.toLowerCase());
+      }
+    }
+    const boxes = (el._fullLayout.annotations || []).map(a => a.bgcolor)
+      .concat([el._fullLayout.showlegend ? el._fullLayout.legend.bgcolor : 'none']);
+    return {colours, boxes, paper: el._fullLayout.paper_bgcolor};
+  })"""
+DARK_INKS = {"#14213d", "#2b3a55"}       # web/figures INK and PALETTE[0]
+
+
+def test_dark_theme_draws_figures_in_light_ink(page):
+    """The figures are built for a white page: in the dark theme the server's dark inks would
+    vanish on the dark paper and white label boxes (legends, the beam tree's nodes) would hold
+    light text. Drawn, no trace is in a dark ink and no box is white; the light theme keeps both."""
+    page.goto("/")
+    light = page.evaluate(FIGURE_COLOURS)
+    assert any(DARK_INKS & set(f["colours"]) for f in light)
+    assert any(b.startswith("rgba(255, 255, 255") or b in ("white", "#fff", "#ffffff")
+               for f in light for b in f["boxes"])
+    page.get_by_label("Theme").select_option("dark")
+    expect(page.locator("html")).to_have_attribute("data-theme", "dark")
+    dark = page.evaluate(FIGURE_COLOURS)
+    assert len(dark) == len(light) and all(f["paper"] == "#161b26" for f in dark)
+    assert not any(DARK_INKS & set(f["colours"]) for f in dark)
+    assert not any(b.startswith("rgba(255, 255, 255") or b in ("white", "#fff", "#ffffff")
+                   for f in dark for b in f["boxes"])
