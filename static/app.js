@@ -150,6 +150,19 @@
     var plots = root.matches && root.matches("[data-figure]") ? [root] : [];
     root.querySelectorAll("[data-figure]").forEach(function (el) { plots.push(el); });
     plots.forEach(draw);
+    var boxes = root.matches && root.matches(".grows") ? [root] : [];
+    root.querySelectorAll(".grows").forEach(function (el) { boxes.push(el); });
+    boxes.forEach(keepInView);
+  }
+
+  // A list that scrolls in its own box (.grows: a long prompt's chips) shows the token in
+  // question, the one clicked or the one just chosen, in its middle. Only the box scrolls,
+  // never the page.
+  function keepInView(box) {
+    var item = box.querySelector('[aria-pressed="true"], .chip.new');
+    if (!item || box.scrollHeight <= box.clientHeight) return;
+    var offset = item.getBoundingClientRect().top - box.getBoundingClientRect().top;
+    box.scrollTop += offset - (box.clientHeight - item.offsetHeight) / 2;
   }
 
   document.addEventListener("toggle", function (event) {

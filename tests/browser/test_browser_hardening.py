@@ -213,8 +213,13 @@ def run_axe(page) -> dict:
     return by_section
 
 
+LONG_PROMPT = open(os.path.join(ROOT, "tests", "data", "heldout_pride_and_prejudice_ch10.txt"),
+                   encoding="utf-8").read()[:700]          # ~170 tokens: the lists scroll
+
+
 @pytest.mark.parametrize("query", ["", "?prompt=" + urllib.parse.quote(HOSTILE[0] + " Emma"),
-                                   "?merges=banana"], ids=["default", "hostile", "bad-value"])
+                                   "?merges=banana", "?prompt=" + urllib.parse.quote(LONG_PROMPT)],
+                         ids=["default", "hostile", "bad-value", "long"])
 def test_axe_finds_no_wcag_violations_in_any_section(page, query):
     if not os.path.exists(AXE_JS):
         pytest.fail("node_modules/axe-core is missing: run `npm ci` (make test does)")
