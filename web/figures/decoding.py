@@ -49,9 +49,8 @@ def tree_figure(search, names, greedy_nodes, best_nodes) -> str:
         """A kept or finished proposal as a box on its node: its token over the path's total
         log p so far. Boxes are drawn over the edges, so no edge runs through a label."""
         return [dict(x=search.nodes[i].step, y=y[i], xref="x", yref="y", showarrow=False,
-                     text=(f"{PAD}{label(names[i])}{PAD}<br>"
-                           f"<span style='font-size:{TOTAL_SIZE}px'>{PAD}{search.nodes[i].total:.2f}"
-                           f"{PAD}</span>"),
+                     text=(f"{PAD}{label(names[i])}{PAD}<br><span style='font-size:"
+                           f"{TOTAL_SIZE}px'>{PAD}{search.nodes[i].total:.2f}{PAD}</span>"),
                      font=dict(size=TOKEN_SIZE, color=INK), align="center",
                      bgcolor="white", bordercolor=colour, borderwidth=1.5, borderpad=1)
                 for i in node_ids]
