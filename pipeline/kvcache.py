@@ -5,7 +5,8 @@ model recomputes them all at every step (a full forward over the growing sequenc
 cache (`KVCache`, filled by pipeline.model's attention) it computes only the new token's and
 reads the rest back.
 `cache_vs_recompute` runs greedy generation with the cache and checks every step's logits
-against recomputing them without it. `kv_cache_bytes` is the size formula; it must give the cache's own `nbytes`.
+against recomputing them without it. `kv_cache_bytes` is the size formula; it must give the
+cache's own `nbytes`.
 """
 import math
 from dataclasses import dataclass

@@ -97,7 +97,7 @@ def test_prompt_labels_on_the_map_do_not_pile_up(client, model):
     xs, ys = array(highlight["x"]), array(highlight["y"])
     texts = [c[1] for c in highlight["customdata"]]
     named = [i for i, t in enumerate(highlight["text"]) if t]
-    assert named == labels_apart(np.stack([xs, ys], 1), texts, span)
+    assert named == labels_apart(np.stack([xs, ys], 1), texts, span, MAP_PLOT_PX)
     assert 0 < len(named) < len(texts)             # some written, the crowded ones left out
     # no two written labels' boxes (8.5 px a character by 20 px on a phone's plot) overlap
     width, height = MAP_PLOT_PX

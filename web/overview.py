@@ -31,7 +31,7 @@ from web.figures import overview as figures
 from web.forward import prompt_ids, prompt_run
 from web.params import Param
 from web.shading import POSITIVE, blend
-from web.tokens import pieces, id_bytes
+from web.tokens import token_pieces
 
 OV_LIMIT = 20          # most tokens the overview generates (Play stops there)
 OV_SEED = 0            # the overview sampler's seed: the same URL gives the same tokens
@@ -154,10 +154,6 @@ def first_eos(model, prompt: str, settings, lm, steps: int):
     return next((i for i, t in enumerate(new) if t == eos), None)
 
 
-def chip_pieces(tokenizer, token_id: int) -> list:
-    return pieces(id_bytes(tokenizer, token_id))
-
-
 def shown_chips(chips: list) -> tuple:
     """(first chips, number left out, last chips): a long sequence shows its two ends."""
     if len(chips) <= CHIPS_HEAD + CHIPS_TAIL + 1:
@@ -227,7 +223,7 @@ def build(lm, state) -> dict:
     else:
         finish = ""
 
-    chips = [Chip(int(t), chip_pieces(model.tokenizer, t), i, i >= run.n_prompt)
+    chips = [Chip(int(t), token_pieces(model.tokenizer, t), i, i >= run.n_prompt)
              for i, t in enumerate(ids)]
     head, hidden, tail = shown_chips(chips)
 
@@ -235,10 +231,10 @@ def build(lm, state) -> dict:
     final = final_distribution(run.next_logits, list(ids), settings)   # [V] the sampler's
     top = [int(i) for i in top_k(probs, TOP)]
     best = float(probs[top[0]]) or 1.0
-    candidates = [dict(id=i, pieces=chip_pieces(model.tokenizer, i), prob=float(probs[i]),
+    candidates = [dict(id=i, pieces=token_pieces(model.tokenizer, i), prob=float(probs[i]),
                        final=float(final[i]), chosen=i == run.next_token,
                        width=round(100 * float(probs[i]) / best, 1)) for i in top]
-    chosen = dict(id=run.next_token, pieces=chip_pieces(model.tokenizer, run.next_token),
+    chosen = dict(id=run.next_token, pieces=token_pieces(model.tokenizer, run.next_token),
                   prob=float(probs[run.next_token]), final=float(final[run.next_token]),
                   eos=cfg.eos_token_id is not None and run.next_token == cfg.eos_token_id)
 

@@ -42,6 +42,11 @@ def token_string(tokenizer, token_ids) -> str:
     return b"".join(id_bytes(tokenizer, t) for t in token_ids).decode("utf-8", errors="replace")
 
 
+def token_pieces(tokenizer, token_id: int) -> list:
+    """`pieces` of one token id (one past the tokenizer's vocabulary is named, not raised)."""
+    return pieces(id_bytes(tokenizer, token_id))
+
+
 def token_plain(tokenizer, token_id: int) -> str:
     """`plain` text of one token id; an id the model has but the tokenizer lacks (some
     checkpoints pad their vocabulary) is named as such rather than raising."""

@@ -44,6 +44,24 @@ def label(text: str) -> str:
     return html.escape(text, quote=False).replace('"', "&#34;").replace("'", "&#39;")
 
 
+def labels_apart(points, texts: list, span, plot_px, beside: bool = False) -> list:
+    """Which points get their text written: greedily, in order, those whose label box overlaps
+    no label already kept, on a plot of `plot_px` (across, up) showing `span` data units. A
+    label is about 8.5 px a character: centred above its point, 8 px wider and 22 px tall, or
+    (`beside`) from 7 px right of it, 4 px wider and 20 px tall, centred on it."""
+    p = np.asarray(points, dtype=np.float64) * np.asarray(plot_px, dtype=np.float64) / np.maximum(
+        np.asarray(span, dtype=np.float64), 1e-9)
+    boxes, kept = [], []
+    for i, (x, y) in enumerate(p):
+        w = 8.5 * len(texts[i])
+        box = (x + 7, x + 11 + w, y - 10, y + 10) if beside else \
+            (x - (w + 8) / 2, x + (w + 8) / 2, y, y + 22)
+        if all(box[1] < b[0] or box[0] > b[1] or box[3] < b[2] or box[2] > b[3] for b in boxes):
+            boxes.append(box)
+            kept.append(i)
+    return kept
+
+
 def signed_colours(bound: float) -> dict:
     """The heatmap colour settings of signed values within [-bound, bound]: DIVERGING, 0 white."""
     bound = float(bound) or 1.0

@@ -3,7 +3,8 @@ import json
 
 import numpy as np
 
-from web.figures import ACCENT, PALETTE, base_layout, figure_json, label, signed_colours, typed_array
+from web.figures import (ACCENT, PALETTE, base_layout, figure_json, label, labels_apart,
+                         signed_colours, typed_array)
 
 MUTED = "#9aa7bd"             # lighter than the palette's: 50,000 dots under the prompt's
 # the vocabulary map's plot area in px (across, up) on a phone, its narrowest: the prompt's
@@ -85,28 +86,13 @@ def vocabulary_base(coords, labels: tuple, explained, far_ids=()) -> tuple:
     return ",".join(json.dumps(t) for t in whole["data"]), json.dumps(whole["layout"])
 
 
-def labels_apart(points, texts: list, span, plot_px=MAP_PLOT_PX) -> list:
-    """Which points get their text written above them: greedily, in order, those whose label
-    box (about 8.5 px per character by 20 px, centred above the point, on a plot of `plot_px`
-    showing `span` data units) overlaps no label already kept."""
-    p = np.asarray(points, dtype=np.float64) / np.maximum(np.asarray(span, dtype=np.float64),
-                                                          1e-9)
-    boxes, kept = [], []
-    for i, (x, y) in enumerate(p):
-        half_w = (8.5 * len(texts[i]) + 8) / plot_px[0] / 2
-        box = (x - half_w, x + half_w, y, y + 22 / plot_px[1])
-        if all(box[1] < b[0] or box[0] > b[1] or box[3] < b[2] or box[2] > b[3] for b in boxes):
-            boxes.append(box)
-            kept.append(i)
-    return kept
-
-
 def vocabulary_map(base: tuple, coords, ids: list, labels: list) -> str:
     """The cached vocabulary scatter plus the prompt's tokens, highlighted and labelled."""
     distinct = list(dict.fromkeys(ids))
     text = {i: t for i, t in zip(ids, labels)}
     span = coords.max(axis=0) - coords.min(axis=0)
-    shown = set(labels_apart(coords[distinct], [text[i] for i in distinct], span))
+    shown = set(labels_apart(coords[distinct], [text[i] for i in distinct], span,
+                              MAP_PLOT_PX))
     prompt = dict(
         type="scatter", x=typed_array(coords[distinct, 0].astype(np.float32)),
         y=typed_array(coords[distinct, 1].astype(np.float32)),

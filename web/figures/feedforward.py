@@ -2,28 +2,12 @@
 and the histogram of that token's activations. Plain Plotly JSON (web.figures.figure_json)."""
 import numpy as np
 
-from web.figures import base_layout, figure_json, typed_array
+from web.figures import base_layout, figure_json, labels_apart, typed_array
 
 CURVE, POINTS, TOP = "#14213d", "#4a8fc9", "#b4451f"
 # the curve's plot area in px (across, up) on a phone, its narrowest: the neurons' numbers are
 # chosen so that they do not collide there, so not on a wider screen either
 CURVE_PLOT_PX = (250.0, 190.0)
-
-
-def numbers_apart(points, texts: list, span, plot_px=CURVE_PLOT_PX) -> list:
-    """Which points get their number written to their right: greedily, in order (the most
-    active first), those whose label box (about 8.5 px a character plus 4, by 20 px, starting
-    7 px right of the point, on a plot of `plot_px` showing `span` data units) overlaps no
-    label already kept."""
-    p = np.asarray(points, dtype=np.float64) * np.asarray(plot_px) / np.maximum(
-        np.asarray(span, dtype=np.float64), 1e-9)
-    boxes, kept = [], []
-    for i, (x, y) in enumerate(p):
-        box = (x + 7, x + 11 + 8.5 * len(texts[i]), y - 10, y + 10)
-        if all(box[1] < b[0] or box[0] > b[1] or box[3] < b[2] or box[2] > b[3] for b in boxes):
-            boxes.append(box)
-            kept.append(i)
-    return kept
 
 
 def activation_figure(curve_x, curve_y, xs, ys, top, function: str, layer: int, token: int) -> str:
@@ -34,8 +18,8 @@ def activation_figure(curve_x, curve_y, xs, ys, top, function: str, layer: int, 
     top = np.asarray(top)
     # numbers only where they do not crowd another marked neuron (the rest: hover)
     span = (float(np.ptp(curve_x)), float(np.ptp(curve_y)))
-    named = set(numbers_apart(np.stack([np.asarray(xs)[top], np.asarray(ys)[top]], 1),
-                              [str(int(n)) for n in top], span))
+    named = set(labels_apart(np.stack([np.asarray(xs)[top], np.asarray(ys)[top]], 1),
+                             [str(int(n)) for n in top], span, CURVE_PLOT_PX, beside=True))
     data = [
         dict(type="scatter", mode="lines", x=f32(curve_x), y=f32(curve_y), name=function,
              line=dict(color=CURVE, width=2), hoverinfo="skip"),

@@ -17,7 +17,7 @@ from pipeline.attention_analysis import (attention_row, block_mean, head_measure
 from web.figures import attention as figures
 from web.forward import prompt_run
 from web.params import Param
-from web.tokens import pieces, token_plain, id_bytes
+from web.tokens import token_pieces, token_plain
 
 GRID_MAX = 48          # the grid's panels show at most this many rows and columns (else blocks)
 N_STRONGEST = 3        # heads named for each kind of behaviour
@@ -38,7 +38,7 @@ def build(lm, state) -> dict:
     T = len(run.ids)
     layer, head, t = chosen_layer(state, cfg), chosen_head(state, cfg), chosen_token(state, T)
     tok = lm.tokenizer
-    tokens = [dict(id=i, pieces=pieces(id_bytes(tok, i)),
+    tokens = [dict(id=i, pieces=token_pieces(tok, i),
                    label=token_plain(tok, i)) for i in run.ids]
     labels = [x["label"] for x in tokens]
 

@@ -16,7 +16,7 @@ from web.figures import embeddings as figures
 from web.forward import prompt_run
 from web.params import Param
 from web.sections.logits import trained_on_austen
-from web.tokens import pieces, plain, token_plain, id_bytes
+from web.tokens import plain, token_pieces, token_plain
 
 MAX_HEATMAP_TOKENS = 64       # rows of the token-vector heatmap (more would not be readable)
 MAX_COSINE_TOKENS = 32        # rows and columns of the prompt's cosine-similarity matrix
@@ -92,7 +92,7 @@ def build(lm, state) -> dict:
     for i in distinct:
         nids, sims = cosine_neighbours(space.unit, space.unit[i], k, exclude=(i,))
         neighbour_rows.append(dict(
-            id=i, pieces=pieces(id_bytes(model.tokenizer, i)),
+            id=i, pieces=token_pieces(model.tokenizer, i),
             neighbours=[dict(id=int(n), text=space.labels[n], sim=float(s))
                         for n, s in zip(nids, sims)]))
     shown = min(len(ids), MAX_HEATMAP_TOKENS)

@@ -14,7 +14,7 @@ from pipeline.feedforward import (activation, activation_curve, formula_error, h
 from web.figures import feedforward as figures
 from web.forward import prompt_run
 from web.params import Param
-from web.tokens import pieces, token_plain, id_bytes
+from web.tokens import token_pieces, token_plain
 
 N_TOP = 10            # rows of the most-active-neurons table
 N_TOKENS = 5          # prompt tokens named for the chosen neuron
@@ -57,7 +57,7 @@ def build(lm, state) -> dict:
     neuron = chosen_neuron(state, int(top[0]), cfg.d_ff)
 
     tok = lm.tokenizer
-    tokens = [dict(id=i, pieces=pieces(id_bytes(tok, i)),
+    tokens = [dict(id=i, pieces=token_pieces(tok, i),
                    label=token_plain(tok, i)) for i in run.ids]
     lo = float(min(pre.min(), -4.0)) - 0.5
     hi = float(max(pre.max(), 4.0)) + 0.5

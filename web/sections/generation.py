@@ -17,7 +17,7 @@ from web.measured import model_key, prefill_decode_timings
 from web.params import Param
 from web.sampler_settings import CHOOSERS, chooser, sampler_for, settings_from
 from web.sections.roofline import machine
-from web.tokens import pieces, id_bytes
+from web.tokens import token_pieces
 
 MAX_NEW_TOKENS = 200       # the most a request may generate (a classroom shares 2 cores)
 N_TOP = 5                  # candidates shown per step
@@ -75,7 +75,7 @@ class Chip:
 
     def __init__(self, tokenizer, token_id: int):
         self.id = token_id
-        self.pieces = pieces(id_bytes(tokenizer, token_id))
+        self.pieces = token_pieces(tokenizer, token_id)
 
 
 def warm(lm):

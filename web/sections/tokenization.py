@@ -10,7 +10,7 @@ from pipeline.bpe import bpe_replay, learn_bpe, merge_pair, pretokenize, segment
 from web.cache import memoized
 from web.figures import tokenization as figures
 from web.params import Param
-from web.tokens import pieces, plain, id_bytes
+from web.tokens import pieces, plain, token_pieces
 
 MAX_MERGES = 60            # most merges the learn-BPE demo runs (slider's upper end)
 TOP_PAIRS = 8              # rows of the pair-count table
@@ -41,7 +41,7 @@ def build(lm, state) -> dict:
     # special token (APIs do the same with user text).
     ids = tok.encode_ordinary(prompt)
     specials = sorted(s for s in tok.special_tokens_set if s in prompt)
-    tokens = [Token(i, pieces(id_bytes(tok, i))) for i in ids]
+    tokens = [Token(i, token_pieces(tok, i)) for i in ids]
     # only the encodings that loaded: the operator is told of the others once, at start-up
     others = [dict(name=o.name, used_by=o.used_by, source=o.source,
                    n_tokens=len(o.encoding.encode_ordinary(prompt)))
