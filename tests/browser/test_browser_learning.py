@@ -9,6 +9,7 @@ import re
 import numpy as np
 from playwright.sync_api import expect
 
+from web.figures import INK, PALETTE
 from web.registry import SECTIONS
 from web.tour import tour_steps
 
@@ -235,7 +236,8 @@ FIGURE_COLOURS = """() => Array.from(document.querySelectorAll('.plot[data-figur
       .concat([el._fullLayout.showlegend ? el._fullLayout.legend.bgcolor : 'none']);
     return {colours, boxes, paper: el._fullLayout.paper_bgcolor};
   })"""
-DARK_INKS = {"#14213d", "#2b3a55"}       # web/figures INK and PALETTE[0]
+# the server's dark inks, which static/app.js draws light in the dark theme (its DARK_INKS)
+DARK_INKS = {INK.lower(), PALETTE[0].lower()}
 
 
 def test_dark_theme_draws_figures_in_light_ink(page):

@@ -2,9 +2,9 @@
 and the histogram of that token's activations. Plain Plotly JSON (web.figures.figure_json)."""
 import numpy as np
 
-from web.figures import base_layout, figure_json, labels_apart, typed_array
+from web.figures import ACCENT, INK, base_layout, figure_json, labels_apart, typed_array
 
-CURVE, POINTS, TOP = "#14213d", "#4a8fc9", "#b4451f"
+CURVE, POINTS, TOP = INK, "#4a8fc9", ACCENT
 # the curve's plot area in px (across, up) on a phone, its narrowest: the neurons' numbers are
 # chosen so that they do not collide there, so not on a wider screen either
 CURVE_PLOT_PX = (250.0, 190.0)
