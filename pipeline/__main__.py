@@ -1,11 +1,12 @@
 """Command line: run the engine without the web app.
 
-    python -m pipeline generate [--model DIR] [--max-new-tokens N] "prompt"
+    python -m pipeline generate [--model DIR|FILE.gguf] [--max-new-tokens N] "prompt"
         streams the greedy continuation to the terminal, token by token
-    python -m pipeline logits [--model DIR] (--text "..." | --ids 1,2,3) [--top K]
+    python -m pipeline logits [--model DIR|FILE.gguf] (--text "..." | --ids 1,2,3) [--top K]
         prints {"ids": [...], "top": [{"id", "text", "logit", "prob"}, ...]} for the last position
 
-Without --model, the project's default model (models/austen).
+--model is a Hugging Face style directory or a llama.cpp .gguf file; without it, the project's
+default model (models/austen).
 """
 import argparse
 import json
@@ -70,7 +71,8 @@ def main(argv=None) -> int:
     which.add_argument("--ids", type=parse_ids)
     lg.add_argument("--top", type=int, default=10)
     for p in (g, lg):
-        p.add_argument("--model", help="model directory (default: models/austen)")
+        p.add_argument("--model", metavar="DIR or .gguf",
+                       help="model directory or .gguf file (default: models/austen)")
     args = ap.parse_args(argv)
 
     try:

@@ -1,4 +1,4 @@
-"""Load a checkpoint in the Hugging Face layout into a `Model`.
+"""Load a checkpoint in the Hugging Face layout into a `Model` (a .gguf file: pipeline.gguf_file).
 
     <dir>/config.json                    architecture (model_type "gpt2" or "llama")
     <dir>/model.safetensors              weights, or model.safetensors.index.json + shards
@@ -29,14 +29,20 @@ class ModelLoadError(Exception):
 
 
 def load_model(path: str = None) -> Model:
-    """Load the model in directory `path` (default: the project's own model, models/austen)."""
+    """Load the model in directory `path` (default: the project's own model, models/austen),
+    or a llama.cpp .gguf file (pipeline.gguf_file)."""
     directory = path or DEFAULT_MODEL_DIR
+    if str(directory).lower().endswith(".gguf") and not os.path.isdir(directory):
+        from .gguf_file import load_gguf      # here: that module imports this one
+        return load_gguf(directory)
     if not os.path.isdir(directory):
         raise ModelLoadError(f"{directory}: no such model directory")
     config = read_config(directory)
     weights = Weights(directory)
     params = (gpt2_params if config.model_type == "gpt2" else llama_params)(weights, config)
-    return Model(config, params, read_tokenizer(directory), path=directory)
+    model = Model(config, params, read_tokenizer(directory), path=directory)
+    model.file_format = "safetensors"
+    return model
 
 
 # --- config.json -> ModelConfig ---------------------------------------------------------------

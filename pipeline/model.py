@@ -297,6 +297,10 @@ class Model:
 
     def __init__(self, config: ModelConfig, params: dict, tokenizer=None, path: str = None):
         self.config, self.params, self.tokenizer, self.path = config, params, tokenizer, path
+        # Where the weights came from (set by the loaders): "safetensors" or "gguf"; for a GGUF
+        # file, how each weight was stored ({param path: gguf_file.StoredTensor}), its
+        # general.* metadata and its tokenizer's pre-tokenizer regex.
+        self.file_format, self.stored, self.metadata, self.pat_str = None, {}, {}, None
         self.inv_freq = None
         if config.positions == "rope":
             self.inv_freq = rope_frequencies(config.head_dim, config.rope_theta)

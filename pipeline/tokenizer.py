@@ -140,7 +140,11 @@ def load_tokenizer_json(directory: str, name: str = None) -> tiktoken.Encoding:
                                 _added_tokens(directory, hf), source=path)
 
 
-def _byte_level_encoding(directory, name, vocab, merges, pat_str, added, source):
+def _byte_level_encoding(directory, name, vocab, merges, pat_str, added, source,
+                         missing_bytes_from=None):
+    """missing_bytes_from: None refuses a vocabulary without all 256 single bytes; an id gives
+    each missing byte an id of its own from there on (past the model's rows: text holding such
+    a byte encodes, but no model can run it; llama.cpp and Hugging Face drop those bytes)."""
     if not isinstance(vocab, dict) or not all(isinstance(i, int) for i in vocab.values()):
         raise TokenizerLoadError(f"{source}: expected an object mapping token -> integer id")
     by_id = {}
@@ -152,6 +156,10 @@ def _byte_level_encoding(directory, name, vocab, merges, pat_str, added, source)
 
     ranks = {}                                               # token bytes -> id
     for b, c in BYTE_TO_CHAR.items():
+        if c not in vocab and missing_bytes_from is not None:
+            ranks[bytes([b])] = missing_bytes_from
+            missing_bytes_from += 1
+            continue
         if c not in vocab:
             raise TokenizerLoadError(
                 f"{source}: the single-byte token {c!r} (byte 0x{b:02x}) is missing; a "
@@ -281,7 +289,11 @@ def mergeable_ranks(tokenizer) -> dict:
 def pretokenizer_pattern(directory: str) -> str:
     """The regex that splits text into words before BPE, read from the model's files as
     load_tokenizer reads it (tiktoken does not expose it): tiktoken_config.json's pat_str, a
-    tokenizer.json's pre-tokenizer, or GPT-2's pattern for vocab.json + merges.txt alone."""
+    tokenizer.json's pre-tokenizer, or GPT-2's pattern for vocab.json + merges.txt alone. For a
+    .gguf file, the regex of its tokenizer.ggml.pre (remembered when the file was loaded)."""
+    if directory and str(directory).lower().endswith(".gguf") and os.path.isfile(directory):
+        from .gguf_file import pattern_of
+        return pattern_of(directory)
     if not directory or not os.path.isdir(directory):
         return GPT2_PAT
     if is_tiktoken_dir(directory):
@@ -293,7 +305,7 @@ def pretokenizer_pattern(directory: str) -> str:
 
 def is_tiktoken_dir(directory: str) -> bool:
     """True when the directory holds the project's own format (tiktoken_config.json), the one
-    training/train_tokenizer.py writes."""
+    training/train_tokenizer.py writes. False for a .gguf file."""
     return bool(directory) and os.path.exists(os.path.join(directory, TIKTOKEN_CONFIG))
 
 

@@ -1,0 +1,441 @@
+"""Load a GGUF checkpoint (llama.cpp's single-file format) into a `Model`.
+
+The file is read with llama.cpp's own Python reader (the `gguf` package: `GGUFReader`, and
+`gguf.quants.dequantize` for the block formats); nothing here parses GGUF bytes itself.
+
+    metadata   general.architecture ("llama" or "gpt2"), {arch}.block_count, embedding_length,
+               feed_forward_length, attention.head_count(_kv), rope.freq_base, the norm's
+               epsilon, context_length; tokenizer.ggml.* (a byte-level BPE: tokens, token_type,
+               merges, pre, bos/eos ids)
+    tensors    token_embd, blk.N.{attn_norm, attn_q, attn_k, attn_v, attn_output, ffn_norm,
+               ffn_gate, ffn_up, ffn_down}, output_norm, output (Llama);
+               token_embd, position_embd, blk.N.{attn_norm, attn_qkv, attn_output, ffn_norm,
+               ffn_up, ffn_down} (.weight and .bias), output_norm, output (GPT-2).
+               No output.weight: the unembedding is tied to token_embd.
+
+Layouts. GGUF lists a tensor's shape innermost first (attn_q of SmolLM2 is [576, 576], ffn_up
+[576, 1536]); the reader's NumPy array is in the usual outer-first order, [out, in] like a PyTorch
+nn.Linear weight (GPT-2's Conv1D weights were transposed to [out, in] by llama.cpp's converter).
+Every weight is dequantized to float32 and transposed once to [in, out] for `x @ w`.
+
+llama.cpp's converter (convert_hf_to_gguf.py, LlamaModel.permute) reorders the rows of attn_q and
+attn_k inside each head, because ggml's RoPE rotates adjacent pairs (0, 1), (2, 3)... while
+Hugging Face's rotates the two halves of a head (j with j + hd/2):
+
+    w.reshape(n_head, 2, rows // n_head // 2, cols).swapaxes(1, 2).reshape(rows, cols)
+
+`unpermute_rope_rows` undoes it (transformers' GGUF loader does the same), so pipeline.model's
+rotate-half RoPE is right.
+
+What each tensor was stored as stays on the model: `model.stored[param path]` is a
+`StoredTensor` (GGUF name, type, GGUF shape, bytes, file offset), and `read_stored_bytes` reads
+raw bytes of it back from the file (one Q4_1 block: 20 bytes).
+"""
+import os
+from dataclasses import dataclass
+
+import numpy as np
+
+from .bpe import GPT2_PAT
+from .loader import ModelLoadError
+from .model import Model, ModelConfig
+from .tokenizer import TokenizerLoadError, _byte_level_encoding
+
+SUPPORTED_TYPES = ("F32", "F16", "BF16", "Q8_0", "Q4_0", "Q4_1", "Q5_0", "Q5_1",
+                   "Q2_K", "Q3_K", "Q4_K", "Q5_K", "Q6_K")
+ARCHITECTURES = ("llama", "gpt2")
+
+# GGUF token types (llama.cpp's llama_token_type).
+TOKEN_NORMAL, TOKEN_UNKNOWN, TOKEN_CONTROL, TOKEN_USER_DEFINED, TOKEN_UNUSED, TOKEN_BYTE = \
+    1, 2, 3, 4, 5, 6
+
+# Pre-tokenizer regexes by tokenizer.ggml.pre (llama.cpp's names, llama-vocab.cpp).
+#
+# "smollm": llama.cpp splits off every digit first (regex \p{N}), then applies GPT-2's regex to
+# each piece; Hugging Face's SmolLM tokenizer.json does the same (Digits(individual_digits) then
+# ByteLevel). As one regex for tiktoken: a digit is always a piece of its own (GPT-2's " ?\p{N}+"
+# is gone), and a run of whitespace right before a digit is whole, since in the two-pass split it
+# ended a piece (there "\s+(?!\S)" takes all of it, not all but the last space). Checked against
+# the two-pass split on random strings in tests/test_gguf.py.
+SMOLLM_PAT = (r"""\p{N}|'(?:[sdmt]|ll|ve|re)| ?\p{L}+| ?[^\s\p{L}\p{N}]+"""
+              r"""|\s+(?=\p{N})|\s+(?!\S)|\s+""")
+LLAMA3_PAT = (r"""(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}"""
+              r"""| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+""")
+PRE_PATTERNS = {"default": GPT2_PAT, "gpt-2": GPT2_PAT, "gpt2": GPT2_PAT, "smollm": SMOLLM_PAT,
+                "llama-bpe": LLAMA3_PAT, "llama3": LLAMA3_PAT, "llama-v3": LLAMA3_PAT}
+
+_PATTERNS = {}  # realpath of a loaded .gguf -> its pre-tokenizer regex (pretokenizer_pattern)
+
+
+@dataclass(frozen=True)
+class StoredTensor:
+    """How one weight is stored in the GGUF file (before it became float32)."""
+    name: str           # GGUF tensor name, "blk.0.attn_q.weight"
+    type_name: str      # ggml type, "Q4_1", "F32", ...
+    shape: tuple        # GGUF order: innermost (contiguous) dimension first
+    n_bytes: int        # bytes of the stored data
+    offset: int         # absolute file offset of the data
+    block_size: int     # values per block (1 for F32/F16/BF16)
+    block_bytes: int    # bytes per block (Q4_1: 32 values in 20 bytes)
+
+    @property
+    def n_elements(self) -> int:
+        return int(np.prod(self.shape))
+
+
+def read_stored_bytes(path: str, stored: StoredTensor, start: int = 0, length: int = None) -> bytes:
+    """Raw bytes [start, start + length) of a stored tensor's data, as they are in the file.
+    One Q4_1 block: read_stored_bytes(path, st, k * st.block_bytes, st.block_bytes)."""
+    if length is None:
+        length = stored.n_bytes - start
+    if not (0 <= start and 0 <= length and start + length <= stored.n_bytes):
+        raise ValueError(f"bytes [{start}, {start + length}) are outside {stored.name}'s "
+                         f"{stored.n_bytes} bytes")
+    with open(path, "rb") as f:
+        f.seek(stored.offset + start)
+        raw = f.read(length)
+    if len(raw) != length:
+        raise ModelLoadError(f"{path}: tensor {stored.name!r} is truncated")
+    return raw
+
+
+def available_memory_bytes():
+    """MemAvailable from /proc/meminfo, or None where there is none (not Linux)."""
+    try:
+        with open("/proc/meminfo") as f:
+            for line in f:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        pass
+    return None
+
+
+def is_gguf_path(path) -> bool:
+    return bool(path) and str(path).lower().endswith(".gguf") and os.path.isfile(path)
+
+
+def _one_line(e: Exception) -> str:
+    text = " ".join(str(e).split())
+    return f"{type(e).__name__}: {text}"[:200]
+
+
+def _open(path: str):
+    import gguf
+    try:
+        return gguf.GGUFReader(path)
+    except FileNotFoundError:
+        raise ModelLoadError(f"{path}: no such file") from None
+    except MemoryError:
+        raise
+    except Exception as e:  # the reader raises ValueError, IndexError, KeyError... on bad bytes
+        raise ModelLoadError(f"{path}: not a readable GGUF file, truncated or corrupt "
+                             f"({_one_line(e)})") from None
+
+
+class _Fields:
+    """Metadata values by key; a missing or malformed key is a ModelLoadError naming it."""
+
+    def __init__(self, reader, path):
+        self.reader, self.path = reader, path
+
+    def __contains__(self, key):
+        return key in self.reader.fields
+
+    def get(self, key, default=None, kind=None):
+        field = self.reader.fields.get(key)
+        if field is None:
+            return default
+        try:
+            value = field.contents()
+            return value if kind is None else kind(value)
+        except Exception as e:
+            raise ModelLoadError(f"{self.path}: metadata key {key!r} has a bad value "
+                                 f"({_one_line(e)})") from None
+
+    def need(self, key, kind=None):
+        if key not in self:
+            raise ModelLoadError(f"{self.path}: missing metadata key {key!r}")
+        return self.get(key, kind=kind)
+
+
+# --- header -> config --------------------------------------------------------------------------
+
+def read_config(fields: _Fields, tensors: dict, path: str) -> ModelConfig:
+    arch = fields.need("general.architecture", str)
+    if arch not in ARCHITECTURES:
+        raise ModelLoadError(f"{path}: general.architecture {arch!r} is not supported "
+                             f"(supported: {', '.join(ARCHITECTURES)})")
+    if "token_embd.weight" not in tensors:
+        raise ModelLoadError(f"{path}: missing tensor 'token_embd.weight'")
+    vocab_size = int(tensors["token_embd.weight"].shape[1])      # GGUF shape [d, V]
+    d = fields.need(f"{arch}.embedding_length", int)
+    n_heads = fields.need(f"{arch}.attention.head_count", int)
+    n_kv_heads = fields.get(f"{arch}.attention.head_count_kv", n_heads, int)
+    if n_heads <= 0 or n_kv_heads <= 0 or n_heads % n_kv_heads or d % n_heads:
+        raise ModelLoadError(f"{path}: {arch}.attention.head_count {n_heads} / head_count_kv "
+                             f"{n_kv_heads} do not divide the width {d}")
+    common = dict(
+        vocab_size=vocab_size, d_model=d, n_layers=fields.need(f"{arch}.block_count", int),
+        n_heads=n_heads, d_ff=fields.need(f"{arch}.feed_forward_length", int),
+        n_ctx=fields.need(f"{arch}.context_length", int),
+        tied_embeddings="output.weight" not in tensors,
+        bos_token_id=fields.get("tokenizer.ggml.bos_token_id", None, int),
+        eos_token_id=fields.get("tokenizer.ggml.eos_token_id", None, int))
+    if arch == "gpt2":
+        return ModelConfig(model_type="gpt2", n_kv_heads=n_heads, head_dim=d // n_heads,
+                           norm="layer_norm", mlp="gelu", positions="learned", rope_theta=0.0,
+                           norm_eps=fields.need("gpt2.attention.layer_norm_epsilon", float),
+                           **common)
+    head_dim = fields.get("llama.attention.key_length", d // n_heads, int)
+    if fields.get("llama.attention.value_length", head_dim, int) != head_dim:
+        raise ModelLoadError(f"{path}: llama.attention.value_length differs from key_length")
+    rot = fields.get("llama.rope.dimension_count", head_dim, int)
+    if rot != head_dim:
+        raise ModelLoadError(f"{path}: llama.rope.dimension_count {rot} is not the head width "
+                             f"{head_dim} (partial RoPE is not supported)")
+    scaling = fields.get("llama.rope.scaling.type", "none", str)
+    if scaling != "none" or "rope_freqs.weight" in tensors:
+        raise ModelLoadError(f"{path}: llama.rope.scaling.type {scaling!r} / rope_freqs.weight: "
+                             "RoPE scaling is not supported")
+    return ModelConfig(model_type="llama", n_kv_heads=n_kv_heads, head_dim=head_dim,
+                       norm="rms_norm", mlp="swiglu", positions="rope",
+                       rope_theta=fields.get("llama.rope.freq_base", 10000.0, float),
+                       norm_eps=fields.need("llama.attention.layer_norm_rms_epsilon", float),
+                       **common)
+
+
+def expected_tensors(c: ModelConfig) -> dict:
+    """GGUF tensor name -> (param path, numpy shape [outer, ..., inner]) for this config."""
+    d, hd, V = c.d_model, c.head_dim, c.vocab_size
+    out = {"token_embd.weight": (("wte",), (V, d)),
+           "output_norm.weight": (("ln_f", "g"), (d,))}
+    if not c.tied_embeddings:
+        out["output.weight"] = (("unembed",), (V, d))
+    for i in range(c.n_layers):
+        b = f"blk.{i}."
+        if c.model_type == "llama":
+            out.update({
+                b + "attn_norm.weight": (("blocks", i, "ln_1", "g"), (d,)),
+                b + "attn_q.weight": (("blocks", i, "attn", "w_q"), (c.n_heads * hd, d)),
+                b + "attn_k.weight": (("blocks", i, "attn", "w_k"), (c.n_kv_heads * hd, d)),
+                b + "attn_v.weight": (("blocks", i, "attn", "w_v"), (c.n_kv_heads * hd, d)),
+                b + "attn_output.weight": (("blocks", i, "attn", "w_o"), (d, c.n_heads * hd)),
+                b + "ffn_norm.weight": (("blocks", i, "ln_2", "g"), (d,)),
+                b + "ffn_gate.weight": (("blocks", i, "mlp", "w_gate"), (c.d_ff, d)),
+                b + "ffn_up.weight": (("blocks", i, "mlp", "w_up"), (c.d_ff, d)),
+                b + "ffn_down.weight": (("blocks", i, "mlp", "w_down"), (d, c.d_ff))})
+        else:
+            out.update({
+                b + "attn_norm.weight": (("blocks", i, "ln_1", "g"), (d,)),
+                b + "attn_norm.bias": (("blocks", i, "ln_1", "b"), (d,)),
+                b + "attn_qkv.weight": (("blocks", i, "attn", "qkv_w"), (3 * d, d)),
+                b + "attn_qkv.bias": (("blocks", i, "attn", "qkv_b"), (3 * d,)),
+                b + "attn_output.weight": (("blocks", i, "attn", "w_o"), (d, d)),
+                b + "attn_output.bias": (("blocks", i, "attn", "b_o"), (d,)),
+                b + "ffn_norm.weight": (("blocks", i, "ln_2", "g"), (d,)),
+                b + "ffn_norm.bias": (("blocks", i, "ln_2", "b"), (d,)),
+                b + "ffn_up.weight": (("blocks", i, "mlp", "w_fc"), (c.d_ff, d)),
+                b + "ffn_up.bias": (("blocks", i, "mlp", "b_fc"), (c.d_ff,)),
+                b + "ffn_down.weight": (("blocks", i, "mlp", "w_proj"), (d, c.d_ff)),
+                b + "ffn_down.bias": (("blocks", i, "mlp", "b_proj"), (d,))})
+    if c.model_type == "gpt2":
+        out["position_embd.weight"] = (("wpe",), (c.n_ctx, d))
+        out["output_norm.bias"] = (("ln_f", "b"), (d,))
+    return out
+
+
+# --- tensors -> params --------------------------------------------------------------------------
+
+def unpermute_rope_rows(w: np.ndarray, n_head: int) -> np.ndarray:
+    """Undo llama.cpp's q/k row order (see the module docstring): [rows, cols] -> [rows, cols]."""
+    rows, cols = w.shape
+    return w.reshape(n_head, rows // n_head // 2, 2, cols).swapaxes(1, 2).reshape(rows, cols)
+
+
+def _stored(t) -> StoredTensor:
+    import gguf
+    block_size, block_bytes = gguf.GGML_QUANT_SIZES[t.tensor_type]
+    return StoredTensor(name=t.name, type_name=t.tensor_type.name,
+                        shape=tuple(int(s) for s in t.shape), n_bytes=int(t.n_bytes),
+                        offset=int(t.data_offset), block_size=int(block_size),
+                        block_bytes=int(block_bytes))
+
+
+def _dequantize(t, shape, path) -> np.ndarray:
+    import gguf
+    try:
+        x = gguf.quants.dequantize(t.data, t.tensor_type)
+        if t.tensor_type.name == "F32":                     # a view of the file map: copy it
+            x = np.array(x, dtype=np.float32)
+        x = np.ascontiguousarray(x, dtype=np.float32).reshape(shape)
+    except MemoryError:
+        raise
+    except Exception as e:
+        raise ModelLoadError(f"{path}: tensor {t.name!r} ({t.tensor_type.name}) cannot be "
+                             f"dequantized ({_one_line(e)})") from None
+    if not np.isfinite(x).all():
+        raise ModelLoadError(f"{path}: tensor {t.name!r} holds NaN or infinite values")
+    return x
+
+
+def _put(tree: dict, path: tuple, value) -> None:
+    node = tree
+    for key in path[:-1]:
+        node = node[key]
+    node[path[-1]] = value
+
+
+def read_params(tensors: dict, c: ModelConfig, path: str) -> tuple:
+    """(params dict as loader.llama_params / gpt2_params build it, {param path: StoredTensor})."""
+    expected = expected_tensors(c)
+    for name in tensors:
+        if name not in expected:
+            raise ModelLoadError(f"{path}: unexpected tensor {name!r} (not part of a "
+                                 f"{c.model_type} model this engine runs)")
+    for name, (_, shape) in expected.items():
+        if name not in tensors:
+            raise ModelLoadError(f"{path}: missing tensor {name!r}")
+        t = tensors[name]
+        if t.tensor_type.name not in SUPPORTED_TYPES:
+            raise ModelLoadError(f"{path}: tensor {name!r} has type {t.tensor_type.name}; "
+                                 f"supported: {', '.join(SUPPORTED_TYPES)}")
+        gguf_shape = tuple(int(s) for s in reversed(t.shape))
+        if gguf_shape != shape:
+            raise ModelLoadError(f"{path}: tensor {name!r} has shape {list(t.shape)} (GGUF "
+                                 f"order), expected {list(reversed(shape))}")
+
+    params = {"blocks": [{"ln_1": {}, "attn": {}, "ln_2": {}, "mlp": {}}
+                         for _ in range(c.n_layers)], "ln_f": {}}
+    stored = {}
+    for name, (where, shape) in expected.items():          # one tensor at a time
+        t = tensors[name]
+        x = _dequantize(t, shape, path)
+        if name.endswith(("attn_q.weight", "attn_k.weight")):
+            x = unpermute_rope_rows(x, c.n_heads if "attn_q" in name else c.n_kv_heads)
+        if x.ndim == 2 and where not in (("wte",), ("wpe",)):
+            x = np.ascontiguousarray(x.T)                   # [out, in] -> [in, out]
+        _put(params, where, x)
+        stored[where] = _stored(t)
+    if c.tied_embeddings:
+        params["unembed"] = params["wte"].T
+        stored[("unembed",)] = stored[("wte",)]
+    if c.model_type == "gpt2":                              # fused q|k|v columns -> w_q, w_k, w_v
+        d = c.d_model
+        for i, block in enumerate(params["blocks"]):
+            attn = block["attn"]
+            qkv_w, qkv_b = attn.pop("qkv_w"), attn.pop("qkv_b")            # [d, 3d], [3d]
+            st_w, st_b = stored.pop(("blocks", i, "attn", "qkv_w")), \
+                stored.pop(("blocks", i, "attn", "qkv_b"))
+            for j, n in enumerate("qkv"):
+                attn[f"w_{n}"] = np.ascontiguousarray(qkv_w[:, j * d:(j + 1) * d])
+                attn[f"b_{n}"] = qkv_b[j * d:(j + 1) * d].copy()
+                stored[("blocks", i, "attn", f"w_{n}")] = st_w   # a third of the fused tensor
+                stored[("blocks", i, "attn", f"b_{n}")] = st_b
+    return params, stored
+
+
+# --- tokenizer ----------------------------------------------------------------------------------
+
+def read_tokenizer(fields: _Fields, path: str, vocab_rows: int = 0):
+    """(tiktoken Encoding, pre-tokenizer regex) from tokenizer.ggml.*.
+
+    Some vocabularies lack a few single bytes (SmolLM2 has no token for 0x04, 0xc0, 0xff...:
+    bytes that are not in valid UTF-8 or are control characters). tiktoken needs every byte, so
+    those get ids past the model's rows (`vocab_rows`): such text encodes, and the engine
+    refuses the id, where llama.cpp and transformers drop the byte silently."""
+    model = fields.need("tokenizer.ggml.model", str)
+    if model != "gpt2":
+        raise ModelLoadError(f"{path}: tokenizer.ggml.model {model!r} is not supported "
+                             "(a byte-level BPE, \"gpt2\", only)")
+    pre = fields.get("tokenizer.ggml.pre", "default", str)
+    if pre not in PRE_PATTERNS:
+        raise ModelLoadError(f"{path}: tokenizer.ggml.pre {pre!r} is not a pre-tokenizer this "
+                             f"loader can reproduce (known: {', '.join(sorted(PRE_PATTERNS))})")
+    tokens = fields.need("tokenizer.ggml.tokens", list)
+    types = fields.get("tokenizer.ggml.token_type", [TOKEN_NORMAL] * len(tokens), list)
+    merges_raw = fields.need("tokenizer.ggml.merges", list)
+    if len(types) != len(tokens):
+        raise ModelLoadError(f"{path}: tokenizer.ggml.token_type has {len(types)} entries for "
+                             f"{len(tokens)} tokens")
+    vocab = {}
+    for i, token in enumerate(tokens):
+        if token in vocab:
+            raise ModelLoadError(f"{path}: tokenizer.ggml.tokens lists {token!r} twice (ids "
+                                 f"{vocab[token]} and {i})")
+        vocab[token] = i
+    merges = []
+    for n, m in enumerate(merges_raw):
+        parts = m.split(" ")
+        if len(parts) != 2 or not all(parts):
+            raise ModelLoadError(f"{path}: tokenizer.ggml.merges[{n}] is not a pair: {m[:60]!r}")
+        merges.append((parts[0], parts[1], f"{path}: tokenizer.ggml.merges[{n}]"))
+    # Control and user-defined tokens are matched whole (tiktoken's special tokens), as
+    # llama.cpp and transformers do; _byte_level_encoding also makes special every token that
+    # neither a byte nor a merge produces.
+    added = {t: i for i, (t, k) in enumerate(zip(tokens, types))
+             if k in (TOKEN_CONTROL, TOKEN_USER_DEFINED)}
+    name = os.path.splitext(os.path.basename(path))[0]
+    try:
+        enc = _byte_level_encoding(path, name, vocab, merges, PRE_PATTERNS[pre], added,
+                                   source=f"{path}: tokenizer.ggml.tokens",
+                                   missing_bytes_from=max(len(tokens), vocab_rows))
+    except TokenizerLoadError as e:
+        raise ModelLoadError(f"cannot load the tokenizer: {' '.join(str(e).split())}") from None
+    return enc, PRE_PATTERNS[pre]
+
+
+def read_metadata(fields: _Fields) -> dict:
+    import gguf
+    meta = {}
+    for key, out in (("general.name", "name"), ("general.license", "license"),
+                     ("general.quantized_by", "quantized_by"),
+                     ("general.organization", "organization"),
+                     ("general.size_label", "size_label"), ("general.architecture",
+                                                            "architecture")):
+        value = fields.get(key)
+        if isinstance(value, str) and value:
+            meta[out] = value
+    file_type = fields.get("general.file_type")
+    if isinstance(file_type, int):
+        try:
+            meta["file_type"] = gguf.LlamaFileType(file_type).name.replace("MOSTLY_", "")
+        except ValueError:
+            meta["file_type"] = str(file_type)
+    return meta
+
+
+def pattern_of(path: str) -> str:
+    """The pre-tokenizer regex of a .gguf file: remembered from its load, else read."""
+    key = os.path.realpath(path)
+    if key not in _PATTERNS:
+        pre = _Fields(_open(path), path).get("tokenizer.ggml.pre", "default", str)
+        return PRE_PATTERNS.get(pre, GPT2_PAT)
+    return _PATTERNS[key]
+
+
+# --- the whole file -----------------------------------------------------------------------------
+
+def load_gguf(path: str) -> Model:
+    """A Model from a .gguf file; ModelLoadError (one line naming the file and the key or
+    tensor) for anything it cannot run exactly."""
+    reader = _open(path)
+    fields = _Fields(reader, path)
+    tensors = {t.name: t for t in reader.tensors}
+    config = read_config(fields, tensors, path)
+    need = sum(int(t.n_elements) for t in tensors.values()) * 4
+    have = available_memory_bytes()
+    if have is not None and need > have:
+        raise ModelLoadError(f"{path}: its weights need {need / 1e9:.2f} GB as float32, but only "
+                             f"{have / 1e9:.2f} GB of memory is available")
+    tokenizer, pat_str = read_tokenizer(fields, path, config.vocab_size)
+    params, stored = read_params(tensors, config, path)
+    metadata = read_metadata(fields)
+    del tensors, reader, fields                               # close the file map
+    model = Model(config, params, tokenizer, path=path)
+    model.file_format = "gguf"
+    model.stored = stored
+    model.metadata = metadata
+    model.pat_str = pat_str
+    _PATTERNS[os.path.realpath(path)] = pat_str
+    return model
