@@ -23,7 +23,27 @@ def has_default_model() -> bool:
     return os.path.exists(os.path.join(DEFAULT_MODEL_DIR, "model.safetensors"))
 
 
+# Tiny GGUF checkpoints (tests/gguf_support.py), written once per session to a temporary
+# directory: the invariants hold for a model read from llama.cpp's format too.
+GGUF_MODELS = ("gguf_llama_q4_1", "gguf_gpt2_q8_0")
+
+
+@functools.lru_cache(maxsize=None)
+def _gguf_file(name: str) -> str:
+    import json
+    import tempfile
+
+    from gguf_support import write_checkpoint
+    checkpoint = name[len("gguf_"):]
+    with open(os.path.join(TESTS, "fixtures", "gguf_reference.json"), encoding="utf-8") as f:
+        seed = json.load(f)["tiny"][checkpoint]["seed"]
+    directory = tempfile.mkdtemp(prefix="engine-gguf-")
+    return write_checkpoint(os.path.join(directory, f"{checkpoint}.gguf"), checkpoint, seed)
+
+
 def model_dir(name: str) -> str:
+    if name in GGUF_MODELS:
+        return _gguf_file(name)
     return DEFAULT_MODEL_DIR if name == "default" else os.path.join(FIXTURES, name)
 
 
@@ -43,4 +63,4 @@ def get_model(name: str):
 
 
 def all_models() -> list:
-    return ["default"] + fixture_names()
+    return ["default"] + fixture_names() + list(GGUF_MODELS)
