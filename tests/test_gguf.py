@@ -217,7 +217,7 @@ def test_hf_directory_is_safetensors():
     assert model.file_format == "safetensors" and model.stored == {}
 
 
-# --- the "smollm" pre-tokenizer regex --------------------------------------------------------------
+# --- the "smollm" pre-tokenizer regex ------------------------------------------------------------
 
 GPT2_HF = r"""'(?:[sdmt]|ll|ve|re)| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+"""
 
@@ -244,7 +244,7 @@ def test_smollm_regex_equals_the_two_pass_split():
     assert regex.findall(SMOLLM_PAT, "a   1") == ["a", "   ", "1"]
 
 
-# --- SmolLM2-135M-Instruct (Q4_1) --------------------------------------------------------------------
+# --- SmolLM2-135M-Instruct (Q4_1) ---------------------------------------------------------------
 
 @functools.lru_cache(maxsize=None)
 def smollm2():
