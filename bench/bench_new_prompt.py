@@ -33,7 +33,7 @@ def main(argv=None):
     from app import create_app
     from web.registry import SECTIONS
     app = create_app({"WARM_CACHES": False})
-    lm = app.extensions["explainer_model"]
+    lm = app.extensions["explainer"].default_model
     t0 = time.process_time()
     for s in SECTIONS:
         if s.warm is not None:

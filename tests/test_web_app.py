@@ -24,7 +24,7 @@ def test_model_directory_from_the_environment(monkeypatch):
     from app import create_app
     monkeypatch.setenv("LLM_EXPLAINER_MODEL", DRAFT)
     app = create_app({"PROBE_ENCODINGS": False})
-    assert app.extensions["explainer_model"].name == "austen-draft"
+    assert app.extensions["explainer"].default_model.name == "austen-draft"
     page = app.test_client().get("/").get_data(as_text=True)
     assert "austen-draft" in page
 

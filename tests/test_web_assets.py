@@ -131,9 +131,10 @@ def test_streamed_answers_are_not_compressed(small_app, path):
     r.close()
 
 
-def test_the_token_stream_is_neither_compressed_nor_held_back(server):
+def test_the_token_stream_is_neither_compressed_nor_held_back(server, app):
     """A browser asks for compressed answers; the stream still sends each token as it is made."""
-    before = len(streaming.slots.finished)
+    slots = app.extensions["explainer"].slots
+    before = len(slots.finished)
     path = "/generate/stream?" + urllib.parse.urlencode(dict(gen_max=40, gen_pace=25))
     sock = socket.create_connection(("127.0.0.1", server), timeout=20)
     try:
@@ -145,13 +146,13 @@ def test_the_token_stream_is_neither_compressed_nor_held_back(server):
             assert chunk, received
             received += chunk
         # the first token is readable as it is, and the server is still generating the rest
-        assert len(streaming.slots.finished) == before
+        assert len(slots.finished) == before
         head = received.split(b"\r\n\r\n", 1)[0].lower()
         assert head.startswith(b"http/1.1 200 ok") and b"content-encoding" not in head
         assert b"content-type: text/event-stream" in head
     finally:
         sock.close()
-    slots = streaming.slots                     # the loop notices the close and stops
+    # the loop notices the close and stops
     with slots.changed:
         assert slots.changed.wait_for(lambda: len(slots.finished) > before, timeout=20)
 

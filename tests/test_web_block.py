@@ -31,7 +31,7 @@ def diagram_shapes(page) -> dict:
 
 
 def test_diagram_shapes_are_the_cache_shapes(client, app):
-    lm = app.extensions["explainer_model"]
+    lm = app.extensions["explainer"].default_model
     r, page = block(client, blk_layer="2")
     run = prompt_run(lm, PROMPT)
     shapes = diagram_shapes(page)
@@ -53,7 +53,7 @@ def test_diagram_shapes_are_the_cache_shapes(client, app):
     ("resid_post", 0, lambda a: a),
 ])
 def test_a_clicked_part_shows_that_tensor(client, app, part, head, slicer):
-    lm = app.extensions["explainer_model"]
+    lm = app.extensions["explainer"].default_model
     r, page = block(client, blk_part=part, blk_layer="1", blk_head=str(head))
     assert r.status_code == 200
     hook = next(p.hook for p in parts_of(lm.model.config) if p.key == part).format(i=1)
@@ -177,7 +177,7 @@ def test_other_model_families_render(fixture):
     page = text_of(r)
     assert r.status_code == 200, error_message(page, "blk_part")
     shapes = diagram_shapes(page)
-    run = prompt_run(c.application.extensions["explainer_model"], "the cat sat")
+    run = prompt_run(c.application.extensions["explainer"].default_model, "the cat sat")
     for p in parts_of(m.config):
         assert shapes[p.key] == list(run.cache[p.hook.format(i=0)].shape)
     rows = {r[0]: r for r in table_rows_th(page, "Parameter counts of this model")}

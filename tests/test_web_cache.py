@@ -7,7 +7,7 @@ import threading
 import pytest
 
 from web import measured as measured_module
-from web.cache import SECTION_BUILDS, Memo, cached_build, memoized
+from web.cache import Memo, cached_build, memoized, model_key
 from web.measured import prefill_decode_timings
 from web.params import Param, parse_state
 from web.registry import all_params, section as find_section
@@ -90,21 +90,18 @@ def test_memoized_keys_a_model_by_its_directory(model):
     assert n_layers(model, 1) == n_layers(model, 1) == model.config.n_layers
     assert n_layers(model, 2) == model.config.n_layers
     assert calls == [1, 2]
-    assert n_layers.memo.peek((("model", model.path), 1)) == model.config.n_layers
+    assert n_layers.memo.peek((("model", model_key(model)), 1)) == model.config.n_layers
 
 
 # --- measurements: once per model, the same everywhere --------------------------------------
 
 @pytest.fixture()
-def counted(monkeypatch):
-    """Forget every measurement (and the section results that cite them: a fresh process), then
-    count the calls of each measuring function."""
+def counted(model, monkeypatch):
+    """A new app on the same model (its own caches: nothing measured yet, as in a fresh
+    process), in whose context the test runs, and the count of calls of each measuring
+    function: (app, counts)."""
+    from app import create_app
     from web.sections import batching, roofline, speculative
-    for t in threading.enumerate():            # the app's own warm-up, if it is still running
-        if t.name == "warm-sections":
-            t.join(120)
-    measured_module._results.clear()
-    SECTION_BUILDS.clear()
     counts = {}
 
     def count(module, name):
@@ -119,28 +116,32 @@ def counted(monkeypatch):
     count(roofline, "measure_machine")
     count(speculative, "measure_speed")
     count(batching, "measure_step_costs")
-    yield counts
-    measured_module._results.clear()
-    SECTION_BUILDS.clear()
+    fresh = create_app({"MODEL": model, "TESTING": True, "WARM_CACHES": False,
+                        "PROBE_ENCODINGS": False})
+    with fresh.app_context():
+        yield fresh, counts
 
 
-def test_each_measurement_is_made_once_across_prompts_and_renders(client, counted):
+def test_each_measurement_is_made_once_across_prompts_and_renders(counted):
+    app, counted = counted
+    client = app.test_client()
     for prompt in PROMPTS:
         for _ in range(2):
             assert client.get(url("/", prompt=prompt), headers=every_section()).status_code \
                 == 200
             for sid in ("generation", "kvcache", "roofline", "speculative", "batching"):
                 client.get(url(f"/section/{sid}", prompt=prompt), headers=HX)
-    lm = client.application.extensions["explainer_model"]
+    lm = app.extensions["explainer"].default_model
     expected = {"measure_prefill_decode": 1, "measure_machine": 1, "measure_step_costs": 1}
     if lm.draft is not None:
         expected["measure_speed"] = 1
     assert counted == expected
 
 
-def test_the_sections_warm_makes_the_measurements_before_any_request(app, counted):
+def test_the_sections_warm_makes_the_measurements_before_any_request(counted):
     from web.registry import SECTIONS
-    lm = app.extensions["explainer_model"]
+    app, counted = counted
+    lm = app.extensions["explainer"].default_model
     for s in SECTIONS:
         if s.warm is not None:
             s.warm(lm)
@@ -151,12 +152,33 @@ def test_the_sections_warm_makes_the_measurements_before_any_request(app, counte
     assert counted["measure_prefill_decode"] == 1 and counted["measure_machine"] == 1
 
 
+def test_two_apps_share_no_cache_or_measurement(counted, app):
+    """Each app holds its own caches (web/explainer.py): a measurement made for one is not
+    another's, and each app's counters are its own."""
+    fresh, counted = counted
+    with app.app_context():
+        before = measured_module.measurements()
+        prefill_decode_timings(app.extensions["explainer"].default_model)
+        assert measured_module.measurements() - before <= 1
+    assert counted.get("measure_prefill_decode", 0) <= 1
+    with fresh.app_context():
+        assert measured_module.measurements() == 0
+        prefill_decode_timings(fresh.extensions["explainer"].default_model)
+        assert measured_module.measurements() == 1
+    assert fresh.extensions["explainer"].caches is not app.extensions["explainer"].caches
+
+
 def test_a_worker_forked_after_warm_shows_the_parents_measurement(app):
     """What web/serving.py does: warm in the parent, then fork the workers. A forked worker
     measures nothing again and shows the parent's numbers with the parent's time."""
+    with app.app_context():
+        forked_worker_shows_the_parents_measurement(app)
+
+
+def forked_worker_shows_the_parents_measurement(app):
     import multiprocessing
     from web.registry import SECTIONS
-    lm = app.extensions["explainer_model"]
+    lm = app.extensions["explainer"].default_model
     for t in threading.enumerate():            # no other thread may hold a lock at the fork
         if t.name == "warm-sections":
             t.join(120)
@@ -172,7 +194,8 @@ def test_a_worker_forked_after_warm_shows_the_parents_measurement(app):
     def worker():
         page = text_of(app.test_client().get(url("/section/kvcache", prompt=PROMPTS[0]),
                                              headers=HX))
-        queue.put((page, measured_module.measurements()))
+        with app.app_context():
+            queue.put((page, measured_module.measurements()))
     child = ctx.Process(target=worker)
     child.start()
     page, child_made = queue.get(timeout=120)
@@ -190,7 +213,7 @@ def shown_prefill(html: str, section_id: str) -> list:
 def test_one_prefill_measurement_is_cited_by_every_section_that_shows_it(client, model):
     prompt = PROMPTS[1]
     page = text_of(client.get(url("/", prompt=prompt), headers=every_section()))
-    lm = client.application.extensions["explainer_model"]
+    lm = client.application.extensions["explainer"].default_model
     timings = prefill_decode_timings(lm)
     point = timings.at(len(model.tokenizer.encode_ordinary(prompt)))
     expected = f"{point.prefill_s * 1000:.2f}"
@@ -240,7 +263,7 @@ def fresh_state(query: bytes, s):
 
 
 def test_a_cached_build_replays_its_rejects_and_resolved_defaults(app):
-    lm = app.extensions["explainer_model"]
+    lm = app.extensions["explainer"].default_model
     s = FakeSection()
     first = fresh_state(b"fk_n=7", s)
     ctx = cached_build(s, lm, first)
@@ -261,7 +284,7 @@ def test_a_cached_build_replays_its_rejects_and_resolved_defaults(app):
 
 
 def test_a_real_sections_reject_is_replayed(app):
-    lm = app.extensions["explainer_model"]
+    lm = app.extensions["explainer"].default_model
     s = find_section("generation")
     query = b"prompt=Elizabeth+walked&gen_max=3&gen_step=5"
     states = [parse_state(query, all_params()) for _ in range(2)]

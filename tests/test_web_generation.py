@@ -145,7 +145,8 @@ def test_stream_refuses_bad_values_before_any_work(client, query, name):
 
 
 def test_stream_answers_503_when_every_slot_is_taken(client):
-    taken = [streaming.slots.acquire() for _ in range(streaming.MAX_STREAMS)]
+    slots = client.application.extensions["explainer"].slots
+    taken = [slots.acquire() for _ in range(streaming.MAX_STREAMS)]
     try:
         assert all(p is not None for p in taken)
         r = client.get(url("/generate/stream", gen_max="2"))
@@ -153,10 +154,10 @@ def test_stream_answers_503_when_every_slot_is_taken(client):
         assert "already being generated" in r.get_json()["errors"]["stream"]
     finally:
         for p in taken:
-            streaming.slots.release(p)
+            slots.release(p)
     with client.get(url("/generate/stream", gen_max="2", gen_pace="0")) as r:   # close: free
         assert r.status_code == 200                                              # the slot
-    assert streaming.slots.active == 0
+    assert slots.active == 0
 
 
 def test_generate_button_streams_the_state_on_the_page(client):
@@ -177,7 +178,7 @@ def _arrays(node):
 
 
 def test_the_counts_are_the_loaded_model_s(client, model):
-    lm = client.application.extensions["explainer_model"]
+    lm = client.application.extensions["explainer"].default_model
     c = generation.costs(lm, 10, prefill_s=0.01, decode_s=0.002)
     # every loaded array once (the tied unembedding is the token table itself)
     loaded = _arrays({k: v for k, v in model.params.items() if k != "unembed"})
@@ -198,7 +199,7 @@ def test_the_counts_are_the_loaded_model_s(client, model):
 
 def test_prefill_and_decode_are_measured_once_across_lengths(client, model):
     page = text_of(client.get(url("/", prompt=PROMPT), headers=every_section()))
-    lm = client.application.extensions["explainer_model"]
+    lm = client.application.extensions["explainer"].default_model
     timings = prefill_decode_timings(lm)
     sweep = timings.rows()
     assert [r["n"] for r in sweep] == list(GRID)

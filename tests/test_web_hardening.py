@@ -228,7 +228,7 @@ def test_over_the_time_budget_the_control_says_so_and_the_default_is_shown(app):
     with app.test_request_context("/?merges=40"):
         state = parse_state(b"merges=40", all_params())
         section = SlowSection()
-        ctx = build_in_budget(app.extensions["explainer_model"], state, section)
+        ctx = build_in_budget(app.extensions["explainer"].default_model, state, section)
     default = state.params["merges"].default
     assert section.built_with == [40, default]
     assert ctx == {"n": default}

@@ -21,7 +21,7 @@ def prompt_ids_of(model, prompt):
 
 
 def measured_run(app, prompt, n_new):
-    lm = app.extensions["explainer_model"]
+    lm = app.extensions["explainer"].default_model
     return kvcache.cache_check(lm.model, prompt_ids(lm, prompt), n_new)
 
 
@@ -62,7 +62,7 @@ def test_the_check_is_recomputing_step_by_step(model):
 
 
 def test_step_times_are_the_shared_measurement_at_lengths_where_they_grow(app, client):
-    lm = app.extensions["explainer_model"]
+    lm = app.extensions["explainer"].default_model
     timings = prefill_decode_timings(lm)
     page = text_of(client.get(url("/section/kvcache", prompt=PROMPT), headers=HX))
     shown = [p for p in timings.points if p.n in kvcache.SHOWN_LENGTHS]

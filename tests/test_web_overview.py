@@ -95,7 +95,7 @@ def test_default_prompt(client, model):
     ids = list(model.tokenizer.encode_ordinary(PROMPT.default))
     check_pass(page, model, ids, len(ids))
     assert chosen_id(page) == int(np.argmax(prompt_run(
-        client.application.extensions["explainer_model"], PROMPT.default).logits[-1]))
+        client.application.extensions["explainer"].default_model, PROMPT.default).logits[-1]))
     cfg = model.config
     assert f"{cfg.n_heads} query heads, {cfg.n_kv_heads} key/value heads" in page
     assert "RoPE, base θ = 10000" in page and "RMSNorm" in page and "SwiGLU" in page
@@ -175,7 +175,7 @@ def test_page_holds_the_overview_and_its_map(client):
     body = text_of(r)
     assert re.search(r'<section id="overview"[^>]*hx-swap-oob="true"', body)
     assert chip_ids(body, "Tokens of the pass") == list(
-        client.application.extensions["explainer_model"].tokenizer.encode_ordinary("Emma was"))
+        client.application.extensions["explainer"].default_model.tokenizer.encode_ordinary("Emma was"))
 
 
 @pytest.mark.parametrize("query, status, name, words", [
@@ -196,7 +196,7 @@ def test_bad_values(client, query, status, name, words):
 
 def test_a_full_context_leaves_no_room(client, model):
     """256 tokens fill the window: the overview shows them (summarised) and refuses a step."""
-    lm = client.application.extensions["explainer_model"]
+    lm = client.application.extensions["explainer"].default_model
     prompt = " the" * 256
     assert len(prompt_ids(lm, prompt)) == lm.n_ctx
     r = client.get(url("/overview", prompt=prompt))

@@ -39,7 +39,7 @@ def test_live_point_is_measured_on_this_server(client, model):
     text = plain_text(text_of(client.get(url("/section/roofline", prompt="Emma Woodhouse"),
                                          headers=HX)))
     n = len(model.tokenizer.encode("Emma Woodhouse"))
-    lm = client.application.extensions["explainer_model"]
+    lm = client.application.extensions["explainer"].default_model
     timings = prefill_decode_timings(lm)
     point = timings.at(n)
     assert point.n == 8                          # the shortest measured length, nearest 2

@@ -35,7 +35,7 @@ def lazy_ids(page: str) -> list:
 
 
 def test_first_page_computes_only_the_first_sections(app, client):
-    builds = app.extensions.setdefault("explainer_builds", collections.Counter())
+    builds = app.extensions["explainer"].builds
     builds.clear()
     page = text_of(client.get(url("/", prompt="A prompt no other test uses, for counting")))
     eager = [s.id for s in SECTIONS[:views.EAGER_SECTIONS]]
@@ -55,7 +55,7 @@ def test_first_page_computes_only_the_first_sections(app, client):
 
 
 def test_prompt_change_computes_the_sections_on_screen(app, client):
-    builds = app.extensions.setdefault("explainer_builds", collections.Counter())
+    builds = app.extensions["explainer"].builds
     builds.clear()
     body = text_of(client.get(url("/", prompt="Another prompt, for counting builds"),
                               headers={**HX, "X-Sections": "attention,logits,nope"}))

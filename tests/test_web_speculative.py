@@ -144,7 +144,7 @@ def test_state_round_trips_through_the_url(client):
 # --- the draft model: loaded once at start, or a clear message ---------------------------------
 
 def test_default_app_loads_the_sibling_draft(app):
-    lm = app.extensions["explainer_model"]
+    lm = app.extensions["explainer"].default_model
     assert lm.draft is not None and os.path.samefile(lm.draft.path, DRAFT_DIR)
     assert lm.draft_problem == ""
 
@@ -158,7 +158,7 @@ def test_missing_draft_is_told_to_the_operator_and_plainly_to_learners(model, ca
     with caplog.at_level("WARNING"):
         app = create_app({"MODEL": model, "TESTING": True, "WARM_CACHES": False,
                           "DRAFT_MODEL_PATH": os.path.join(ROOT, "models", "nowhere")})
-    assert "speculative decoding is off: the draft model did not load:" in caplog.text
+    assert "the draft model did not load:" in caplog.text
     assert "nowhere: no such model directory" in caplog.text
     r = app.test_client().get("/section/speculative", headers=HX)
     assert r.status_code == 200
@@ -190,7 +190,7 @@ def test_headline_says_faster_or_slower_as_measured(app, client):
     """The core's sentence about speed agrees with the measurement shown in the table: the same
     ratio, the word that fits it, and the reason given when it is below 1 is the one measured."""
     from web.sections.speculative import speed_table
-    lm = app.extensions["explainer_model"]
+    lm = app.extensions["explainer"].default_model
     for mode, gamma in (("sample", 4), ("greedy", 2)):
         page = text_of(client.get(url("/section/speculative", sp_mode=mode, sp_gamma=gamma),
                                   headers=HX))

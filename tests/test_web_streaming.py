@@ -4,6 +4,7 @@ import json
 import socket
 import urllib.parse
 
+import pytest
 
 from web import streaming
 from web_support import app, model, server  # noqa: F401
@@ -46,27 +47,32 @@ class Stream:
         self.sock.close()
 
 
-def wait_finished(n_before: int) -> dict:
+@pytest.fixture()
+def slots(app):
+    """The served app's stream slots."""
+    return app.extensions["explainer"].slots
+
+
+def wait_finished(slots, n_before: int) -> dict:
     """The record of the next stream to finish on the server (waits for it, no sleeping)."""
-    slots = streaming.slots
     with slots.changed:
         assert slots.changed.wait_for(lambda: len(slots.finished) > n_before, timeout=TIMEOUT)
         return slots.finished[n_before]
 
 
-def test_first_token_arrives_while_the_rest_is_still_being_generated(server, model):
-    before = len(streaming.slots.finished)
+def test_first_token_arrives_while_the_rest_is_still_being_generated(server, model, slots):
+    before = len(slots.finished)
     s = Stream(server, gen_max=40, gen_pace=25)      # at least 39 x 25 ms = 1 s of work
     try:
         s.read_until(b"event: token")
         # the first token is here, and the server has not finished the answer
-        assert len(streaming.slots.finished) == before and streaming.slots.active >= 1
+        assert len(slots.finished) == before and slots.active >= 1
         assert s.received.split(b"\r\n", 1)[0] == b"HTTP/1.1 200 OK"
         assert b"Transfer-Encoding: chunked" in s.received
         s.read_until(b"event: done")
     finally:
         s.close()
-    record = wait_finished(before)
+    record = wait_finished(slots, before)
     assert record == {"steps": 40, "reason": "limit"}
     tokens = [d for e, d in s.events() if e == "token"]
     ids = model.tokenizer.encode_ordinary(
@@ -75,23 +81,23 @@ def test_first_token_arrives_while_the_rest_is_still_being_generated(server, mod
     assert [t["id"] for t in tokens] == list(model.generate(ids, 40))
 
 
-def test_closing_the_connection_stops_the_generation(server):
-    before = len(streaming.slots.finished)
+def test_closing_the_connection_stops_the_generation(server, slots):
+    before = len(slots.finished)
     s = Stream(server, gen_max=200, gen_pace=20)     # 4 s if nobody stopped it
     s.read_until(b"event: token", 3)
     seen = s.received.count(b"event: token")
-    [running] = streaming.slots.running
+    [running] = slots.running
     done_at_close = running["steps"]
     s.close()
-    record = wait_finished(before)
+    record = wait_finished(slots, before)
     assert record["reason"] == "disconnected"
     # waitress sees the socket close during the pause, and the loop asks before its next pass:
     # at most the step under way when the client left, and none of the 200 - 4 others
     assert seen <= done_at_close <= record["steps"] <= done_at_close + 1, (record, seen)
 
 
-def test_more_streams_than_the_limit_are_refused_with_a_message(server):
-    before = len(streaming.slots.finished)
+def test_more_streams_than_the_limit_are_refused_with_a_message(server, slots):
+    before = len(slots.finished)
     busy = [Stream(server, gen_max=200, gen_pace=100) for _ in range(streaming.MAX_STREAMS)]
     try:
         for s in busy:
@@ -106,7 +112,7 @@ def test_more_streams_than_the_limit_are_refused_with_a_message(server):
         for s in busy:
             s.close()
     for i in range(streaming.MAX_STREAMS):
-        assert wait_finished(before + i)["reason"] == "disconnected"
+        assert wait_finished(slots, before + i)["reason"] == "disconnected"
     # the slots are free again
     again = Stream(server, gen_max=2, gen_pace=0)
     try:

@@ -162,7 +162,7 @@ def test_token_counts_by_merges_equal_segmenting_each_time():
 
 
 def test_other_encodings_are_counted_and_missing_ones_not_shown(app, client):
-    lm = app.extensions["explainer_model"]
+    lm = app.extensions["explainer"].default_model
     prompt = "It is a truth universally acknowledged"
     page = text_of(client.get(url("/", prompt=prompt)))
     for o in lm.other_encodings:

@@ -43,7 +43,10 @@ def app(model):
 
 @pytest.fixture()
 def client(app):
-    return app.test_client()
+    """A test client; the test body runs in the app's context, so a section's helper called by
+    the test reads the same caches and measurements as the app's requests (web/explainer.py)."""
+    with app.app_context():
+        yield app.test_client()
 
 
 def url(path="/", **params) -> str:

@@ -2,10 +2,17 @@
 keys, and `cached_build`, a section's context per (model, prompt, the section's values).
 
 A key names everything the result depends on, starting with the model's identity
-(`model_key`: models loaded from the same directory share entries), never a
+(`model_key`: models loaded from the same file or directory share entries), never a
 Python object's id. Each entry is computed once: a request asking for a key another request is
 computing waits for that result instead of computing it again. Results are shared between
 requests and threads: treat them as read-only.
+
+Where results live: a module declares a cache by name and size (`memo(name, size)`, or the
+`@memoized(size)` decorator); the entries live in the app's `Caches` (one per app, in
+`app.extensions["explainer"].caches`: web/explainer.py), one LRU per (model, cache name), the
+model read from the `ModelKey` in the entry's key. A second model is a second set of entries
+with its own budget, and a bigger model keeps fewer (`Caches.share`). Outside an app (a unit
+test calling a section's helper) the entries live in one `Caches` of the process.
 
 Timings do not go through a Memo directly: `web.measured.measured` adds the one-measurement-
 at-a-time lock on top of one.
@@ -14,11 +21,29 @@ import functools
 import threading
 from collections import OrderedDict
 
+from flask import current_app, has_app_context
 
 
-def model_key(model) -> str:
-    """Models loaded from the same directory have the same weights: one key for all of them."""
-    return model.path or f"id:{id(model)}"
+class ModelKey(str):
+    """A model's identity in a cache key (its file or directory): a str, marked so that the
+    app's Caches can tell which model an entry belongs to."""
+
+
+def model_key(model) -> ModelKey:
+    """Models loaded from the same file or directory have the same weights: one key for all."""
+    return ModelKey(model.path or f"id:{id(model)}")
+
+
+def model_in(key):
+    """The ModelKey inside a cache key (nested tuples searched), or None: shared by all."""
+    if isinstance(key, ModelKey):
+        return key
+    if isinstance(key, tuple):
+        for part in key:
+            found = model_in(part)
+            if found is not None:
+                return found
+    return None
 
 
 class _Pending:
@@ -91,8 +116,75 @@ class Memo:
             self._entries.clear()
 
 
-def memo(name: str, maxsize: int) -> Memo:
-    return Memo(name, maxsize)
+class Caches:
+    """Every remembered result of one app: a Memo per (model, cache name). `share[model]` scales
+    the declared sizes for that model (a 135 M-parameter model's activations are ~30 times a
+    4 M one's, so it keeps fewer of them)."""
+
+    def __init__(self):
+        self._memos = {}
+        self._lock = threading.Lock()
+        self.share = {}                 # ModelKey -> fraction of each declared size kept
+
+    def memo(self, model, name: str, maxsize: int) -> Memo:
+        with self._lock:
+            box = self._memos.get((model, name))
+            if box is None:
+                size = max(1, round(maxsize * self.share.get(model, 1.0)))
+                box = self._memos[(model, name)] = Memo(name, size)
+            return box
+
+    def memos(self, name: str) -> list:
+        """Every model's Memo of cache `name`."""
+        with self._lock:
+            return [m for (_, n), m in self._memos.items() if n == name]
+
+    def computed(self, name: str) -> int:
+        """How many entries of cache `name` were computed, over every model."""
+        return sum(m.computed for m in self.memos(name))
+
+    def clear(self):
+        with self._lock:
+            self._memos.clear()
+
+
+PROCESS_CACHES = Caches()        # outside an app
+
+
+def current_caches() -> Caches:
+    if has_app_context():
+        explainer = current_app.extensions.get("explainer")
+        if explainer is not None:
+            return explainer.caches
+    return PROCESS_CACHES
+
+
+class NamedCache:
+    """A cache a module declares: a name and a size. Its entries live in the current app's
+    Caches, one Memo per model (see the module docstring)."""
+
+    def __init__(self, name: str, maxsize: int):
+        self.name, self.maxsize = name, maxsize
+
+    def box(self, key) -> Memo:
+        return current_caches().memo(model_in(key), self.name, self.maxsize)
+
+    def get(self, key, compute):
+        return self.box(key).get(key, compute)
+
+    def peek(self, key, default=None):
+        return self.box(key).peek(key, default)
+
+    def __contains__(self, key) -> bool:
+        return key in self.box(key)
+
+    @property
+    def computed(self) -> int:
+        return current_caches().computed(self.name)
+
+
+def memo(name: str, maxsize: int) -> NamedCache:
+    return NamedCache(name, maxsize)
 
 
 def key_of(value):
@@ -106,10 +198,10 @@ def key_of(value):
 
 
 def memoized(maxsize: int):
-    """Decorator: fn(*args) computed once per key_of(each argument), through a Memo of the
-    function's name (positional arguments only). `fn.memo` is the Memo."""
+    """Decorator: fn(*args) computed once per key_of(each argument), through a cache of the
+    function's name (positional arguments only). `fn.memo` is the NamedCache."""
     def wrap(fn):
-        box = Memo(f"{fn.__module__}.{fn.__qualname__}", maxsize)
+        box = NamedCache(f"{fn.__module__}.{fn.__qualname__}", maxsize)
 
         @functools.wraps(fn)
         def cached(*args):
@@ -129,7 +221,7 @@ def lm_key(lm) -> tuple:
 
 # --- a section's context, per (model, prompt, the section's own values) -----------------------
 
-SECTION_BUILDS = Memo("section builds", 128)   # contexts hold figure JSON: tens of kB each
+SECTION_BUILDS = NamedCache("section builds", 128)   # contexts hold figure JSON: tens of kB each
 
 
 def _changes(before: dict, after: dict) -> tuple:

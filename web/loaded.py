@@ -7,6 +7,12 @@ from dataclasses import dataclass
 
 from pipeline.tokenizer import is_tiktoken_dir, mergeable_ranks, pretokenizer_pattern
 from web import encodings
+from web.explainer import BIG_MODEL_PARAMS, card_for, model_key_name
+
+# The longest prompt the page reads with a big model: every intermediate of a prompt is kept
+# for the figures (SmolLM2's attention patterns alone are 30 x 9 x T x T floats: 35 MB at 128
+# tokens, 2.3 GB at 1,024), so the page reads fewer tokens than its context window.
+BIG_MODEL_PROMPT_TOKENS = 128
 
 
 @dataclass(frozen=True)
@@ -15,24 +21,46 @@ class LoadedModel:
     name: str                # directory name, shown on the page
     ranks: dict              # token bytes -> rank, for replaying BPE merges
     pat_str: str             # the pre-tokenizer regex
-    n_ctx: int               # context window: the longest prompt the model reads
+    n_ctx: int               # context window: the most positions the model was trained on
     other_encodings: tuple   # web.encodings.OtherEncoding, probed once
     own_tokenizer: bool      # learned by the project's pipeline/bpe.py (tiktoken_config.json)
     draft: object = None     # draft model for speculative decoding (same tokenizer), or None
     draft_problem: str = ""  # why there is no draft model
+    key: str = "model"       # its name in the URL (model=) and the picker
+    card: object = None      # web.explainer.Card: title, what it was trained on, its source
+
+    @property
+    def default_prompt(self) -> str:
+        return self.card.prompts[0] if self.card and self.card.prompts else ""
+
+    @property
+    def n_params(self) -> int:
+        return self.model.n_params()
+
+    @property
+    def prompt_limit(self) -> int:
+        """The longest prompt the page reads, in tokens: the context window, or for a big
+        model BIG_MODEL_PROMPT_TOKENS (see above)."""
+        if self.n_params >= BIG_MODEL_PARAMS:
+            return min(self.n_ctx, BIG_MODEL_PROMPT_TOKENS)
+        return self.n_ctx
 
     @property
     def tokenizer(self):
         return self.model.tokenizer
 
     @classmethod
-    def wrap(cls, model, probe_encodings=True, draft=None, draft_problem=""):
+    def wrap(cls, model, probe_encodings=True, draft=None, draft_problem="", key=None,
+             card=None, other_encodings=None):
+        """other_encodings: already probed (else probed here when probe_encodings)."""
         path = getattr(model, "path", None)
-        return cls(model=model,
+        key = key or model_key_name(path, model)
+        return cls(model=model, key=key, card=card or card_for(key, model),
                    name=os.path.basename(os.path.normpath(path)) if path else "model",
                    ranks=mergeable_ranks(model.tokenizer),
                    pat_str=pretokenizer_pattern(path),
                    n_ctx=model.config.n_ctx,
-                   other_encodings=encodings.probe() if probe_encodings else (),
+                   other_encodings=(other_encodings if other_encodings is not None else
+                                    encodings.probe() if probe_encodings else ()),
                    own_tokenizer=is_tiktoken_dir(path),
                    draft=draft, draft_problem=draft_problem)

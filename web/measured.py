@@ -12,9 +12,9 @@ import threading
 import time
 from dataclasses import dataclass
 
-from web.cache import Memo, model_key  # noqa: F401  (model_key: the sections import it here)
+from web.cache import memo, model_key  # noqa: F401  (model_key: the sections import it here)
 
-_results = Memo("measurements", 64)
+_results = memo("measurements", 64)
 _measuring = threading.RLock()     # one measurement at a time (a measurement may use another)
 _NOTHING = object()
 
@@ -29,7 +29,8 @@ def measured(key: tuple, measure):
 
 
 def measurements() -> int:
-    """How many measurements this process has made (tests read it)."""
+    """How many measurements this app (outside an app: this process) has made (tests read
+    it)."""
     return _results.computed
 
 

@@ -26,7 +26,7 @@ from pipeline.kvcache import attention_kind, kv_cache_bytes
 from pipeline.model import softmax
 from pipeline.ranking import top_k
 from pipeline.sampling import TEMPERATURE_MAX, SamplerSettings, final_distribution, sampler
-from web.cache import Memo, model_key
+from web.cache import memo, model_key
 from web.figures import overview as figures
 from web.forward import prompt_ids, prompt_run
 from web.params import Param
@@ -85,8 +85,8 @@ class Pass:
     next_token: int        # the sampler's choice from them
 
 
-_passes = Memo("overview passes", 16)
-_loops = Memo("overview loops", 16)
+_passes = memo("overview passes", 16)
+_loops = memo("overview loops", 16)
 
 
 class Loop:

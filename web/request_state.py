@@ -6,14 +6,32 @@ from web.params import parse_state
 from web.registry import all_params
 
 
+def explainer():
+    """The app's web.explainer.Explainer: its models, caches and stream slots."""
+    return current_app.extensions["explainer"]
+
+
 def current_state():
-    """(the loaded model, the validated state of the request), the prompt's length in tokens
-    checked too."""
-    lm = current_app.extensions["explainer_model"]
+    """(the loaded model, the validated state of the request): the model named by `model=`
+    (an unknown name is a 422 naming the choices, and the default model answers), the prompt
+    (absent: that model's own first suggestion) and its length in tokens checked too."""
+    ex = explainer()
     state = parse_state(request.query_string, all_params())
+    key = state["model"]
+    if key and ex.get(key) is None:
+        state.reject("model", f"There is no model {key!r} on this server; the choices are: "
+                     f"{ex.choices()}.")
+        key = None
+    lm = ex.get(key) if key else ex.default_model
+    state.resolve("model", ex.default)
+    if "prompt" not in state.raw and lm.default_prompt:
+        state.values["prompt"] = state.computed["prompt"] = lm.default_prompt
     if "prompt" not in state.errors:
         n = len(lm.tokenizer.encode_ordinary(state["prompt"]))
-        if n > lm.n_ctx:
-            state.reject("prompt", f"The prompt is {n} tokens long; the model reads at most "
-                         f"{lm.n_ctx} tokens (its context window).")
+        if n > lm.prompt_limit:
+            why = ("its context window" if lm.prompt_limit == lm.n_ctx else
+                   f"its context window is {lm.n_ctx:,}, but the page keeps every "
+                   f"intermediate of the prompt for its figures")
+            state.reject("prompt", f"The prompt is {n} tokens long; with {lm.key} the page "
+                         f"reads at most {lm.prompt_limit} tokens ({why}).")
     return lm, state

@@ -75,26 +75,30 @@ def init_app(app):
 
 # --- warming: prompt-independent caches and measurements, made once ----------------------------
 
-def warm(app, lm, page: bool = False):
-    """Run every registered section's `warm(lm)` (prompt-independent caches and timings), one
-    after another; with page=True also render the default page once (it fills the default
-    prompt's caches and imports every module a section uses). A failure is only logged.
-    run() calls it in the parent process, before the workers are forked."""
-    for s in sections():
-        if s.warm is not None:
-            try:
-                s.warm(lm)
-            except Exception:
-                app.logger.exception("warming the %s section failed", s.id)
+def warm(app, page: bool = False):
+    """For every model the app offers, run every registered section's `warm(lm)`
+    (prompt-independent caches and timings), one after another; with page=True also render each
+    model's default page once (it fills the default prompt's caches and imports every module a
+    section uses). A failure is only logged. run() calls it in the parent process, before the
+    workers are forked."""
+    with app.app_context():              # the results go to this app's caches
+        for lm in app.extensions["explainer"].models.values():
+            for s in sections():
+                if s.warm is not None:
+                    try:
+                        s.warm(lm)
+                    except Exception:
+                        app.logger.exception("warming the %s section failed (%s)", s.id, lm.key)
     if page:
-        status = app.test_client().get("/").status_code
-        if status != 200:
-            app.logger.warning("warming: the default page answered %s", status)
+        for key in app.extensions["explainer"].models:
+            status = app.test_client().get(f"/?model={key}").status_code
+            if status != 200:
+                app.logger.warning("warming: the default page of %s answered %s", key, status)
 
 
-def warm_in_background(app, lm):
+def warm_in_background(app):
     """warm() in a background thread, so the first page does not wait for it (one process)."""
-    threading.Thread(target=warm, args=(app, lm), name="warm-sections", daemon=True).start()
+    threading.Thread(target=warm, args=(app,), name="warm-sections", daemon=True).start()
 
 
 # --- the server ----------------------------------------------------------------------------
@@ -172,5 +176,5 @@ def run(app, host: str, port: int, workers: int, threads: int, name: str = "app.
         serve(app, sock, threads)
         return 0
     # Connections that arrive while this runs wait in the socket's backlog.
-    warm(app, app.extensions["explainer_model"], page=True)
+    warm(app, page=True)
     return serve_workers(app, sock, workers, threads)

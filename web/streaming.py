@@ -75,7 +75,9 @@ class StreamSlots:
                 self.changed.notify_all()
 
 
-slots = StreamSlots(MAX_STREAMS)
+def stream_slots() -> StreamSlots:
+    """This app's stream slots (web/explainer.py)."""
+    return current_app.extensions["explainer"].slots
 
 
 def sse(event: str, data: dict) -> bytes:
@@ -130,6 +132,7 @@ def stream():
     sample = None if state.errors else sampler_for(state)    # may refuse a sampler setting
     if state.errors:
         return jsonify(errors=state.errors), state.status
+    slots = stream_slots()
     progress = slots.acquire()
     if progress is None:
         response = jsonify(errors={"stream": (

@@ -7,6 +7,7 @@ order. The prompt's text is written here; each section's text is its registry en
     ?tour=3        the tour is open at step 3 (1-based); 0 or absent: closed
     ?present=1     presentation mode: large type, high contrast, one step on screen at a time
     ?theme=dark    light, dark, or auto (follow the system setting)
+    ?model=smollm2 the model the page runs (web/explainer.py lists them); absent: the default
     ?open=a,b      the "Go deeper" disclosures that are open (their ids), so a shared link
                    shows the same depth
 """
@@ -18,6 +19,7 @@ from web.params import Param
 
 THEMES = ("auto", "light", "dark")
 PAGE_PARAMS = (
+    Param("model", "Model", default=None, max_chars=100),
     Param("tour", "Tour step", kind="int", default=0, min=0, max=99),
     Param("present", "Presentation mode", kind="int", default=0, min=0, max=1),
     Param("theme", "Theme", default="auto", max_chars=10),

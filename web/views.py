@@ -12,8 +12,6 @@ address bar always reproduces what is on screen. Bad values come back as the sam
 the message next to the control and a 4xx status (htmx is configured to swap those).
 """
 import re
-from collections import Counter
-
 from flask import Blueprint, abort, current_app, render_template, request
 from markupsafe import Markup
 
@@ -21,7 +19,8 @@ from web import overview as overview_pass
 from web.cache import cached_build
 from web.limits import Deadline, OverBudget
 from web.registry import section as find_section, sections
-from web.request_state import current_state
+from web.explainer import choices as model_choices
+from web.request_state import current_state, explainer
 from web.tour import page_context
 
 bp = Blueprint("explainer", __name__)
@@ -31,10 +30,10 @@ bp = Blueprint("explainer", __name__)
 EAGER_SECTIONS = 2
 
 
-def builds() -> Counter:
+def builds():
     """How many times each section was built by this app (tests read it: a placeholder costs
     nothing)."""
-    return current_app.extensions.setdefault("explainer_builds", Counter())
+    return current_app.extensions["explainer"].builds
 
 
 def build_in_budget(lm, state, s) -> dict:
@@ -118,6 +117,7 @@ def page():
     page_sections = sections()
     resets = [p.name for s in page_sections for p in s.params if p.resets_with_prompt]
     ctx = dict(lm=lm, state=state, built=built(lm, state, page_sections, wanted_sections(state)),
+               models=model_choices(explainer(), state, lm), absent_models=explainer().absent,
                resets=resets, overview=render_overview(lm, state, oob=is_partial_request()),
                overview_map=overview_pass.stage_map(page_sections),
                oob=is_partial_request(), **page_context(state, page_sections))

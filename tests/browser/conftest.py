@@ -22,16 +22,29 @@ def browser_type_launch_args(browser_type_launch_args):
 
 
 @pytest.fixture(scope="session")
-def live_server():
-    """The app, served for real by waitress in a background thread."""
+def live_app():
+    """The app the browser tests are served, its sections warmed."""
     if not os.path.exists(os.path.join(DEFAULT_MODEL_DIR, "model.safetensors")):
         pytest.skip("models/austen/model.safetensors is missing")
     from app import create_app
-    from web import streaming
     from web.serving import warm
     app = create_app({"MODEL": load_model(None), "WARM_CACHES": False})
     # as web/serving.py's run does before it serves: every section's warm (the timings)
-    warm(app, app.extensions["explainer_model"])
+    warm(app)
+    return app
+
+
+@pytest.fixture(scope="session")
+def stream_slots(live_app):
+    """The served app's stream slots (web.streaming.StreamSlots)."""
+    return live_app.extensions["explainer"].slots
+
+
+@pytest.fixture(scope="session")
+def live_server(live_app):
+    """The app, served for real by waitress in a background thread."""
+    from web import streaming
+    app = live_app
     server = create_server(app, host="127.0.0.1", port=0, threads=4,
                            **streaming.SERVER_OPTIONS)  # as app.py serves it
     thread = threading.Thread(target=server.run, daemon=True)

@@ -68,22 +68,22 @@ def test_the_stream_shows_tokens_one_by_one(page, model, page_errors):
     assert page_errors == []
 
 
-def test_stop_or_closing_the_page_ends_the_servers_work(page):
+def test_stop_or_closing_the_page_ends_the_servers_work(page, stream_slots):
     page.goto("/?gen_max=200&gen_pace=100&open=gen-stream#generation")
     items = page.get_by_role("list", name="Streamed tokens with their times").locator("li")
-    before = len(streaming.slots.finished)
+    before = len(stream_slots.finished)
     page.locator("#generation").get_by_role("button", name="Generate").click()
     expect(items.nth(2)).to_be_attached()                      # 3 tokens (or more) are shown
-    [running] = streaming.slots.running
+    [running] = stream_slots.running
     done_before_stop = running["steps"]
     page.locator("#generation").get_by_role("button", name="Stop").click()
     status = page.locator(".stream-status")
     expect(status).to_contain_text(re.compile(r"Stopped after \d+ tokens"))
     n = int(re.search(r"Stopped after (\d+)", status.text_content()).group(1))
-    with streaming.slots.changed:
-        assert streaming.slots.changed.wait_for(
-            lambda: len(streaming.slots.finished) > before, timeout=10)
-        record = streaming.slots.finished[before]
+    with stream_slots.changed:
+        assert stream_slots.changed.wait_for(
+            lambda: len(stream_slots.finished) > before, timeout=10)
+        record = stream_slots.finished[before]
     # the server stopped: the browser shows what it received; the server did at most the step
     # running when Stop was pressed and one more (a browser on a busy machine may lag behind)
     assert record["reason"] == "disconnected" and n <= record["steps"]
@@ -93,13 +93,13 @@ def test_stop_or_closing_the_page_ends_the_servers_work(page):
     # closing the page stops the server's work as well
     page.locator("#generation").get_by_role("button", name="Generate").click()
     expect(items.nth(1)).to_be_attached()
-    [running] = streaming.slots.running
+    [running] = stream_slots.running
     done_before_close = running["steps"]
     page.close()
-    with streaming.slots.changed:
-        assert streaming.slots.changed.wait_for(
-            lambda: len(streaming.slots.finished) > before + 1, timeout=10)
-        record = streaming.slots.finished[before + 1]
+    with stream_slots.changed:
+        assert stream_slots.changed.wait_for(
+            lambda: len(stream_slots.finished) > before + 1, timeout=10)
+        record = stream_slots.finished[before + 1]
     # steps done after the close: at most the one running then and one more
     assert record["reason"] == "disconnected"
     assert record["steps"] <= done_before_close + 2, (record, done_before_close)

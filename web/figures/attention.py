@@ -27,27 +27,46 @@ def _grid_colorscale():
             + [[cut + (1 - cut) * p, c] for p, c in WEIGHTS])
 
 
+# A model with more layers than this has its grid drawn with the layers across (a 30-layer
+# model's 30 rows of panels were 1,800 px tall beside the token view).
+LAYERS_DOWN_MAX = 12
+
+
+def layers_across(n_layers: int) -> bool:
+    return n_layers > LAYERS_DOWN_MAX
+
+
 def head_grid_figure(grid) -> str:
     """Small multiples: grid [L, H, n, n] of attention weights (NaN = masked), one panel per
-    head, layers down, heads across. Each panel's `meta` is [layer, head]: the page's script
-    chooses that head when it is clicked. It depends on the prompt alone (no outline of the
-    chosen head), so choosing a head never redraws its 32 panels."""
+    head: layers down and heads across, or for a deep model (layers_across) layers across and
+    heads down. Each panel's `meta` is [layer, head]: the page's script chooses that head when
+    it is clicked. It depends on the prompt alone (no outline of the chosen head), so choosing a
+    head never redraws its panels."""
     L, H, n, _ = grid.shape
     percent = np.where(np.isnan(grid), MASK, np.rint(np.nan_to_num(grid) * 100)).astype(np.int8)
     step = n + GRID_GAP
-    data = [dict(type="heatmap", z=typed_array(percent[layer, h]), x0=h * step, dx=1,
-                 y0=layer * step, dy=1, coloraxis="coloraxis", meta=[layer, h],
+    across = layers_across(L)
+
+    def place(layer, h):            # (column, row) of a panel
+        return (layer, h) if across else (h, layer)
+
+    data = [dict(type="heatmap", z=typed_array(percent[layer, h]),
+                 x0=place(layer, h)[0] * step, dx=1, y0=place(layer, h)[1] * step, dy=1,
+                 coloraxis="coloraxis", meta=[layer, h],
                  hovertemplate=f"layer {layer}, head {h} (click to show it large)<extra></extra>")
             for layer in range(L) for h in range(H)]
+    n_cols, n_rows = (L, H) if across else (H, L)
+    col_names = [str(i) for i in range(n_cols)]
+    row_names = [f"head {i}" if across else f"layer {i}" for i in range(n_rows)]
     layout = base_layout(
-        height=50 + 40 * L, margin=dict(l=70, r=10, t=36, b=10),
+        height=50 + (30 if across else 40) * n_rows, margin=dict(l=70, r=10, t=36, b=10),
         coloraxis=dict(cmin=MASK, cmax=100, colorscale=_grid_colorscale(), showscale=False),
-        xaxis=dict(tickvals=[h * step + (n - 1) / 2 for h in range(H)],
-                   ticktext=[str(h) for h in range(H)], side="top", showgrid=False,
-                   title=dict(text="head", standoff=4), tickangle=0,
-                   zeroline=False, range=[-1, H * step - GRID_GAP]),
-        yaxis=dict(tickvals=[layer * step + (n - 1) / 2 for layer in range(L)],
-                   ticktext=[f"layer {layer}" for layer in range(L)], autorange="reversed",
+        xaxis=dict(tickvals=[c * step + (n - 1) / 2 for c in range(n_cols)],
+                   ticktext=col_names, side="top", showgrid=False,
+                   title=dict(text="layer" if across else "head", standoff=4), tickangle=0,
+                   zeroline=False, range=[-1, n_cols * step - GRID_GAP]),
+        yaxis=dict(tickvals=[r * step + (n - 1) / 2 for r in range(n_rows)],
+                   ticktext=row_names, autorange="reversed",
                    showgrid=False, zeroline=False))
     return figure_json(data, layout)
 
