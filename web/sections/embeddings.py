@@ -22,6 +22,7 @@ MAX_HEATMAP_TOKENS = 64       # rows of the token-vector heatmap (more would not
 MAX_COSINE_TOKENS = 32        # rows and columns of the prompt's cosine-similarity matrix
 MAX_NEIGHBOUR_ROWS = 32       # distinct prompt tokens listed with their neighbours
 ANALOGY_TOP = 8               # results listed for an analogy
+MAP_NEIGHBOURS = 2            # nearest neighbours of each prompt token drawn on a density map
 
 # Examples whose results were looked at on models/austen (the page computes them live):
 # "his - he + she" gives " her" first (0.67); "brother - he + she" gives " sister" first, only
@@ -56,6 +57,7 @@ class Space:
     far_cos: float            # mean cosine similarity between two of those rows
     far_beyond: float         # share of them farther out along PC 1 than every other row
     figure_base: tuple        # the vocabulary scatter, without the prompt's highlights
+    dense: bool               # drawn as a density (a big vocabulary), not a dot per token
 
 
 @memoized(4)
@@ -76,7 +78,8 @@ def embedding_space(model) -> Space:
         beyond = float("nan")
     return Space(unit, coords, explained, labels, far, threshold,
                  float(np.median(np.linalg.norm(W, axis=-1))), far_cos, beyond,
-                 figures.vocabulary_base(coords, labels, explained, far))
+                 figures.vocabulary_base(coords, labels, explained, far),
+                 len(W) > figures.MAX_DOTS)
 
 
 def build(lm, state) -> dict:
@@ -89,12 +92,16 @@ def build(lm, state) -> dict:
     k = state["emb_k"]
     distinct = list(dict.fromkeys(ids))[:MAX_NEIGHBOUR_ROWS]
     neighbour_rows = []
+    on_map = []               # (id, text) of neighbours drawn on a density map
     for i in distinct:
-        nids, sims = cosine_neighbours(space.unit, space.unit[i], k, exclude=(i,))
+        nids, sims = cosine_neighbours(space.unit, space.unit[i], max(k, MAP_NEIGHBOURS),
+                                       exclude=(i,))
         neighbour_rows.append(dict(
             id=i, pieces=token_pieces(model.tokenizer, i),
             neighbours=[dict(id=int(n), text=space.labels[n], sim=float(s))
-                        for n, s in zip(nids, sims)]))
+                        for n, s in zip(nids[:k], sims[:k])]))
+        if space.dense:
+            on_map += [(int(n), space.labels[n]) for n in nids[:MAP_NEIGHBOURS]]
     shown = min(len(ids), MAX_HEATMAP_TOKENS)
     n_cos = min(len(ids), MAX_COSINE_TOKENS)
     ctx = dict(
@@ -114,7 +121,9 @@ def build(lm, state) -> dict:
         heatmap_figure=figures.token_vectors_heatmap(
             vectors[:shown], [space.labels[i] for i in ids[:shown]]),
         map_figure=figures.vocabulary_map(space.figure_base, space.coords, ids,
-                                          [space.labels[i] for i in ids]),
+                                          [space.labels[i] for i in ids], on_map),
+        map_dense=space.dense, map_neighbours=MAP_NEIGHBOURS,
+        map_cells=figures.DENSITY_BINS,
     )
     ctx.update(analogy_context(lm, state, space))
     return ctx
@@ -179,3 +188,9 @@ def analogy_context(lm, state, space) -> dict:
         near_c=dict(id=int(near_c[0]), text=space.labels[near_c[0]], sim=float(near_c_sim[0])),
         expect=expect, n_candidates=len(space.unit) - 3)
     return ctx
+
+
+def warm(lm):
+    """The prompt-independent part, once per model: the PCA map, the unit-length table, the
+    labels (0.7 s for SmolLM2's 49,152 rows, a few ms for the Austen model's)."""
+    embedding_space(lm.model)
