@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from pipeline.generation import decode_loop
+from pipeline.generation import decode_loop, finish_reason
 from pipeline.sampling import SamplerSettings, sampler
 from pipeline.tokenizer import id_bytes
 
@@ -49,25 +49,67 @@ class Generation:
     stop: str               # "end of text", "end of paragraph" or "limit"
 
 
+def stop_of(tok, token: int, eos) -> str:
+    """Why a request stops after `token`: "end of text", "end of paragraph" (a token holding a
+    newline: the default model was trained on one paragraph per line), or "" (it goes on)."""
+    if token == eos:
+        return "end of text"
+    if b"\n" in id_bytes(tok, token):
+        return "end of paragraph"
+    return ""
+
+
 def generate_request(model, prompt: str, max_new: int, seed: int,
                      temperature: float = 0.8) -> Generation:
-    """Seeded sampling from `prompt` until end-of-text, the end of a paragraph (a token holding a
-    newline: the model was trained on one paragraph per line) or max_new tokens."""
+    """Seeded sampling from `prompt` until end-of-text, the end of a paragraph or max_new
+    tokens, one request alone (the generation loop)."""
     tok = model.tokenizer
     ids = tuple(tok.encode_ordinary(prompt))
     out = []
     stop = "limit"
     sample = sampler(SamplerSettings(temperature=temperature), seed)
     for step in decode_loop(model, list(ids), max_new, sample):
-        t = step.token
-        out.append(t)
-        if step.finish == "eos":
-            stop = "end of text"
-            break
-        if b"\n" in id_bytes(tok, t):
-            stop = "end of paragraph"
+        out.append(step.token)
+        why = stop_of(tok, step.token, model.config.eos_token_id)
+        if why:
+            stop = why
             break
     return Generation(prompt, ids, tuple(out), stop)
+
+
+def generate_requests(model, prompts, max_new: int, seeds, temperature: float = 0.8) -> tuple:
+    """generate_request for every prompt at once, as a server batches them: each prompt is
+    prefilled into its own KV cache, then every request still running takes its next step in
+    one `decode_batch`, sampled with its own seeded sampler, until it stops. The same tokens as
+    one request at a time (up to float rounding of the batched matmul: tests compare them), in a
+    fraction of the time for a big model (its weights are read once per step, not once per
+    request)."""
+    tok, eos = model.tokenizer, model.config.eos_token_id
+    ids = [tuple(tok.encode_ordinary(p)) for p in prompts]
+    assert all(len(i) < model.config.n_ctx for i in ids), "a prompt fills the context"
+    samples = [sampler(SamplerSettings(temperature=temperature), s) for s in seeds]
+    history = [list(i) for i in ids]
+    out = [[] for _ in prompts]
+    stop = ["limit"] * len(prompts)
+    kvs = [model.new_kv_cache() for _ in prompts]
+    logits = [model.prefill(list(i), kv)[-1] for i, kv in zip(ids, kvs)]
+    running = list(range(len(prompts)))
+    while running:
+        still = []
+        for r, row in zip(running, logits):
+            token = int(samples[r](row, history[r]))
+            history[r].append(token)
+            out[r].append(token)
+            why = stop_of(tok, token, eos)
+            if why or finish_reason(token, len(history[r]), len(out[r]), max_new,
+                                    model.config.n_ctx, eos):
+                stop[r] = why or "limit"      # as generate_request names a loop's own stop
+            else:
+                still.append(r)
+        running = still
+        if running:
+            logits = model.decode_batch([out[r][-1] for r in running], [kvs[r] for r in running])
+    return tuple(Generation(p, i, tuple(o), s) for p, i, o, s in zip(prompts, ids, out, stop))
 
 
 def make_queue(generations, n_requests: int, gap_ms: float) -> list:

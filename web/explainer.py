@@ -41,6 +41,8 @@ class Card:
     trained_on: str
     source: str
     prompts: tuple = ()      # suggested prompts, the first is the model's default
+    examples: tuple = ()     # lines the sections search for examples (beam search beating
+                             #   greedy...); empty: the sections' own (lines of the Austen novels)
 
 
 # Cards of the models the project knows by name; any other checkpoint gets a card from its files.
@@ -68,7 +70,11 @@ KNOWN_CARDS = {
          "The quick brown fox jumps over the lazy",
          "Once upon a time, there was a little",
          "import numpy as",
-         AUSTEN_PROMPTS[0])),
+         AUSTEN_PROMPTS[0]),
+        examples=("The capital of France is",
+                  "The quick brown fox jumps over the lazy",
+                  "Once upon a time, there was a little",
+                  AUSTEN_PROMPTS[0])),
 }
 
 

@@ -43,6 +43,7 @@ def stamp(epoch_seconds: float) -> str:
 
 GRID = (8, 16, 24, 32, 48, 64, 96, 128, 192, 248)   # prompt lengths timed (ctx 256 leaves room)
 PREFILL_REPEATS = 5      # prefills timed per length (their median is kept)
+BIG_MODEL_REPEATS = 3    # for a big model (a 128-token prefill of SmolLM2 takes ~0.4 s)
 DECODE_STEPS = 5         # decode steps timed after each prefill (their median is kept)
 
 # Which tokens are timed does not matter (every token costs the same arithmetic); this text is
@@ -82,18 +83,27 @@ def measure_prefill_decode(lm) -> PrefillDecode:
     from pipeline.generation import time_decode, time_prefill
     model = lm.model
     base = list(lm.tokenizer.encode_ordinary(GRID_TEXT))
+    repeats = repeats_for(lm)
     points = []
-    for n in GRID:
-        if n + DECODE_STEPS > lm.n_ctx:
-            continue
+    for n in grid_for(lm):
         ids = (base * (n // len(base) + 1))[:n]
-        points.append(Point(n, time_prefill(model, ids, PREFILL_REPEATS),
+        points.append(Point(n, time_prefill(model, ids, repeats),
                             time_decode(model, ids, DECODE_STEPS)))
-    return PrefillDecode(tuple(points), time.time(), PREFILL_REPEATS, DECODE_STEPS)
+    return PrefillDecode(tuple(points), time.time(), repeats, DECODE_STEPS)
+
+
+def grid_for(lm) -> tuple:
+    """The GRID lengths that fit the context (with the decode steps after them) and that a
+    prompt on the page can have (lm.prompt_limit)."""
+    return tuple(n for n in GRID if n + DECODE_STEPS <= lm.n_ctx and n <= lm.prompt_limit)
+
+
+def repeats_for(lm) -> int:
+    return PREFILL_REPEATS if lm.prompt_limit == lm.n_ctx else BIG_MODEL_REPEATS
 
 
 def prefill_decode_timings(lm) -> PrefillDecode:
     """Prefill and decode-step times of the model over GRID, measured once per model: the one
     prefill measurement the generation loop, the KV cache and the roofline sections cite."""
-    return measured(("prefill-decode", model_key(lm.model), GRID, PREFILL_REPEATS,
+    return measured(("prefill-decode", model_key(lm.model), grid_for(lm), repeats_for(lm),
                      DECODE_STEPS), lambda: measure_prefill_decode(lm))

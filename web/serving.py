@@ -26,6 +26,7 @@ import signal
 import socket
 import sys
 import threading
+import time
 
 from flask import g, render_template, request
 
@@ -75,25 +76,31 @@ def init_app(app):
 
 # --- warming: prompt-independent caches and measurements, made once ----------------------------
 
-def warm(app, page: bool = False):
+def warm(app, page: bool = False, progress=None):
     """For every model the app offers, run every registered section's `warm(lm)`
     (prompt-independent caches and timings), one after another; with page=True also render each
     model's default page once (it fills the default prompt's caches and imports every module a
     section uses). A failure is only logged. run() calls it in the parent process, before the
-    workers are forked."""
+    workers are forked. progress(text), when given, is told each step as it starts and ends."""
+    say = progress or (lambda text: None)
+    models = app.extensions["explainer"].models
     with app.app_context():              # the results go to this app's caches
-        for lm in app.extensions["explainer"].models.values():
-            for s in sections():
-                if s.warm is not None:
-                    try:
-                        s.warm(lm)
-                    except Exception:
-                        app.logger.exception("warming the %s section failed (%s)", s.id, lm.key)
-    if page:
-        for key in app.extensions["explainer"].models:
-            status = app.test_client().get(f"/?model={key}").status_code
-            if status != 200:
-                app.logger.warning("warming: the default page of %s answered %s", key, status)
+        for n, lm in enumerate(models.values(), start=1):
+            steps = [s for s in sections() if s.warm is not None]
+            start = time.perf_counter()
+            for i, s in enumerate(steps, start=1):
+                say(f"warming {lm.key} ({n} of {len(models)}): {s.id} ({i} of {len(steps)})")
+                try:
+                    s.warm(lm)
+                except Exception:
+                    app.logger.exception("warming the %s section failed (%s)", s.id, lm.key)
+            if page:
+                say(f"warming {lm.key}: its first page")
+                status = app.test_client().get(f"/?model={lm.key}").status_code
+                if status != 200:
+                    app.logger.warning("warming: the first page of %s answered %s", lm.key,
+                                       status)
+            say(f"warmed {lm.key} in {time.perf_counter() - start:.1f} s")
 
 
 def warm_in_background(app):
@@ -170,11 +177,16 @@ def run(app, host: str, port: int, workers: int, threads: int, name: str = "app.
     except OSError as e:
         print(f"{name}: cannot listen on {host}:{port}: {e.strerror}", file=sys.stderr)
         return 2
-    print(f"Serving the explainer on http://{host}:{port}/ ({workers if forked else 1} "
-          f"worker(s) x {threads} threads; Ctrl-C stops it)", flush=True)
+    serving = (f"Serving the explainer on http://{host}:{port}/ ({workers if forked else 1} "
+               f"worker(s) x {threads} threads; Ctrl-C stops it)")
     if not forked:
+        print(serving, flush=True)
         serve(app, sock, threads)
         return 0
-    # Connections that arrive while this runs wait in the socket's backlog.
-    warm(app, page=True)
+    # Connections that arrive while this runs wait in the socket's backlog; the address is
+    # printed once the workers answer.
+    print(f"Measuring and filling the caches of {', '.join(app.extensions['explainer'].models)} "
+          f"before serving on http://{host}:{port}/ ...", flush=True)
+    warm(app, page=True, progress=lambda text: print("  " + text, flush=True))
+    print(serving, flush=True)
     return serve_workers(app, sock, workers, threads)

@@ -8,12 +8,13 @@ memory are `pipeline.batching` replaying that queue with those costs.
 """
 import time
 
-from pipeline.batching import (generate_request, make_queue, measure_step_costs,
+from pipeline.batching import (generate_requests, make_queue, measure_step_costs,
                                page_snapshots, simulate)
 from pipeline.kvcache import kv_bytes_per_token
 from web.figures import batching as figures
 from web.figures.kvcache import human_bytes
 from web.cache import memo
+from web.explainer import BIG_MODEL_PARAMS
 from web.measured import measured, model_key
 from web.params import Param
 from web.tokens import token_string
@@ -51,16 +52,22 @@ _figures = memo("batching figures", 64)
 def generations(model) -> tuple:
     """The real generations behind the requests (computed once per model)."""
     return _generations.get((model_key(model), PROMPTS, MAX_NEW, SEED, TEMPERATURE),
-                            lambda: tuple(generate_request(model, p, MAX_NEW, SEED + i,
-                                                           TEMPERATURE)
-                                          for i, p in enumerate(PROMPTS)))
+                            lambda: generate_requests(model, PROMPTS, MAX_NEW,
+                                                      [SEED + i for i in range(len(PROMPTS))],
+                                                      TEMPERATURE))
 
 
 def step_costs(model):
     """decode_batch timed for 1..MAX_SLOTS rows, with the requests' prompts in the caches."""
     gens = generations(model)
     return measured(("batching-costs", model_key(model), MAX_SLOTS),
-                    lambda: measure_step_costs(model, [g.prompt_ids for g in gens], MAX_SLOTS))
+                    lambda: measure_step_costs(model, [g.prompt_ids for g in gens], MAX_SLOTS,
+                                               rounds_for(model)))
+
+
+def rounds_for(model) -> int:
+    """Rounds of step timings: 7, or 3 for a big model (a batch of 8 of SmolLM2 takes ~0.2 s)."""
+    return 7 if model.n_params() < BIG_MODEL_PARAMS else 3
 
 
 def warm(lm):

@@ -93,16 +93,22 @@ def sample_lines(model, tok, ids: tuple, n: int, settings: SamplerSettings, seed
 
 
 def warm(lm):
-    beam_beats_greedy(lm.model)
+    beam_beats_greedy(lm.model, openings(lm))
+
+
+def openings(lm) -> tuple:
+    """The lines searched for the example: the model card's own (SmolLM2: its famous prompts),
+    else the Austen openings."""
+    return (lm.card.examples if lm.card and lm.card.examples else OPENINGS)
 
 
 @memoized(4)
-def beam_beats_greedy(model) -> tuple:
-    """Run greedy and beam search (width 3, 6 tokens) on every opening: (prompt, greedy total,
-    beam total) of the opening where beam search gains the most, and the number tried; None
-    when no opening leaves room for the new tokens in the model's context window."""
+def beam_beats_greedy(model, lines=OPENINGS) -> tuple:
+    """Run greedy and beam search (width 3, 6 tokens) on every line: (prompt, greedy total,
+    beam total) of the line where beam search gains the most, and the number tried; None
+    when no line leaves room for the new tokens in the model's context window."""
     rows, tried = [], 0
-    for prompt in OPENINGS:
+    for prompt in lines:
         ids = tuple(model.tokenizer.encode_ordinary(prompt))
         if len(ids) + EXAMPLE_NEW > model.config.n_ctx:
             continue
@@ -151,7 +157,7 @@ def build(lm, state) -> dict:
     pruned = [sum(1 for node in search.nodes if node.step == s and node.status == "pruned")
               for s in range(search.steps)]
 
-    example = beam_beats_greedy(model)
+    example = beam_beats_greedy(model, openings(lm))
     ex_prompt, ex_greedy, ex_beam, ex_tried = example or (None, None, None, 0)
     best = finals[0]
     gain = best.total - greedy_line.total
@@ -166,7 +172,8 @@ def build(lm, state) -> dict:
         greedy_pruned_at=(len(greedy_nodes) if len(greedy_nodes) < len(g.tokens) else None),
         tree_figure=figures.tree_figure(search, names, greedy_nodes, best_nodes),
         ex_prompt=ex_prompt, ex_greedy=ex_greedy, ex_beam=ex_beam, ex_tried=ex_tried,
-        ex_width=EXAMPLE_WIDTH, ex_new=EXAMPLE_NEW, ex_is_prompt=state["prompt"] == ex_prompt,
+        ex_width=EXAMPLE_WIDTH, ex_new=EXAMPLE_NEW,
+        ex_lines="Austen openings" if openings(lm) == OPENINGS else "prompts", ex_is_prompt=state["prompt"] == ex_prompt,
         ex_url=example_url(ex_prompt) if example else None, exp=math.exp,
         eos_name=(token_name(tok, model.config.eos_token_id)
                   if model.config.eos_token_id is not None else None),
