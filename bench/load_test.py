@@ -23,8 +23,14 @@ errors (anything else: a 4xx, a 5xx other than 503, a timeout, a dropped connect
 and max latency of the 200s and of the 503s; p95 per kind; and saves the same as
 bench/results/load_test.json (with date, machine and commit) unless --no-save.
 
+With --smollm2 N, N of the students read the page on SmolLM2-135M-Instruct (`model=smollm2`, as
+its picker sets it; the server must offer it: `make run` installs it), the others on the default
+model; their answers are reported per model too. The server's memory (Rss and Pss of the server
+process and its workers, bench/local_server.server_memory) is read at the end when the script
+started the server.
+
     python bench/load_test.py [--students 60] [--seconds 60] [--workers N] [--fixed-prompts]
-                              [--url http://127.0.0.1:8000] [--no-save]
+                              [--smollm2 N] [--url http://127.0.0.1:8000] [--no-save]
 """
 import argparse
 import collections
@@ -41,7 +47,8 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 sys.path.insert(0, os.path.join(ROOT, "bench"))
 
-from local_server import loopback_only, save_result, serve, stop_server  # noqa: E402
+from local_server import (loopback_only, save_result, serve, server_memory,  # noqa: E402
+                          stop_server)
 
 HELD_OUT = os.path.join(ROOT, "tests", "data", "heldout_pride_and_prejudice_ch10.txt")
 PROMPTS = [
@@ -109,8 +116,9 @@ def own_prompt(rng: random.Random, words: list) -> str:
 
 
 class Student(threading.Thread):
-    def __init__(self, n, parts, stop_at, rng_seed, results, lock, words):
+    def __init__(self, n, parts, stop_at, rng_seed, results, lock, words, model=None):
         super().__init__(daemon=True)
+        self.model = model                  # None: the default model; else its model= name
         self.rng = random.Random(rng_seed)
         self.parts, self.stop_at = parts, stop_at
         self.results, self.lock = results, lock
@@ -152,7 +160,8 @@ class Student(threading.Thread):
                 [m for m in MOVES if m[0] == self.section])
             self.state[name] = self.rng.choice(list(values))
             path, kind = f"/section/{section}", section
-        query = urllib.parse.urlencode({"prompt": self.prompt, **self.state},
+        chosen = {"model": self.model} if self.model else {}
+        query = urllib.parse.urlencode({**chosen, "prompt": self.prompt, **self.state},
                                        quote_via=urllib.parse.quote)
         t0 = time.perf_counter()
         try:
@@ -171,7 +180,8 @@ class Student(threading.Thread):
                 self.conn.close()
             self.conn = None
         with self.lock:
-            self.results.append((kind, status, time.perf_counter() - t0, time.time()))
+            self.results.append((kind, status, time.perf_counter() - t0, time.time(),
+                                 self.model or "default"))
 
     def run(self):
         time.sleep(self.rng.uniform(0, 2))
@@ -194,6 +204,7 @@ def pct(values, q):
 
 
 def report(results, seconds, start):
+    results = [r[:4] for r in results]
     ok = [t for _, s, t, _ in results if s == 200]
     busy = [t for _, s, t, _ in results if s == 503]
     errors = [(k, s) for k, s, _, _ in results if s not in (200, 503)]
@@ -251,6 +262,8 @@ def main(argv=None):
                                                 "starts (default: app.py's own default)")
     ap.add_argument("--fixed-prompts", action="store_true",
                     help="new prompts from a fixed list of six instead of each student's own")
+    ap.add_argument("--smollm2", type=int, default=0, metavar="N",
+                    help="N of the students read the page on SmolLM2 (model=smollm2)")
     ap.add_argument("--no-save", action="store_true", help="do not write bench/results/")
     args = ap.parse_args(argv)
     if not 1 <= args.students <= 500 or not 1 <= args.seconds <= 600:
@@ -266,7 +279,8 @@ def main(argv=None):
         results, lock = [], threading.Lock()
         start = time.time()
         stop_at = start + args.seconds
-        students = [Student(n, parts, stop_at, args.seed * 1000 + n, results, lock, words)
+        students = [Student(n, parts, stop_at, args.seed * 1000 + n, results, lock, words,
+                            "smollm2" if n < args.smollm2 else None)
                     for n in range(args.students)]
         for s in students:
             s.start()
@@ -275,13 +289,26 @@ def main(argv=None):
         print(f"{args.students} students, one interaction every ~2 s each, {args.seconds:.0f} s, "
               f"{'fixed' if args.fixed_prompts else 'their own'} prompts, against {parts.geturl()}")
         summary = report(results, time.time() - start, start)
+        if args.smollm2:
+            summary["per_model"] = {}
+            for m in sorted({r[4] for r in results}):
+                print(f"-- students on {m}:")
+                summary["per_model"][m] = report([r for r in results if r[4] == m],
+                                                 time.time() - start, start)
+        if server is not None:
+            summary["memory"] = server_memory(server.pid)
+            print(f"server memory ({summary['memory']['processes']} processes): "
+                  f"Rss {summary['memory']['rss_mb']:.0f} MB, Pss {summary['memory']['pss_mb']:.0f}"
+                  f" MB (Pss: pages shared by the workers counted once)")
     finally:
         stop_server(server)
     if not args.no_save:
         name = "load_test" + ("_fixed_prompts" if args.fixed_prompts else "") + (
             f"_workers{args.workers}" if args.workers else "") + (
-            f"_students{args.students}" if args.students != 60 else "")
-        summary.update(students=args.students, workers=args.workers or "default",
+            f"_students{args.students}" if args.students != 60 else "") + (
+            f"_smollm2_{args.smollm2}" if args.smollm2 else "")
+        summary.update(students=args.students, smollm2_students=args.smollm2,
+                       workers=args.workers or "default",
                        prompts="fixed" if args.fixed_prompts else "own", server=args.url or
                        "app.py started by the script")
         print("saved", save_result(name, summary, "load_test.py",

@@ -71,6 +71,29 @@ def serve(url: str = None, workers: int = None):
     return f"http://127.0.0.1:{port}", start_server(port, workers)
 
 
+def server_memory(pid: int) -> dict:
+    """Memory of the server process `pid` and its workers (its children), from Linux's
+    /proc/<pid>/smaps_rollup: Rss counts a page shared by the forked workers in each of them;
+    Pss divides it among them, so the Pss sum is what the server as a whole holds."""
+    pids = [pid]
+    try:
+        with open(f"/proc/{pid}/task/{pid}/children") as f:
+            pids += [int(p) for p in f.read().split()]
+    except OSError:
+        pass
+    total = {"processes": 0, "rss_mb": 0.0, "pss_mb": 0.0}
+    for p in pids:
+        try:
+            with open(f"/proc/{p}/smaps_rollup") as f:
+                fields = dict(line.split(":", 1) for line in f if ":" in line)
+        except OSError:
+            continue
+        total["processes"] += 1
+        total["rss_mb"] += int(fields["Rss"].split()[0]) / 1024
+        total["pss_mb"] += int(fields["Pss"].split()[0]) / 1024
+    return {k: round(v, 1) if isinstance(v, float) else v for k, v in total.items()}
+
+
 def stop_server(proc):
     if proc is not None:
         proc.terminate()

@@ -54,7 +54,9 @@ def _serve(*args):
     port = _free_port()
     proc = subprocess.Popen([sys.executable, "app.py", "--port", str(port), *args], cwd=ROOT,
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-    deadline = time.monotonic() + 60
+    # the server warms every model it offers before it answers (SmolLM2's measurements take
+    # tens of seconds on 2 cores: the README's measured block has the figure)
+    deadline = time.monotonic() + 300
     while True:
         try:
             with urllib.request.urlopen(f"http://127.0.0.1:{port}/", timeout=10) as r:
@@ -78,8 +80,8 @@ def _refused(port: int) -> bool:
 
 def serving_line(proc) -> str:
     """The "Serving the explainer on ..." line of the server's output (start-up warnings, such
-    as an encoding that is not available offline, may come first)."""
-    for _ in range(20):
+    as an encoding that is not available offline, and the warm-up's progress come first)."""
+    for _ in range(400):
         line = proc.stdout.readline()
         if line.startswith("Serving") or not line:
             return line

