@@ -20,6 +20,14 @@ Greedy decoding is the case temperature 0: p and q put all their mass on their t
 proposal is accepted exactly when the draft's top token is the target's, and a rejection is
 replaced by the target's top token: the output is the target's own greedy text.
 
+The draft need not be a model. Prompt lookup decoding (Saxena 2023; `prompt_lookup_num_tokens`
+in Hugging Face transformers) finds the last n tokens (n = 3, then 2, then 1) earlier in the
+prompt and the text generated so far and proposes the tokens that followed them there
+(`ngram_lookup`, served by `NgramDraft`). Its q is a point mass, q(d) = 1, so the same rule
+accepts d with probability p(d) and on a rejection draws from p with d removed; at temperature 0
+a proposal is accepted exactly when it is the target's top token. It costs no model pass (c ~ 0),
+and it finds something only where the text repeats itself: code, names, quoted passages.
+
 Expected gain: with per-token acceptance rate a, gamma proposals and a draft step costing c
 target steps, a round yields (1 - a^(gamma+1)) / (1 - a) tokens on average and costs
 gamma c + 1 target steps, so the expected speed-up is
@@ -115,6 +123,7 @@ class Round:
     p: float            # its probability under the target's distribution p at that position
     draft_seconds: float    # the draft's proposals (its forward passes and draws)
     target_seconds: float   # the target's one verification pass
+    lookup: "Lookup" = None  # what prompt lookup found (an NgramDraft), else None
 
     @property
     def n_accepted(self) -> int:
@@ -133,7 +142,7 @@ class SpeculativeRun:
     rounds: list = field(default_factory=list)   # Round, one per target verification pass
     seconds: float = 0.0                         # wall time of the whole generation
     prefill_seconds: float = 0.0                 # both models reading the prompt
-    draft_steps: int = 0                         # draft forward passes
+    draft_steps: int = 0                         # draft forward passes (0: prompt lookup)
     finish: str = None                           # "eos", "context" or "limit" (finish_reason)
 
     @property
@@ -170,14 +179,120 @@ def distribution_at(temperature: float):
     return probs
 
 
-def speculative_generate(target: Model, draft: Model, prompt, max_new_tokens: int, gamma: int,
+# --- the drafts: a model, or a lookup in the text so far -----------------------------------------
+
+@dataclass(frozen=True)
+class Lookup:
+    """What prompt lookup found for one round."""
+    n: int              # length of the n-gram matched (0: nothing found)
+    at: int             # where its earlier occurrence starts in the sequence (-1: none)
+    tokens: tuple       # the proposal: the tokens that followed it, at most gamma
+
+
+def ngram_lookup(tokens, gamma: int, max_n: int = 3, min_n: int = 1) -> Lookup:
+    """Prompt lookup decoding's proposal (Saxena 2023): the last n tokens of `tokens`, for
+    n = max_n down to min_n, looked up earlier in `tokens`; the latest earlier occurrence with at
+    least one token after it gives those tokens, at most gamma of them. (Hugging Face's
+    implementation takes the earliest occurrence instead.) Nothing found: Lookup(0, -1, ())."""
+    tokens = [int(t) for t in tokens]
+    size = len(tokens)
+    if gamma < 1:
+        return Lookup(0, -1, ())
+    for n in range(max_n, min_n - 1, -1):
+        if size < n + 1:
+            continue
+        pattern = tokens[size - n:]
+        for start in range(size - n - 1, -1, -1):          # the latest first
+            if tokens[start:start + n] == pattern:
+                follow = start + n
+                return Lookup(n, start, tuple(tokens[follow:follow + gamma]))
+    return Lookup(0, -1, ())
+
+
+@dataclass(frozen=True)
+class NgramDraft:
+    """The draft of prompt lookup decoding: no model, a lookup in the sequence so far
+    (ngram_lookup); each proposal's q is a point mass on it."""
+    max_n: int = 3
+    min_n: int = 1
+
+
+def point_mass(token: int, size: int):  # [V]: probability 1 on token
+    q = np.zeros(size, dtype=np.float32)
+    q[token] = 1.0
+    return q
+
+
+class _ModelDrafter:
+    """A draft model with its own KV cache: proposes by drawing from its distributions."""
+
+    def __init__(self, model: Model):
+        self.model, self.kv = model, model.new_kv_cache()
+
+    def prefill(self, x):
+        if len(x) > 1:
+            self.model.prefill(x[:-1], self.kv)
+
+    def room(self, n_x: int) -> int:      # proposals that still fit its context window
+        return self.model.config.n_ctx - n_x + 1
+
+    def propose(self, x, g, probs, rng, size):
+        """(proposals, their q distributions, draft forward passes, None)."""
+        drafts, qs, steps = [], [], 0
+        if g:      # catching up first on tokens it has not read
+            logits = self.model.prefill(x[len(self.kv):], self.kv)[-1]
+            for i in range(g):
+                q = probs(logits)
+                drafts.append(draw(q, rng))
+                qs.append(q)
+                if i < g - 1:
+                    logits = self.model.decode(drafts[-1], self.kv)
+                    steps += 1
+            steps += 1
+        return drafts, qs, steps, None
+
+    def keep(self, n: int):
+        self.kv.truncate(n)
+
+
+class _NgramDrafter:
+    """Prompt lookup: proposes what followed the last n-gram earlier, each with q = 1."""
+
+    def __init__(self, draft: NgramDraft):
+        self.draft = draft
+
+    def prefill(self, x):
+        pass
+
+    def room(self, n_x: int) -> int:
+        return 1 << 30      # no window of its own: the target's is the limit
+
+    def propose(self, x, g, probs, rng, size):
+        found = ngram_lookup(x, g, self.draft.max_n, self.draft.min_n) if g else \
+            Lookup(0, -1, ())
+        drafts = list(found.tokens)
+        return drafts, [point_mass(d, size) for d in drafts], 0, found
+
+    def keep(self, n: int):
+        pass
+
+
+def drafter_for(draft):
+    return _NgramDrafter(draft) if isinstance(draft, NgramDraft) else _ModelDrafter(draft)
+
+
+def speculative_generate(target: Model, draft, prompt, max_new_tokens: int, gamma: int,
                          temperature: float = 1.0, rng: np.random.Generator = None,
                          stop_at_eos: bool = True) -> SpeculativeRun:
     """Generate up to max_new_tokens with the draft proposing and the target verifying.
 
+    `draft` is a Model with the target's tokenizer (check_draft) or an NgramDraft (prompt
+    lookup); both go through the same verification (accept_or_resample).
+
     Stops like `Model.generate`, by pipeline.generation.finish_reason: after max_new_tokens,
-    after the end-of-sequence token, or when the context window is full. A round proposes at most as many tokens as are still wanted
-    minus one (its own token ends it), so nothing is generated and thrown away.
+    after the end-of-sequence token, or when the context window is full. A round proposes at
+    most as many tokens as are still wanted minus one (its own token ends it), so nothing is
+    generated and thrown away.
     """
     if gamma < 1:
         raise ValueError(f"gamma must be at least 1, not {gamma}")
@@ -186,34 +301,26 @@ def speculative_generate(target: Model, draft: Model, prompt, max_new_tokens: in
     x = [int(t) for t in prompt]
     run = SpeculativeRun(list(x), gamma)
     start = time.perf_counter()
-    t_kv, d_kv = target.new_kv_cache(), draft.new_kv_cache()
+    drafter = drafter_for(draft)
+    t_kv = target.new_kv_cache()
     if len(x) > 1:                       # each cache holds all of x but its last token
         target.prefill(x[:-1], t_kv)
-        draft.prefill(x[:-1], d_kv)
+    drafter.prefill(x)
     run.prefill_seconds = time.perf_counter() - start
-    t_ctx, d_ctx = target.config.n_ctx, draft.config.n_ctx
+    t_ctx, size = target.config.n_ctx, target.config.vocab_size
     eos = target.config.eos_token_id if stop_at_eos else None
     finish = None
     while finish is None and len(run.tokens) < max_new_tokens and len(x) <= t_ctx:
         remaining = max_new_tokens - len(run.tokens)
-        g = max(0, min(gamma, remaining - 1, t_ctx - len(x), d_ctx - len(x) + 1))
-        # 1. the draft proposes g tokens (catching up first on tokens it has not read)
+        g = max(0, min(gamma, remaining - 1, t_ctx - len(x), drafter.room(len(x))))
+        # 1. the draft proposes up to g tokens, each with its distribution q
         t0 = time.perf_counter()
-        drafts, qs = [], []
-        if g:
-            logits = draft.prefill(x[len(d_kv):], d_kv)[-1]
-            for i in range(g):
-                q = probs(logits)
-                drafts.append(draw(q, rng))
-                qs.append(q)
-                if i < g - 1:
-                    logits = draft.decode(drafts[-1], d_kv)
-                    run.draft_steps += 1
-            run.draft_steps += 1
+        drafts, qs, steps, found = drafter.propose(x, g, probs, rng, size)
+        run.draft_steps += steps
         t1 = time.perf_counter()
         # 2. the target reads the unread tail of x and all proposals in one pass
         fed = x[len(t_kv):]
-        logits = target.prefill(fed + drafts, t_kv)[len(fed) - 1:]        # [g + 1, V]
+        logits = target.prefill(fed + drafts, t_kv)[len(fed) - 1:]   # [proposals + 1, V]
         t2 = time.perf_counter()
         # 3. accept in order until the first rejection
         proposals, extra = [], None
@@ -226,14 +333,14 @@ def speculative_generate(target: Model, draft: Model, prompt, max_new_tokens: in
                 break
         else:
             # 4. all accepted: the target's distribution after the last one gives a bonus token
-            p = probs(logits[g])
+            p = probs(logits[len(drafts)])
             extra = draw(p, rng)
             kind, p_extra = "bonus", float(p[extra])
         accepted = [pr.token for pr in proposals if pr.accepted]
         # the caches keep x and the accepted proposals only
         t_kv.truncate(len(x) + len(accepted))
-        d_kv.truncate(len(x) + len(accepted))
-        rnd = Round(tuple(proposals), int(extra), kind, p_extra, t1 - t0, t2 - t1)
+        drafter.keep(len(x) + len(accepted))
+        rnd = Round(tuple(proposals), int(extra), kind, p_extra, t1 - t0, t2 - t1, found)
         run.rounds.append(rnd)
         for token in rnd.tokens:
             x.append(token)
@@ -273,3 +380,24 @@ def timed_generate(model: Model, prompt, max_new_tokens: int, temperature: float
     tokens = list(model.generate(prompt, max_new_tokens, sample, stop_at_eos=stop_at_eos))
     seconds = time.perf_counter() - start
     return TimedGeneration(tokens, seconds, list(np.diff(stamps)))
+
+
+def time_passes(model: Model, prefix, sizes, repeats: int = 3) -> dict:
+    """{n: median wall time (s) of one pass of `model` over n tokens with `prefix` in its KV
+    cache} for each n in `sizes`. n = 1 is one plain decode step, n = gamma + 1 a verification
+    pass: the same call (Model.prefill) timed by the same clock, so the two compare. The n tokens
+    are the prefix's first ones (which tokens are read does not change the arithmetic)."""
+    prefix = [int(t) for t in prefix]
+    kv = model.new_kv_cache(capacity=len(prefix) + max(sizes))
+    model.prefill(prefix, kv)
+    out = {}
+    for n in sizes:
+        fed = (prefix * (n // len(prefix) + 1))[:n]
+        times = []
+        for _ in range(repeats):
+            start = time.perf_counter()
+            model.prefill(fed, kv)
+            times.append(time.perf_counter() - start)
+            kv.truncate(len(prefix))
+        out[n] = float(np.median(times))
+    return out

