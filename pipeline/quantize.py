@@ -28,10 +28,12 @@ The dequantized weights go into an ordinary `Model`: the engine's own forward pa
 quantized model; there is no second implementation of the math.
 """
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
 
+from pipeline.generation import finish_reason
 from pipeline.model import Model
 
 SCALE_BITS = 16                       # every scale is a float16
@@ -122,7 +124,10 @@ def pack_nibbles(codes):  # uint8 [n] in [0, 15] -> uint8 [ceil(n / 2)]: two cod
 
 
 def unpack_nibbles(packed, n):  # uint8 [ceil(n / 2)] -> uint8 [n]
-    return np.stack([packed & 0x0F, packed >> 4], axis=1).reshape(-1)[:n]
+    out = np.empty(2 * packed.size, dtype=np.uint8)
+    np.bitwise_and(packed, 0x0F, out=out[0::2])
+    np.right_shift(packed, 4, out=out[1::2])
+    return out[:n]
 
 
 @dataclass(frozen=True)
@@ -162,9 +167,30 @@ class QuantizedMatrix:
         return np.repeat(per_group, self.group_size, axis=0)[:self.shape[0]]
 
     def dequantize(self):  # -> float32 [d_in, d_out]: scale * (code - zero)
-        codes = self.code_values().astype(np.float32)
-        return (codes - self.per_weight(self.zero_points())) \
-            * self.per_weight(self.scales.astype(np.float32))
+        """scale * (code - zero) in float32. code - zero is a small whole number, exact in any
+        integer type and in float32, so this is bit for bit the float32 arithmetic
+        (float32(code) - float32(zero)) * float32(scale); it is computed in int16 first and
+        multiplied in one pass because a big model dequantizes its blocks at every forward pass
+        (`quantize_model(..., on_the_fly=True)`)."""
+        d_in, d_out = self.shape
+        g, n = self.group_size, self.scales.shape[0]
+        codes = self.code_values()                                        # uint8 [d_in, d_out]
+        if self.scheme.symmetric and self.scheme.bits == 8:
+            diff = (codes ^ np.uint8(0x80)).view(np.int8)                  # code - 128
+        else:
+            zeros = self.zero_points().astype(np.int16)                    # [n, d_out]
+            diff = codes.astype(np.int16)
+            if n * g == d_in:
+                diff = diff.reshape(n, g, d_out)
+                diff -= zeros[:, None, :]
+            else:                                                          # a shorter last group
+                diff -= self.per_weight(zeros)
+        scales = self.scales.astype(np.float32)
+        if n * g == d_in:
+            out = np.multiply(diff.reshape(n, g, d_out), scales[:, None, :], dtype=np.float32)
+        else:
+            out = np.multiply(diff, self.per_weight(scales), dtype=np.float32)
+        return out.reshape(d_in, d_out)
 
     def step_sizes(self):  # -> float32 [d_in, d_out]: each weight's scale (its grid step)
         return self.per_weight(self.scales.astype(np.float32))
@@ -251,18 +277,49 @@ class QuantizedModel:
         return self.matrix_bytes + self.float_bytes
 
 
-def quantize_model(model: Model, s: Scheme) -> QuantizedModel:
+def dequantized_block(block: dict, i: int, matrices: dict) -> dict:
+    """Block i's parameters with its linear layers read back from their quantized form."""
+    new = dict(block)
+    for part in ("attn", "mlp"):
+        new[part] = {name: (matrices[f"blocks.{i}.{part}.{name}"].dequantize()
+                            if name.startswith("w_") else w)
+                     for name, w in block[part].items()}
+    return new
+
+
+class DequantizedOnTheFly(Sequence):
+    """The blocks of a quantized model, each dequantized when the forward pass reaches it and
+    dropped after: `pipeline.model.transformer` iterates them like the list of block dicts, so
+    the engine's own forward pass runs the quantized model while at most one block's float32
+    weights exist (a 135 M-parameter model's blocks are 424 MB as float32, 106 MB as int8).
+    Every access dequantizes again: the same arrays as `quantize_model(..., on_the_fly=False)`
+    holds, bit for bit, at the cost of dequantizing every block at every pass."""
+
+    def __init__(self, blocks, matrices: dict, indices=None):
+        self.blocks, self.matrices = blocks, matrices
+        self.indices = range(len(blocks)) if indices is None else indices
+
+    def __len__(self):
+        return len(self.indices)
+
+    def __getitem__(self, k):
+        if isinstance(k, slice):                  # Model._run slices blocks[:n_layers]
+            return DequantizedOnTheFly(self.blocks, self.matrices, self.indices[k])
+        i = self.indices[k]
+        return dequantized_block(self.blocks[i], i, self.matrices)
+
+
+def quantize_model(model: Model, s: Scheme, on_the_fly: bool = False) -> QuantizedModel:
     """Quantize the blocks' linear layers; the returned model computes with their dequantized
-    float32 values (everything else is shared with `model`)."""
+    float32 values (everything else is shared with `model`). on_the_fly=False keeps those
+    float32 matrices (as many bytes as the original's); on_the_fly=True keeps only the codes
+    and scales and dequantizes each block as the forward pass reaches it (DequantizedOnTheFly):
+    the same logits, bit for bit, a quarter of the memory or less, slower passes."""
     matrices = {name: quantize_matrix(w, s) for name, w in linear_weights(model.params).items()}
-    blocks = []
-    for i, block in enumerate(model.params["blocks"]):
-        new = dict(block)
-        for part in ("attn", "mlp"):
-            new[part] = {name: (matrices[f"blocks.{i}.{part}.{name}"].dequantize()
-                                if name.startswith("w_") else w)
-                         for name, w in block[part].items()}
-        blocks.append(new)
+    if on_the_fly:
+        blocks = DequantizedOnTheFly(model.params["blocks"], matrices)
+    else:
+        blocks = [dequantized_block(b, i, matrices) for i, b in enumerate(model.params["blocks"])]
     dequantized = Model(model.config, {**model.params, "blocks": blocks}, model.tokenizer,
                         path=model.path)
     return QuantizedModel(s, matrices, dequantized, float_bytes=4 * float_parameters(model))
@@ -315,6 +372,146 @@ def heldout_perplexity(model: Model, windows: list) -> HeldoutResult:
     nll = np.concatenate(nlls)
     return HeldoutResult(float(np.exp(nll.mean())), float(nll.mean()), int(nll.size),
                          np.concatenate(tops))
+
+
+def greedy_by_checking(model: Model, prompt_ids, max_new_tokens: int, guess,
+                       stop_at_eos: bool = True) -> tuple:
+    """model's greedy continuation, the tokens `model.generate` gives (at most max_new_tokens,
+    ending after the end-of-text token or when the context is full), checked against a guess
+    in one forward pass: speculative decoding's check with greedy acceptance, once.
+
+    guess: token ids that may continue prompt_ids (float32's greedy text, for a quantized
+    model). One model.forward over the prompt and the guess; the guess's tokens are kept while
+    each is model's own argmax at its position; the first that is not is replaced by model's
+    argmax (when all are kept, model's argmax after the last is added), and model.generate
+    makes the rest. Every token is model's argmax given the tokens before it. A quantized
+    model dequantized on the fly pays for its weights once per pass, so one pass for the
+    tokens it shares with float32 saves a pass per token.
+
+    Returns (tokens, logits [len(prompt_ids) + len(kept guess), V] of the checking pass)."""
+    ids = [int(t) for t in prompt_ids]
+    n_ctx = model.config.n_ctx
+    eos = model.config.eos_token_id if stop_at_eos else None
+    g = [int(t) for t in guess][:max(0, min(max_new_tokens - 1, n_ctx - len(ids)))]
+    logits = model.forward(ids + g)                                  # [T + len(g), V]
+    out = []
+    for j, pick in enumerate(int(p) for p in np.argmax(logits[len(ids) - 1:], -1)):
+        out.append(pick)
+        if finish_reason(pick, len(ids) + len(out), len(out), max_new_tokens, n_ctx, eos):
+            return out, logits
+        if j < len(g) and pick != g[j]:
+            break
+    out += model.generate(ids + out, max_new_tokens - len(out), stop_at_eos=stop_at_eos)
+    return out, logits
+
+
+# --- a GGUF file's own blocks: the bytes the engine's float32 weights were decoded from ---------
+
+BLOCK_FORMATS = {            # ggml type -> (weights per block, bytes per block)
+    "Q4_1": (32, 20),        # fp16 d, fp16 m, 16 bytes of 4-bit codes: w = d * q + m
+    "Q8_0": (32, 34),        # fp16 d, 32 int8 codes: w = d * q
+}
+
+
+@dataclass(frozen=True)
+class StoredBlock:
+    type_name: str            # "Q4_1" or "Q8_0"
+    raw: bytes                # the block as it is in the file
+    d: np.float32             # the block's scale (an fp16 in the file)
+    m: np.float32             # Q4_1: the block's minimum (an fp16); Q8_0: None
+    codes: np.ndarray         # int16 [32]: Q4_1 0..15, Q8_0 -128..127
+    weights: np.ndarray       # float32 [32]: d * q + m (Q4_1), d * q (Q8_0)
+
+
+def decode_block(type_name: str, raw: bytes) -> StoredBlock:
+    """One block of ggml's Q4_1 or Q8_0, by hand: little-endian fp16 d (and m), then the codes.
+    Q4_1 packs two codes a byte: byte j holds code j in its low 4 bits and code j + 16 in its
+    high 4 bits. The float32 arithmetic is gguf.quants.dequantize's ((d * q) + m)."""
+    if type_name not in BLOCK_FORMATS:
+        raise ValueError(f"{type_name} blocks are not decoded here (only {', '.join(BLOCK_FORMATS)})")
+    n, size = BLOCK_FORMATS[type_name]
+    raw = bytes(raw)
+    if len(raw) != size:
+        raise ValueError(f"a {type_name} block is {size} bytes, not {len(raw)}")
+    if type_name == "Q4_1":
+        d, m = np.frombuffer(raw[:4], "<f2").astype(np.float32)
+        qs = np.frombuffer(raw[4:], np.uint8)
+        codes = np.concatenate([qs & 0x0F, qs >> 4]).astype(np.int16)
+        return StoredBlock(type_name, raw, d, m, codes, d * codes.astype(np.float32) + m)
+    d = np.frombuffer(raw[:2], "<f2").astype(np.float32)[0]
+    codes = np.frombuffer(raw[2:], np.int8).astype(np.int16)
+    return StoredBlock(type_name, raw, d, None, codes, codes.astype(np.float32) * d)
+
+
+def stored_tensors(model: Model) -> dict:
+    """GGUF name -> StoredTensor, each tensor of the file once (a tied output layer is the
+    embedding's tensor; GPT-2's fused q|k|v is one tensor)."""
+    return {st.name: st for st in model.stored.values()}
+
+
+def stored_type_counts(model: Model) -> dict:
+    """ggml type -> how many of the file's tensors are stored as it, most first."""
+    counts = {}
+    for st in stored_tensors(model).values():
+        counts[st.type_name] = counts.get(st.type_name, 0) + 1
+    return dict(sorted(counts.items(), key=lambda kv: (-kv[1], kv[0])))
+
+
+def _param(model: Model, path: tuple):
+    node = model.params
+    for k in path:
+        node = node[k]
+    return node
+
+
+def engine_block_location(model: Model, path: tuple, k: int) -> tuple:
+    """Where block k of the stored tensor of `path` (a key of model.stored) went in the engine:
+    (param path, row slice, column) of a matrix held [in, out] ([rows, columns] for the
+    embedding: (path, row, column slice)).
+
+    A GGUF matrix is stored as rows of its innermost dimension ([out, in] for a linear layer,
+    [V, d] for the embedding), blocks running along each row; the engine holds a linear layer
+    as [in, out] (pipeline.gguf_file), so a stored row is a column of the engine's matrix, and
+    the rows of attn_q / attn_k were moved by unpermute_rope_rows."""
+    from pipeline.gguf_file import unpermute_rope_rows
+    st = model.stored[path]
+    if len(st.shape) != 2:
+        raise ValueError(f"{st.name} is not a matrix")
+    row, col = divmod(k * st.block_size, st.shape[0])
+    cols = slice(col, col + st.block_size)
+    if st.name.endswith("embd.weight"):                     # token_embd / position_embd [V, d]
+        return ("wte",) if path == ("unembed",) else path, row, cols
+    c = model.config
+    if st.name.endswith(("attn_q.weight", "attn_k.weight")):
+        heads = c.n_heads if st.name.endswith("attn_q.weight") else c.n_kv_heads
+        moved = unpermute_rope_rows(np.arange(st.shape[1])[:, None], heads)[:, 0]
+        row = int(np.flatnonzero(moved == row)[0])         # the engine's row that came from it
+    if st.name.endswith("attn_qkv.weight"):                # GPT-2: q | k | v rows of one tensor
+        part, row = divmod(row, c.d_model)
+        path = path[:-1] + (f"w_{'qkv'[part]}",)
+    return path, cols, row
+
+
+def engine_block_weights(model: Model, path: tuple, k: int) -> np.ndarray:
+    """float32 [block_size]: the engine's weights that block k of the stored tensor of `path`
+    was decoded into, read from model.params (engine_block_location)."""
+    where, a, b = engine_block_location(model, path, k)
+    return _param(model, where)[a, b]
+
+
+def weight_change(model: Model, qmodel: "QuantizedModel") -> dict:
+    """How far quantizing moved the weights of the blocks' linear layers: the share left
+    exactly as they were and the RMS change relative to the weights' RMS (float64 sums)."""
+    same = total = 0
+    sq_change = sq_weight = 0.0
+    for name, w in linear_weights(model.params).items():
+        back = qmodel.matrices[name].dequantize()
+        same += int((back == w).sum())
+        total += w.size
+        sq_change += float(np.square(back - w, dtype=np.float64).sum())
+        sq_weight += float(np.square(w, dtype=np.float64).sum())
+    return dict(unchanged=same / total, relative_rms=math.sqrt(sq_change / sq_weight),
+                n_weights=total)
 
 
 # --- published configurations: the same storage formula, from the config's shapes ------------

@@ -4,13 +4,23 @@ Every number comes from `pipeline.quantize` applied to the loaded model (memory 
 arrays, logits and perplexity from the engine's forward pass on the dequantized weights), or
 from the same storage formula applied to published configs (`pipeline.published`).
 Prompt-independent work (quantizing, the held-out perplexity) runs once per process.
+
+A big model (web.explainer.BIG_MODEL_PARAMS) keeps only each scheme's codes and scales and
+dequantizes a block at a time during the forward pass (quantize_model(..., on_the_fly=True):
+the same logits, bit for bit); its quantized greedy texts check float32's in one pass
+(quantize.greedy_by_checking) and it scores fewer tokens of the chapter. A model read from a
+GGUF file also shows how the file stores it: its tensors' types and one real block of bytes.
 """
 import os
 
+import numpy as np
+
 from pipeline import quantize
+from pipeline.gguf_file import read_stored_bytes
 from pipeline.published import published
 from pipeline.sizes import parameter_counts
 from web.cache import memoized
+from web.explainer import BIG_MODEL_PARAMS
 from web.figures import quantization as figures
 from web.forward import prompt_run
 from web.params import Param
@@ -20,6 +30,9 @@ ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 HELDOUT_PATH = os.path.join(ROOT, "tests", "data", "heldout_pride_and_prejudice_ch10.txt")
 HELDOUT_WINDOWS = 2          # windows of the held-out chapter (2 x 256 tokens: 510 predictions)
 HELDOUT_WINDOW = 256         # tokens per window, or the model's context if shorter
+BIG_HELDOUT_WINDOWS = 1      # a big model: 1 window of 128 tokens (127 predictions): a pass
+BIG_HELDOUT_WINDOW = 128     #   over 256 tokens of a 135 M-parameter model takes 0.7 s here
+SHOWN_Q4_1 = ("blocks", 0, "attn", "w_q")   # the stored block shown of a GGUF model: block 0
 GREEDY_TOKENS = 12           # greedy continuation shown for each scheme
 # the published models whose weight memory the section lists (the block section lists them all)
 CALC_MODELS = ("GPT-2 small", "Llama 3.2 1B", "Llama 2 7B", "Llama 3 8B", "Llama 3 70B",
@@ -34,33 +47,61 @@ PARAMS = (
 
 # --- cached per process (web.cache: one entry per model, computed once) ----------------------
 
-@memoized(8)
+def big(model) -> bool:
+    return model.n_params() >= BIG_MODEL_PARAMS
+
+
+@memoized(16)         # a big model keeps a quarter: its 4 schemes (codes and scales, 290 MB)
 def quantized(model, scheme_name: str) -> quantize.QuantizedModel:
-    return quantize.quantize_model(model, quantize.scheme(scheme_name))
+    return quantize.quantize_model(model, quantize.scheme(scheme_name), on_the_fly=big(model))
 
 
 def scheme_model(model, scheme_name):
     return model if scheme_name is None else quantized(model, scheme_name).model
 
 
-@memoized(8)
+def heldout_windows_of(model) -> tuple:
+    """(windows, window length) scored on this model: fewer, shorter ones on a big model."""
+    return ((BIG_HELDOUT_WINDOWS, min(BIG_HELDOUT_WINDOW, model.config.n_ctx)) if big(model)
+            else (HELDOUT_WINDOWS, heldout_window(model)))
+
+
+@memoized(32)         # a big model keeps a quarter: the 5 schemes' results
 def heldout(model, scheme_name) -> quantize.HeldoutResult:
-    """Held-out perplexity of a scheme (None: float32), on the committed held-out chapter."""
+    """Perplexity of a scheme (None: float32) on the committed chapter."""
     with open(HELDOUT_PATH, encoding="utf-8") as f:
         text = f.read()
-    windows = quantize.heldout_windows(model.tokenizer, text, HELDOUT_WINDOWS,
-                                       heldout_window(model))
+    windows = quantize.heldout_windows(model.tokenizer, text, *heldout_windows_of(model))
     return quantize.heldout_perplexity(scheme_model(model, scheme_name), windows)
 
 
 @memoized(64)
 def prompt_logits(model, scheme_name: str, ids: tuple):
+    if big(model):        # the checking pass's rows of the prompt: one pass, not two
+        return checked_greedy(model, scheme_name, ids)[1]
     return scheme_model(model, scheme_name).forward(list(ids))
 
 
 @memoized(64)
 def greedy_tokens(model, scheme_name, ids: tuple) -> tuple:
+    if scheme_name is not None and big(model):
+        return checked_greedy(model, scheme_name, ids)[0]
     return tuple(scheme_model(model, scheme_name).generate(list(ids), GREEDY_TOKENS))
+
+
+@memoized(16)
+def checked_greedy(model, scheme_name, ids: tuple) -> tuple:
+    """A big model's quantized greedy text, float32's checked in one pass (then its own
+    decoding from the first token that differs), and that pass's logits of the prompt."""
+    guess = greedy_tokens(model, None, ids)
+    tokens, logits = quantize.greedy_by_checking(scheme_model(model, scheme_name), list(ids),
+                                                 GREEDY_TOKENS, guess)
+    return tuple(tokens), logits[:len(ids)].copy()
+
+
+@memoized(16)
+def weight_change(model, scheme_name) -> dict:
+    return quantize.weight_change(model, quantized(model, scheme_name))
 
 
 def warm(lm):
@@ -72,6 +113,10 @@ def warm(lm):
     names = list(quantize.linear_weights(lm.model.params))
     histogram_context(lm.model, default_matrix(names), PARAMS[0].default)
     calculator(PARAMS[0].default)
+    if lm.model.file_format == "gguf":
+        for scheme_name in ("int8", f"int4-g{PARAMS[0].default}"):
+            weight_change(lm.model, scheme_name)
+        stored_context(lm.model)
 
 
 # --- the section -----------------------------------------------------------------------------
@@ -103,7 +148,9 @@ def scheme_row(lm, state, ids, float_logits, scheme_name):
     held, held_float = heldout(model, scheme_name), heldout(model, None)
     if scheme_name is None:
         memory = quantize.weight_memory(model.config, model.n_params(), None, float_bits=32)
-        logits, label, describe = float_logits, "float32", "32-bit floats, as loaded"
+        logits, label = float_logits, "float32"
+        describe = ("the file's weights decoded to 32-bit floats" if model.file_format == "gguf"
+                    else "32-bit floats, as loaded")
         bits = 32.0
     else:
         qm = quantized(model, scheme_name)
@@ -170,6 +217,64 @@ def histogram_context(model, matrix_name, group_size):
             f"inputs {group * g}–{min(group * g + g, w.shape[0]) - 1}; lines: its 16 levels"))
 
 
+# --- how a GGUF file stores the model -------------------------------------------------------
+
+def path_name(path: tuple) -> str:
+    return ".".join(str(p) for p in path)
+
+
+def stored_block(model, path: tuple, k: int) -> dict:
+    """Block k of the stored tensor of `path`: its bytes read back from the file, decoded by
+    hand (pipeline.quantize.decode_block), and the engine's weights it became."""
+    st = model.stored[path]
+    raw = read_stored_bytes(model.path, st, k * st.block_bytes, st.block_bytes)
+    block = quantize.decode_block(st.type_name, raw)
+    where, a, b = quantize.engine_block_location(model, path, k)
+    engine = quantize.engine_block_weights(model, path, k)
+    if isinstance(a, slice):
+        index = f"[{a.start}:{a.stop}, {b}]"
+    else:
+        index = f"[{a}, {b.start}:{b.stop}]"
+    row, col = divmod(k * st.block_size, st.shape[0])
+    head = 4 if st.type_name == "Q4_1" else 2
+    return dict(
+        name=st.name, type_name=st.type_name, shape=tuple(reversed(st.shape)), k=k, row=row,
+        col=col, n=st.block_size, n_bytes=st.block_bytes, offset=st.offset + k * st.block_bytes,
+        hex_d=raw[:2].hex(" "), hex_m=raw[2:4].hex(" ") if head == 4 else None,
+        hex_q=raw[head:].hex(" "), d=float(block.d),
+        m=None if block.m is None else float(block.m), codes=block.codes.tolist(),
+        weights=block.weights.tolist(), engine_where=path_name(where) + index,
+        equal=bool(np.array_equal(block.weights, engine)))
+
+
+@memoized(4)
+def stored_context(model) -> dict:
+    """Prompt-independent facts of a GGUF file: its tensors per stored type, their bytes
+    against float32, and the first block of a Q4_1 weight matrix."""
+    tensors = quantize.stored_tensors(model)
+    linear_types = {model.stored[tuple(int(p) if p.isdigit() else p for p in n.split("."))]
+                    .type_name for n in quantize.linear_weights(model.params)}
+    shown = SHOWN_Q4_1 if model.stored.get(SHOWN_Q4_1) is not None else None
+    if shown is None or model.stored[shown].type_name not in quantize.BLOCK_FORMATS:
+        shown = next((p for p, st in model.stored.items()
+                      if st.type_name in quantize.BLOCK_FORMATS and len(st.shape) == 2), None)
+    return dict(
+        type_counts=quantize.stored_type_counts(model), n_tensors=len(tensors),
+        file_bytes=sum(st.n_bytes for st in tensors.values()),
+        float_file_bytes=4 * sum(st.n_elements for st in tensors.values()),
+        file_size=os.path.getsize(model.path), linear_types=sorted(linear_types),
+        file_type=model.metadata.get("file_type"),
+        block=None if shown is None else stored_block(model, shown, 0))
+
+
+def embedding_block(model, token_id: int):
+    """The first block of a token's row of the embedding, when it is stored in blocks."""
+    st = model.stored.get(("wte",))
+    if st is None or st.type_name not in quantize.BLOCK_FORMATS:
+        return None
+    return stored_block(model, ("wte",), token_id * (st.shape[0] // st.block_size))
+
+
 def build(lm, state) -> dict:
     """Template context for the quantization section."""
     model = lm.model
@@ -195,12 +300,23 @@ def build(lm, state) -> dict:
     for row in rows:
         row["shrink"] = rows[0]["total_bytes"] / row["total_bytes"]
         row["ideal_shrink"] = 32 / (8 if row["name"] == "int8" else 4)   # bits alone
+    n_windows, window = heldout_windows_of(model)
+    gguf = None
+    if model.file_format == "gguf" and model.stored:
+        gguf = dict(stored_context(model),
+                    embedding=embedding_block(model, int(ids[-1])),
+                    last_token=token_plain(model.tokenizer, int(ids[-1])),
+                    changes={s: weight_change(model, s) for s in schemes[1:]})
     return dict(
         model_name=lm.name, n_params=model.n_params(), n_prompt=len(ids), rows=rows,
         group=group, group_sizes=quantize.GROUP_SIZES, matrices=names, matrix=matrix,
         n_matrices=len(names), greedy_tokens=GREEDY_TOKENS,
-        heldout_file=os.path.basename(HELDOUT_PATH), heldout_windows=HELDOUT_WINDOWS,
-        heldout_window=heldout_window(model), kept_in_float=kept_in_float(model.config),
+        heldout_file=os.path.basename(HELDOUT_PATH), heldout_windows=n_windows,
+        heldout_window=window, kept_in_float=kept_in_float(model.config),
+        # the chapter is held out from the training text of the models trained here (they have
+        # the project's own tokenizer), not from a model trained elsewhere
+        held_out=lm.own_tokenizer, trained_on=lm.card.trained_on if lm.card else None,
+        big=big(model), gguf=gguf,
         float_share=rows[1]["other_bytes"] / rows[0]["total_bytes"],
         calc_names=calc_names, calc_rows=calc_rows,
         **histogram_context(model, matrix, group))
