@@ -243,3 +243,138 @@ def test_levels_histogram_counts_every_weight_over_a_range_that_holds_every_leve
     # each weight is counted in the bin that holds it
     assert np.array_equal(counts, [((col >= a) & ((col < b) if i < 39 else (col <= b))).sum()
                                    for i, (a, b) in enumerate(zip(edges[:-1], edges[1:]))])
+
+
+# --- a big model's path: dequantized on the fly, greedy checked in one pass --------------------
+
+def engine_model(name):
+    from engine_support import get_model
+    return get_model(name)
+
+
+ON_THE_FLY_MODELS = ["default", "gguf_llama_q4_1", "gguf_gpt2_q8_0"]
+
+
+@pytest.mark.parametrize("name", ON_THE_FLY_MODELS)
+@pytest.mark.parametrize("s", [quantize.INT8, quantize.int4(32)], ids=lambda s: s.name)
+def test_on_the_fly_is_the_held_copy_bit_for_bit(name, s):
+    model = engine_model(name)
+    held = quantize.quantize_model(model, s)
+    lazy = quantize.quantize_model(model, s, on_the_fly=True)
+    assert isinstance(lazy.model.params["blocks"], quantize.DequantizedOnTheFly)
+    assert lazy.nbytes == held.nbytes
+    ids = list(range(1, min(20, model.config.n_ctx)))
+    np.testing.assert_array_equal(lazy.model.forward(ids), held.model.forward(ids))
+    np.testing.assert_array_equal(lazy.model.forward(ids, n_layers=1),    # a slice of blocks
+                                  held.model.forward(ids, n_layers=1))
+    assert list(lazy.model.generate(ids[:5], 6)) == list(held.model.generate(ids[:5], 6))
+    for i, block in enumerate(lazy.model.params["blocks"]):
+        for part in ("attn", "mlp"):
+            for k, w in block[part].items():
+                np.testing.assert_array_equal(w, held.model.params["blocks"][i][part][k])
+
+
+def test_dequantize_is_the_float32_formula_bit_for_bit():
+    for s in SCHEMES:
+        for w in (awkward_matrix(), awkward_matrix(d_in=100, d_out=7, seed=5)):
+            qm = quantize.quantize_matrix(w, s)
+            codes = qm.code_values().astype(np.float32)
+            by_formula = (codes - qm.per_weight(qm.zero_points())) * qm.step_sizes()
+            assert np.array_equal(qm.dequantize().view(np.int32), by_formula.view(np.int32))
+
+
+@pytest.mark.parametrize("name", ON_THE_FLY_MODELS)
+def test_greedy_by_checking_is_greedy(name):
+    model = engine_model(name)
+    qmodel = quantize.quantize_model(model, quantize.int4(32), on_the_fly=True).model
+    rng = np.random.default_rng(0)
+    for prompt in ([5, 9, 14], list(range(30, 42))):
+        want = list(qmodel.generate(prompt, 10))
+        float_guess = list(model.generate(prompt, 10))
+        for guess in (float_guess, want, [], list(rng.integers(0, model.config.vocab_size, 9))):
+            tokens, logits = quantize.greedy_by_checking(qmodel, prompt, 10, guess)
+            assert tokens == want
+            np.testing.assert_allclose(logits[:len(prompt)], qmodel.forward(prompt),
+                                       rtol=1e-5, atol=1e-4)
+
+
+def test_greedy_by_checking_stops_where_generate_stops(austen):
+    eos = austen.config.eos_token_id
+    prompt = austen.tokenizer.encode_ordinary("Mr. Darcy")
+    tokens, _ = quantize.greedy_by_checking(austen, prompt, 3, [eos, 7, 8])
+    assert tokens == list(austen.generate(prompt, 3))
+    full = list(range(1, austen.config.n_ctx))      # one position left: two tokens, then full
+    tokens, _ = quantize.greedy_by_checking(austen, full, 5, [1, 2, 3])
+    assert tokens == list(austen.generate(full, 5)) and len(tokens) == 2
+
+
+# --- a GGUF file's blocks, by hand ------------------------------------------------------------
+
+@pytest.mark.parametrize("type_name", ["Q4_1", "Q8_0"])
+def test_decode_block_is_gguf_dequantize(type_name):
+    import gguf
+    t = gguf.GGMLQuantizationType[type_name]
+    x = np.random.default_rng(2).normal(0, 0.3, (4, 64)).astype(np.float32)
+    x[1, :32] = np.abs(x[1, :32]) + 0.5                  # a block with no negative weight
+    raw = gguf.quants.quantize(x, t)                     # uint8 [4, 2 blocks x block bytes]
+    want = gguf.quants.dequantize(raw, t).reshape(-1)
+    size = quantize.BLOCK_FORMATS[type_name][1]
+    blocks = raw.reshape(-1, size)
+    for k, block in enumerate(blocks):
+        got = quantize.decode_block(type_name, block.tobytes())
+        np.testing.assert_array_equal(got.weights, want[32 * k:32 * (k + 1)])
+        assert got.raw == block.tobytes() and len(got.codes) == 32
+        if type_name == "Q4_1":
+            assert got.codes.min() >= 0 and got.codes.max() <= 15
+            np.testing.assert_array_equal(got.weights, got.d * got.codes + got.m)
+        else:
+            assert got.m is None and got.codes.min() >= -128 and got.codes.max() <= 127
+    with pytest.raises(ValueError):
+        quantize.decode_block("Q4_1", bytes(19))
+    with pytest.raises(ValueError):
+        quantize.decode_block("Q4_K", bytes(144))
+
+
+@pytest.mark.parametrize("name", ["gguf_llama_q4_1", "gguf_gpt2_q8_0"])
+def test_stored_blocks_are_the_engines_weights(name):
+    """Every block of every stored matrix (q and k rows un-permuted, GPT-2's fused q|k|v split,
+    a separate output layer) decodes to the weights the engine computes with."""
+    from pipeline.gguf_file import read_stored_bytes
+    model = engine_model(name)
+    checked = 0
+    for path, st in model.stored.items():
+        if len(st.shape) != 2:
+            continue
+        data = read_stored_bytes(model.path, st)
+        n_blocks = st.n_bytes // st.block_bytes
+        for k in range(n_blocks):
+            block = quantize.decode_block(
+                st.type_name, data[k * st.block_bytes:(k + 1) * st.block_bytes])
+            engine = quantize.engine_block_weights(model, path, k)
+            np.testing.assert_array_equal(block.weights, engine, err_msg=f"{path} block {k}")
+            checked += 1
+    assert checked > 100
+
+
+@pytest.mark.parametrize("name", ["gguf_llama_q4_1", "gguf_gpt2_q8_0"])
+def test_stored_type_counts_are_the_files(name):
+    import gguf
+    model = engine_model(name)
+    counts = {}
+    for t in gguf.GGUFReader(model.path).tensors:
+        counts[t.tensor_type.name] = counts.get(t.tensor_type.name, 0) + 1
+    assert quantize.stored_type_counts(model) == counts
+    assert list(quantize.stored_type_counts(model).values()) == sorted(counts.values(),
+                                                                       reverse=True)
+
+
+def test_weight_change_of_a_lossless_scheme():
+    """Weights already on an int8 grid come back exactly; the RMS change is measured."""
+    model = engine_model("gguf_llama_q4_1")
+    once = quantize.quantize_model(model, quantize.INT8)
+    again = quantize.quantize_model(once.model, quantize.INT8)
+    change = quantize.weight_change(once.model, again)
+    assert change["n_weights"] == sum(w.size for w in quantize.linear_weights(model.params).values())
+    first = quantize.weight_change(model, once)
+    assert 0 < first["relative_rms"] < 0.01
+    assert change["relative_rms"] <= first["relative_rms"]
