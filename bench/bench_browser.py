@@ -190,6 +190,8 @@ def main(argv=None):
     ap.add_argument("--url", help="a server already running on this machine "
                                   "(default: start app.py on a free port)")
     ap.add_argument("--no-save", action="store_true")
+    ap.add_argument("--model", default=None, help="the page on this model of the app "
+                    "(model=KEY, e.g. smollm2; saved as bench_browser_KEY.json)")
     ap.add_argument("--limit", type=int, default=0, help="measure only the first N controls")
     ap.add_argument("--repeats", type=int, default=REPEATS, help="moves per control")
     ap.add_argument("--section", action="append", default=[],
@@ -208,7 +210,8 @@ def main(argv=None):
             page = context.new_page()
             transfer = Transfer(page)
             t0 = time.perf_counter()
-            page.goto(base + "/", wait_until="networkidle")
+            page.goto(base + "/" + (f"?model={args.model}" if args.model else ""),
+                      wait_until="networkidle")
             first_s = time.perf_counter() - t0
             result["first_load"] = {"bytes": transfer.bytes, "requests": transfer.requests,
                                     "seconds_to_network_idle": round(first_s, 2)}
@@ -276,7 +279,9 @@ def main(argv=None):
     finally:
         stop_server(server)
     if not args.no_save and not args.limit and not args.section:
-        print("saved", save_result("bench_browser", result, "bench_browser.py",
+        result["model"] = args.model or "default"
+        print("saved", save_result("bench_browser" + (f"_{args.model}" if args.model else ""),
+                                   result, "bench_browser.py",
                                    argv if argv is not None else sys.argv[1:]))
     return 0
 

@@ -7,7 +7,10 @@ what the first screen shows computed (the overview and the first sections: X-Sec
 those) and with every section computed; saves both to bench/results/bench_new_prompt.json (with
 date, machine and commit) unless --no-save or --sections.
 
-    python bench/bench_new_prompt.py [--prompts 5] [--sections id,id] [--no-save]
+With --model KEY (smollm2), the same on that model of the app (`model=KEY`), saved as
+bench/results/bench_new_prompt_KEY.json.
+
+    python bench/bench_new_prompt.py [--prompts 5] [--sections id,id] [--model KEY] [--no-save]
 """
 import argparse
 import os
@@ -28,17 +31,23 @@ def main(argv=None):
     ap.add_argument("--prompts", type=int, default=5)
     ap.add_argument("--sections", default="", help="ids to compute (default: the first screen's, "
                                                    "then every section)")
+    ap.add_argument("--model", default=None, help="the app's model to use (default: its default)")
     ap.add_argument("--no-save", action="store_true")
     args = ap.parse_args(argv)
     from app import create_app
     from web.registry import SECTIONS
-    app = create_app({"WARM_CACHES": False})
-    lm = app.extensions["explainer"].default_model
+    app = create_app({"WARM_CACHES": False, "INSTALLED_MODELS": args.model is not None})
+    models = app.extensions["explainer"].models
+    if args.model is not None and args.model not in models:
+        raise SystemExit(f"no model {args.model!r}; the app offers {', '.join(models)}")
+    lm = models[args.model] if args.model else app.extensions["explainer"].default_model
+    chosen = {"model": args.model} if args.model else {}
+    app.app_context().push()             # the sections' results go to this app's caches
     t0 = time.process_time()
     for s in SECTIONS:
         if s.warm is not None:
             s.warm(lm)
-    app.test_client().get("/")
+    app.test_client().get("/", query_string=chosen)
     print(f"warm (every section's warm, then the default page): "
           f"{time.process_time() - t0:.2f} s CPU")
     from web.views import EAGER_SECTIONS
@@ -52,7 +61,7 @@ def main(argv=None):
         for _ in range(args.prompts):
             prompt = next(prompts) + f" ({name})"          # never seen before
             t0 = time.process_time()
-            r = client.get("/", query_string={"prompt": prompt},
+            r = client.get("/", query_string={**chosen, "prompt": prompt},
                            headers={"HX-Request": "true", "X-Sections": ids})
             times.append(time.process_time() - t0)
             print(f"{r.status_code} {1000 * times[-1]:7.1f} ms CPU  {prompt!r}")
@@ -63,7 +72,9 @@ def main(argv=None):
     if not args.no_save and not args.sections:
         sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__))))
         from local_server import save_result
-        print("saved", save_result("bench_new_prompt", result, "bench_new_prompt.py",
+        name = "bench_new_prompt" + (f"_{args.model}" if args.model else "")
+        result["model"] = lm.key
+        print("saved", save_result(name, result, "bench_new_prompt.py",
                                    argv if argv is not None else sys.argv[1:]))
 
 if __name__ == "__main__":

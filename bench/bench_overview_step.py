@@ -9,7 +9,11 @@ also times GET /overview alone for a step right after the one before (the server
 more step of the generation loop, the activation cache of the sequence, the render).
 Results also go to bench/results/bench_overview_step.json with date, machine and commit.
 
-    python bench/bench_overview_step.py [--url http://127.0.0.1:8000] [--steps 10] [--no-save]
+With --model KEY the page is on that model of the app (model=KEY; saved as
+bench_overview_step_KEY.json).
+
+    python bench/bench_overview_step.py [--url http://127.0.0.1:8000] [--steps 10] [--model KEY]
+                                        [--no-save]
 """
 import argparse
 import os
@@ -51,9 +55,12 @@ PRESS = """async ([expected, quiet]) => {
 }"""
 
 
+MODEL = ""          # "model=KEY&" when --model is given
+
+
 def get(base: str, query: str) -> float:
     """GET /overview?<query> (the live part, as Next token asks), in ms."""
-    req = urllib.request.Request(f"{base}/overview?{query}",
+    req = urllib.request.Request(f"{base}/overview?{MODEL}{query}",
                                  headers={"HX-Request": "true", "HX-Target": "overview-live"})
     start = time.perf_counter()
     with urllib.request.urlopen(req) as r:
@@ -81,8 +88,11 @@ def main(argv):
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--url", help="a server already running (loopback only)")
     ap.add_argument("--steps", type=int, default=10)
+    ap.add_argument("--model", default=None, help="the app's model (model=KEY)")
     ap.add_argument("--no-save", action="store_true")
     args = ap.parse_args(argv)
+    global MODEL
+    MODEL = f"model={args.model}&" if args.model else ""
     base, proc = serve(args.url)
     from playwright.sync_api import sync_playwright
     try:
@@ -90,7 +100,7 @@ def main(argv):
             browser = p.chromium.launch(executable_path=CHROMIUM, args=ARGS)
             page = browser.new_context(viewport={"width": 1280, "height": 900},
                                        bypass_csp=True).new_page()
-            page.goto(base + "/")
+            page.goto(base + "/" + (f"?model={args.model}" if args.model else ""))
             page.wait_for_load_state("networkidle")
             shown, settled, answered = [], [], []
             for step in range(1, args.steps + 1):
@@ -117,8 +127,10 @@ def main(argv):
     print("server, GET /overview for step 1 / mid / last after the step before: "
           + " / ".join(f"{v:.1f} ms" for v in server))
     if not args.no_save:
-        print("saved", save_result("bench_overview_step", result, "bench_overview_step.py",
-                                   argv))
+        result["model"] = args.model or "default"
+        print("saved", save_result("bench_overview_step" + (f"_{args.model}" if args.model
+                                                             else ""),
+                                   result, "bench_overview_step.py", argv))
 
 
 if __name__ == "__main__":
