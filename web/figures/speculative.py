@@ -5,16 +5,22 @@ PARTS = (("prefill", "both models read the prompt", "#c9d3e3"),
          ("draft", "draft proposes", "#7a8ba6"),
          ("target", "target verifies (one pass a round)", "#b4451f"),
          ("other", "accept / reject, drawing tokens", "#e0b25b"))
+# the same parts when the draft is prompt lookup (no draft model)
+LOOKUP_NAMES = {"prefill": "the target reads the prompt", "draft": "lookups in the text",
+                "target": "target verifies (one pass a round)",
+                "other": "accept / reject, drawing tokens"}
 
 
-def time_figure(alone_seconds: float, n_alone: int, spec_parts: dict, n_spec: int) -> str:
+def time_figure(alone_seconds: float, n_alone: int, spec_parts: dict, n_spec: int,
+                names: dict = None) -> str:
     """Measured wall time, in milliseconds: the target alone vs speculative decoding, the
-    latter split into where its time went."""
+    latter split into where its time went (`names`: the parts' legend entries)."""
     rows = [f"target alone<br>{n_alone} tokens", f"speculative<br>{n_spec} tokens"]
     traces = [dict(type="bar", y=[rows[0]], x=[1000 * alone_seconds], orientation="h",
                    name="target alone, token by token", marker=dict(color=PALETTE[0]),
                    hovertemplate="%{x:.1f} ms<extra>target alone</extra>")]
     for key, name, color in PARTS:
+        name = (names or {}).get(key, name)
         traces.append(dict(type="bar", y=[rows[1]], x=[1000 * spec_parts[key]],
                            orientation="h", name=name, marker=dict(color=color),
                            hovertemplate="%{x:.1f} ms<extra>" + name + "</extra>"))
@@ -25,3 +31,21 @@ def time_figure(alone_seconds: float, n_alone: int, spec_parts: dict, n_spec: in
         legend=dict(orientation="h", yanchor="bottom", y=1.02, x=0, traceorder="normal"),
         xaxis=dict(title=dict(text="wall time, measured (ms)"), rangemode="tozero"),
         yaxis=dict(autorange="reversed", type="category")))
+
+
+def pass_figure(passes: dict) -> str:
+    """Measured time of one pass of the target over n tokens (n = 1: a plain decode step), in
+    milliseconds, each bar labelled with its cost in decode steps."""
+    sizes = sorted(passes)
+    step = passes[1]
+    ms = [1000 * passes[n] for n in sizes]
+    labels = [f"{passes[n] / step:.1f} steps" if n > 1 else "1 step" for n in sizes]
+    colors = [PALETTE[0] if n == 1 else PALETTE[1] for n in sizes]
+    trace = dict(type="bar", x=[str(n) for n in sizes], y=ms, marker=dict(color=colors),
+                 text=labels, textposition="outside", cliponaxis=False,
+                 hovertemplate="a pass over %{x} tokens: %{y:.1f} ms<extra></extra>")
+    return figure_json([trace], base_layout(
+        height=280, margin=dict(l=10, r=10, t=24, b=10), showlegend=False,
+        xaxis=dict(title=dict(text="tokens read in one pass"), type="category"),
+        yaxis=dict(title=dict(text="time of one pass, measured (ms)"), rangemode="tozero",
+                   range=[0, 1.2 * max(ms)])))

@@ -1,18 +1,27 @@
 """Speculative decoding: the draft model proposes, the running model verifies, live.
 
+A model with a draft model (same tokenizer: models/austen-draft for the Austen model) uses it; a
+model without one (SmolLM2, any --model checkpoint) uses prompt lookup (`NgramDraft`: the
+proposals are found earlier in the text, q = 1), verified by the same rule.
+
 Everything comes from `pipeline.speculative` run on the loaded target and draft models. The
 proposals with both models' probabilities, the accept / reject decisions and the text are this
 prompt's run (computed once per setting, not timed). The wall times are measured once per
 model pair (`speed_table`, in the section's warm): the target alone, the draft alone and
 speculative decoding at every γ in both modes, on a reference text, with `time.perf_counter`;
-every prompt and every worker shows the same measurement, with when it was made.
+every prompt and every worker shows the same measurement, with when it was made. With prompt
+lookup the measurement is smaller (`lookup_speed`: a few seconds on SmolLM2): passes over 1 to 9
+tokens timed alike, the target alone and lookup at γ = LOOKUP_GAMMA in greedy mode, on a text
+that repeats itself (LOOKUP_TEXT).
 """
 import time
+import urllib.parse
 from dataclasses import dataclass
 
 import numpy as np
 
-from pipeline.speculative import (expected_speedup, expected_tokens_per_pass, speculative_generate,
+from pipeline.speculative import (DraftMismatch, NgramDraft, check_draft, expected_speedup,
+                                  expected_tokens_per_pass, speculative_generate, time_passes,
                                   timed_generate)
 from web.figures import speculative as figures
 from web.forward import prompt_ids
@@ -36,6 +45,19 @@ PARAMS = (
 
 _runs = memo("speculative runs", 32)
 
+LOOKUP = NgramDraft(max_n=3, min_n=1)      # the draft of a model without a draft model
+
+
+def draft_of(lm):
+    """The draft model of `lm`, or prompt lookup (LOOKUP) when it has none."""
+    return lm.draft if lm.draft is not None else LOOKUP
+
+
+def draft_key(draft):
+    if isinstance(draft, NgramDraft):
+        return ("ngram", draft.max_n, draft.min_n)
+    return model_key(draft)
+
 
 def live_run(target, draft, ids: tuple, gamma: int, n_tokens: int, mode: str, seed: int):
     """This prompt's speculative run and the target alone with the same seed (for the text),
@@ -48,7 +70,7 @@ def live_run(target, draft, ids: tuple, gamma: int, n_tokens: int, mode: str, se
         alone = timed_generate(target, list(ids), n_tokens, temperature,
                                np.random.default_rng(seed))
         return spec, tuple(alone.tokens)
-    key = (model_key(target), model_key(draft), ids, gamma, n_tokens, mode, seed)
+    key = (model_key(target), draft_key(draft), ids, gamma, n_tokens, mode, seed)
     return _runs.get(key, run)
 
 
@@ -123,9 +145,111 @@ def speed_table(lm) -> SpeedTable:
                     lambda: measure_speed(lm.model, lm.draft))
 
 
+# --- prompt lookup's times: one smaller measurement per model ---------------------------------
+
+# A text that repeats itself, so lookup has something to find: each function's body is the one
+# before with one more factor (the same kind of text lookup serves in editors: code).
+LOOKUP_TEXT = ("def square(x):\n    return x * x\n\n\ndef cube(x):\n    return x * x * x\n\n\n"
+               "def fourth_power(x):\n    return")
+LOOKUP_GAMMA = 4           # γ of the timed run (the default)
+LOOKUP_MODE = "greedy"     # prompt lookup is used mostly with greedy decoding
+LOOKUP_TOKENS = 24         # new tokens per timed run (end-of-text does not stop it)
+PASS_SIZES = (1, 2, 5, 9)        # tokens per pass timed: 1 is a plain decode step
+PASS_REPEATS = 3
+
+
+@dataclass(frozen=True)
+class LookupSpeed:
+    """Prompt lookup against the target alone on LOOKUP_TEXT, and passes of 1 .. 9 tokens."""
+    passes: dict             # n -> median seconds of one pass over n tokens (time_passes)
+    alone_seconds: float     # the target alone, LOOKUP_TOKENS tokens, prefill included
+    n_alone: int
+    seconds: float           # prompt lookup + verification, the same tokens
+    n_tokens: int
+    prefill_s: float
+    lookup_s: float          # all rounds' lookups
+    target_s: float          # all rounds' verification passes
+    n_rounds: int
+    n_empty: int             # rounds where lookup found nothing (a one-token pass)
+    proposed: int
+    accepted: int
+    same_text: bool          # greedy: the target's own tokens
+    measured_at: float
+    n_prompt: int
+
+    @property
+    def step(self) -> float:             # one plain decode step: a pass over 1 token
+        return self.passes[1]
+
+    @property
+    def acceptance(self) -> float:
+        return self.accepted / self.proposed if self.proposed else float("nan")
+
+    @property
+    def tokens_per_pass(self) -> float:
+        return self.n_tokens / self.n_rounds
+
+    @property
+    def mean_pass(self) -> float:        # a verification pass of the run, on average
+        return self.target_s / self.n_rounds
+
+    @property
+    def cost_ratio(self) -> float:       # c: a lookup's time per proposed slot, in steps
+        return self.lookup_s / self.n_rounds / (LOOKUP_GAMMA * self.step)
+
+    @property
+    def speedup(self) -> float:
+        return (self.alone_seconds / self.n_alone) / (self.seconds / self.n_tokens)
+
+
+def measure_lookup_speed(target) -> LookupSpeed:
+    ids = list(target.tokenizer.encode_ordinary(LOOKUP_TEXT))
+    temperature = MODES[LOOKUP_MODE]
+    passes = time_passes(target, ids, PASS_SIZES, PASS_REPEATS)
+    alone = timed_generate(target, ids, LOOKUP_TOKENS, temperature,
+                           np.random.default_rng(SPEED_SEED), stop_at_eos=False)
+    spec = speculative_generate(target, LOOKUP, ids, LOOKUP_TOKENS, LOOKUP_GAMMA, temperature,
+                                np.random.default_rng(SPEED_SEED), stop_at_eos=False)
+    return LookupSpeed(
+        passes, alone.seconds, len(alone.tokens), spec.seconds, len(spec.tokens),
+        spec.prefill_seconds, sum(r.draft_seconds for r in spec.rounds),
+        sum(r.target_seconds for r in spec.rounds), len(spec.rounds),
+        sum(not r.proposals for r in spec.rounds), spec.proposed, spec.accepted,
+        spec.tokens == alone.tokens, time.time(), len(ids))
+
+
+def lookup_speed(lm) -> LookupSpeed:
+    """The timings prompt lookup's section shows, measured once per model."""
+    return measured(("lookup-speed", model_key(lm.model), LOOKUP, LOOKUP_TEXT, LOOKUP_GAMMA,
+                     LOOKUP_MODE, LOOKUP_TOKENS, PASS_SIZES, PASS_REPEATS, SPEED_SEED),
+                    lambda: measure_lookup_speed(lm.model))
+
+
 def warm(lm):
     if lm.draft is not None:
         speed_table(lm)
+    else:
+        lookup_speed(lm)
+
+
+def other_drafts(lm, text: str) -> list:
+    """The draft models loaded for the app's other models, each with why it cannot serve `lm`
+    (check_draft on the loaded models) and `text`'s ids in both tokenizers."""
+    from web.request_state import explainer
+    out = []
+    for other in explainer().models.values():
+        d = other.draft
+        if other is lm or d is None or any(d is o["model"] for o in out):
+            continue
+        try:
+            check_draft(lm.model, d)
+        except DraftMismatch as e:
+            out.append(dict(model=d, owner=other.name, reason=str(e),
+                            name=(getattr(d, "path", "") or "draft").rstrip("/").split("/")[-1],
+                            vocab=d.config.vocab_size,
+                            ids=list(d.tokenizer.encode_ordinary(text)),
+                            own_ids=list(lm.tokenizer.encode_ordinary(text))))
+    return out
 
 
 def token_text(tokenizer, token: int) -> str:
@@ -138,10 +262,18 @@ def rounds_view(tokenizer, spec) -> list:
         items = [dict(text=token_text(tokenizer, p.token), id=p.token, q=p.q, p=p.p, u=p.u,
                       ratio=min(1.0, p.p / p.q), outcome="accepted" if p.accepted else "rejected")
                  for p in r.proposals]
+        # a round that proposed nothing is a plain step: its token is the target's own
         items.append(dict(text=token_text(tokenizer, r.token), id=r.token, p=r.p,
-                          outcome=r.kind))
+                          outcome=r.kind if r.proposals else "own"))
+        found = None
+        if r.lookup is not None:        # what prompt lookup matched, and where
+            x = spec.prompt + spec.tokens
+            lk = r.lookup
+            found = dict(n=lk.n, at=lk.at,
+                         text="".join(token_text(tokenizer, t) for t in x[lk.at:lk.at + lk.n])
+                         if lk.n else "")
         rows.append(dict(index=i + 1, chips=items, n_accepted=r.n_accepted,
-                         n_proposed=len(r.proposals), n_tokens=len(r.tokens)))
+                         n_proposed=len(r.proposals), n_tokens=len(r.tokens), lookup=found))
     return rows
 
 
@@ -168,8 +300,6 @@ def time_figure(lm, table, mode: str, gamma: int) -> str:
 
 def build(lm, state) -> dict:
     """Template context for the speculative-decoding section."""
-    if lm.draft is None:
-        return dict(draft=None, problem=lm.draft_problem, model_name=lm.name)
     mode = state["sp_mode"]
     if mode not in MODES:
         state.reject("sp_mode", f"Decoding must be one of {', '.join(MODES)}; got "
@@ -177,31 +307,38 @@ def build(lm, state) -> dict:
         mode = state["sp_mode"]
     gamma, n_tokens, seed = state["sp_gamma"], state["sp_tokens"], state["sp_seed"]
     ids = prompt_ids(lm, state["prompt"])
-    target, draft = lm.model, lm.draft
+    target, draft = lm.model, draft_of(lm)
     spec, alone_tokens = live_run(target, draft, ids, gamma, n_tokens, mode, seed)
-    table = speed_table(lm)
-    speed = table.modes[mode]
-    ref = speed.rows[gamma - 1]
-    c = speed.cost_ratio
     a = spec.acceptance_rate
     measured_a = a if spec.proposed else None
     tok = target.tokenizer
-    return dict(
-        draft=draft, model_name=lm.name, draft_name=getattr(draft, "path", "") or "draft",
-        target_params=target.n_params(), draft_params=draft.n_params(),
-        target_layers=target.config.n_layers, draft_layers=draft.config.n_layers,
-        target_width=target.config.d_model, draft_width=draft.config.d_model,
+    common = dict(
+        model_name=lm.name, target_params=target.n_params(),
+        target_layers=target.config.n_layers, target_width=target.config.d_model,
         mode=mode, modes=list(MODES), gamma=gamma, n_tokens=n_tokens, seed=seed,
         max_gamma=MAX_GAMMA, max_tokens=MAX_TOKENS,
         rounds=rounds_view(tok, spec), n_rounds=len(spec.rounds),
+        n_empty=sum(not r.proposals for r in spec.rounds),
         proposed=spec.proposed, accepted=spec.accepted, acceptance_rate=measured_a,
         tokens_per_pass=spec.tokens_per_pass, n_new=len(spec.tokens),
         draft_steps=spec.draft_steps,
         spec_text=[token_text(tok, t) for t in spec.tokens],
         alone_text=[token_text(tok, t) for t in alone_tokens],
         same_as_alone=tuple(spec.tokens) == alone_tokens,
+        speed_seed=SPEED_SEED)
+    if isinstance(draft, NgramDraft):
+        return dict(common, **lookup_context(lm, measured_a, gamma))
+    table = speed_table(lm)
+    speed = table.modes[mode]
+    ref = speed.rows[gamma - 1]
+    c = speed.cost_ratio
+    return dict(
+        common, lookup=False,
+        draft=draft, draft_name=getattr(draft, "path", "") or "draft",
+        draft_params=draft.n_params(),
+        draft_layers=draft.config.n_layers, draft_width=draft.config.d_model,
         measured_at=stamp(table.measured_at), speed_text=SPEED_TEXT, speed_tokens=SPEED_TOKENS,
-        speed_prompt_tokens=table.n_prompt, speed_seed=SPEED_SEED,
+        speed_prompt_tokens=table.n_prompt,
         ref_acceptance=ref.acceptance,
         spec_seconds=ref.seconds, alone_seconds=speed.alone_seconds, n_alone=speed.n_alone,
         n_ref=ref.n_tokens,
@@ -213,3 +350,40 @@ def build(lm, state) -> dict:
         expected_speedup=None if measured_a is None else expected_speedup(a, gamma, c),
         time_figure=time_figure(lm, table, mode, gamma),
     )
+
+
+def lookup_context(lm, a, gamma: int) -> dict:
+    """The part of the context that is prompt lookup's: its measurement on LOOKUP_TEXT."""
+    sp = lookup_speed(lm)
+    c = sp.cost_ratio
+    verify = sp.passes[LOOKUP_GAMMA + 1]
+    return dict(
+        lookup=True, draft=LOOKUP, problem=lm.draft_problem,
+        model_name=lm.card.title if lm.card else lm.name,
+        other_drafts=other_drafts(lm, "Elizabeth"),
+        vocab=lm.model.config.vocab_size,
+        measured_at=stamp(sp.measured_at), speed=sp, speed_text=LOOKUP_TEXT,
+        speed_tokens=LOOKUP_TOKENS, speed_prompt_tokens=sp.n_prompt, ref_gamma=LOOKUP_GAMMA,
+        ref_mode=LOOKUP_MODE, ref_acceptance=sp.acceptance,
+        passes=[dict(n=n, seconds=t, steps=t / sp.step) for n, t in sp.passes.items()],
+        target_step=sp.step, verify_pass=verify, verify_steps=verify / sp.step,
+        mean_pass_steps=sp.mean_pass / sp.step, cost_ratio=c, speedup=sp.speedup,
+        flat_from_2=sp.passes[max(PASS_SIZES)] / sp.passes[2] < 1.5,
+        try_url="/?" + urllib.parse.urlencode({"model": lm.key, "prompt": LOOKUP_TEXT})
+        + "#speculative",
+        expected_tokens_per_pass=None if a is None else expected_tokens_per_pass(a, gamma),
+        expected_speedup=None if a is None else expected_speedup(a, gamma, c),
+        time_figure=lookup_time_figure(lm, sp),
+        pass_figure=_figures.get((model_key(lm.model), "passes", sp.measured_at),
+                                 lambda: figures.pass_figure(sp.passes)),
+    )
+
+
+def lookup_time_figure(lm, sp) -> str:
+    def build():
+        other = sp.seconds - sp.prefill_s - sp.lookup_s - sp.target_s
+        return figures.time_figure(sp.alone_seconds, sp.n_alone,
+                                   dict(prefill=sp.prefill_s, draft=sp.lookup_s,
+                                        target=sp.target_s, other=max(other, 0.0)),
+                                   sp.n_tokens, names=figures.LOOKUP_NAMES)
+    return _figures.get((model_key(lm.model), "lookup", sp.measured_at), build)
