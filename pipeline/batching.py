@@ -305,11 +305,14 @@ class PageSnapshot:
         return sum(self.reserved.values())
 
 
-def page_snapshots(schedule: Schedule, block_size: int, max_new: int) -> list:
+def page_snapshots(schedule: Schedule, block_size: int, max_new: int,
+                   reserve_tokens: int = None) -> list:
     """Replay a continuous schedule with a block allocator: after each step, every running
     request holds prompt + generated-so-far tokens in ceil(tokens / block_size) blocks. A new
     block is the lowest free physical id; a finished request's blocks are freed for reuse.
-    `reserved` is what a contiguous cache would set aside: prompt + max_new tokens each."""
+    `reserved` is what a contiguous cache would set aside for each request: `reserve_tokens`
+    (e.g. the context window, when the server cannot know how long an answer will be), or by
+    default prompt + max_new tokens (when it knows each request's limit)."""
     if block_size < 1:
         raise ValueError("block_size must be at least 1")
     if schedule.policy != "continuous":
@@ -332,7 +335,7 @@ def page_snapshots(schedule: Schedule, block_size: int, max_new: int) -> list:
         out.append(PageSnapshot(
             k, {rid: by_id[rid].prompt_tokens + generated[rid] for rid in running},
             {rid: list(table[rid]) for rid in running},
-            {rid: by_id[rid].prompt_tokens + max_new for rid in running}))
+            {rid: reserve_tokens or by_id[rid].prompt_tokens + max_new for rid in running}))
         for rid in running:
             if schedule.last_step[rid] == k:
                 for b in table.pop(rid):

@@ -1,4 +1,6 @@
 """The batching section shows the pipeline's schedules of real requests with measured costs."""
+import html
+import json
 import re
 
 import pytest
@@ -56,7 +58,8 @@ def test_policy_table_is_the_simulation(client, model, n, slots, gap):
 def test_block_table_and_memory_at_the_default_step(client, model):
     _, page = fragment(client, bat_block=8)
     _, _, runs = batching.schedules(model, 6, 4, 0)
-    snaps = page_snapshots(runs["continuous"], 8, batching.MAX_NEW)
+    # by default a contiguous cache reserves the context window for each request
+    snaps = page_snapshots(runs["continuous"], 8, batching.MAX_NEW, model.config.n_ctx)
     step = batching.peak_step(snaps)
     assert f'id="bat_step-range" type="range" name="bat_step" min="0" max="{len(snaps) - 1}"' \
         in page
@@ -76,6 +79,31 @@ def test_block_table_and_memory_at_the_default_step(client, model):
             f"<strong>{paged:,} bytes</strong>, wasting <strong>{paged - used:,} bytes</strong>. "
             f"Contiguous reservation: <strong>{reserved:,} bytes</strong>, wasting "
             f"<strong>{reserved - used:,} bytes</strong>.") in text
+
+
+def test_paging_wastes_less_by_default_and_the_inversion_is_explained(client, model):
+    _, _, runs = batching.schedules(model, 6, 4, 0)
+    for block in (4, 16, 64):
+        snaps = page_snapshots(runs["continuous"], block, batching.MAX_NEW, model.config.n_ctx)
+        assert all(s.paged_tokens(block) < s.reserved_tokens() for s in snaps)
+    # reserving only prompt + the limit, with requests near it: contiguous can waste less
+    _, page = fragment(client, bat_reserve="limit", bat_block=16, bat_step=20)
+    snap = page_snapshots(runs["continuous"], 16, batching.MAX_NEW)[20]
+    inverted = snap.reserved_tokens() - snap.used_tokens() < \
+        snap.paged_tokens(16) - snap.used_tokens()
+    assert ("Here contiguous reservation wastes less" in page) == inverted
+    r, page = fragment(client, bat_reserve="everything")
+    assert r.status_code == 422 and "A contiguous cache reserves one of context, limit" in page
+
+
+def test_static_and_continuous_timelines_share_one_time_axis(client, model):
+    _, page = fragment(client)
+    _, _, runs = batching.schedules(model, 6, 4, 0)
+    end = max(r.makespan_ms for r in runs.values())
+    ranges = [json.loads(html.unescape(f))["layout"]["xaxis"]["range"]
+              for f in re.findall(r'data-figure="([^"]*Static:[^"]*|[^"]*Continuous:[^"]*)"',
+                                  page)]
+    assert len(ranges) == 2 and ranges[0] == ranges[1] == [0, end * 1.02]
 
 
 def test_a_chosen_step_is_shown(client, model):

@@ -131,10 +131,11 @@ SECTIONS = (
     Section("batching", "Batching", "sections/batching.html",
             batching.PARAMS, batching.build, warm=batching.warm,
             tour=(
-                "A server answers many people at once. Running several sequences in one decode "
-                "step costs little more than running one, because the weights are read once for "
-                "all of them. How requests share the slots decides the throughput and the waiting "
-                "times.")),
+                "A server answers many people at once. Several sequences can share one decode "
+                "step: the weights are read once for all of them, so on hardware that waits on "
+                "memory a batch can cost little more than one sequence. The section measures what "
+                "a batch costs on this server, and how requests sharing the slots decides the "
+                "throughput and the waiting times.")),
     Section("quantization", "Quantization", "sections/quantization.html",
             quantization.PARAMS, quantization.build, warm=quantization.warm,
             tour=(
@@ -144,9 +145,11 @@ SECTIONS = (
     Section("speculative", "Speculative decoding", "sections/speculative.html",
             speculative.PARAMS, speculative.build, warm=speculative.warm,
             tour=(
-                "A small, fast draft model guesses a few tokens ahead; the big model checks all "
-                "the guesses in one pass and keeps those it agrees with. The output follows the "
-                "big model's probabilities exactly, and often arrives sooner.")),
+                "A small, fast draft guesses a few tokens ahead; the big model checks all the "
+                "guesses in one pass and keeps those it agrees with. The output follows the big "
+                "model's probabilities exactly, and it can arrive sooner: when checking several "
+                "tokens costs about one step and the guesses are often right. The section "
+                "measures whether it does here.")),
     Section("tiling", "Attention tiling", "sections/tiling.html",
             tiling.PARAMS, tiling.build,
             tour=(

@@ -44,9 +44,10 @@ def _segments(schedule):
     return out
 
 
-def timeline_figure(schedule, title: str) -> str:
+def timeline_figure(schedule, title: str, end_ms: float = None) -> str:
     """Which request occupies which slot over time: one bar per stretch of steps; padding
-    (a finished request still computed in a static batch) drawn pale."""
+    (a finished request still computed in a static batch) drawn pale. end_ms: the time axis
+    runs to it (the longer of the schedules compared), so two timelines share one scale."""
     traces = {}
     for slot, rid, padding, t0, t1, k0, k1 in _segments(schedule):
         name = f"request {rid}" + (" (padding)" if padding else "")
@@ -72,7 +73,8 @@ def timeline_figure(schedule, title: str) -> str:
         title=dict(text=f"{title}: {len(schedule.steps)} steps, "
                         f"{schedule.makespan_ms:.0f} ms"),
         barmode="overlay", bargap=0.25,
-        xaxis=dict(title=dict(text="time (ms, measured step costs)"), rangemode="tozero"),
+        xaxis=dict(title=dict(text="time (ms, measured step costs)"), rangemode="tozero",
+                   **({"range": [0, end_ms * 1.02]} if end_ms else {})),
         yaxis=dict(autorange="reversed", type="category",     # the slots name themselves
                    categoryorder="array",
                    categoryarray=[f"slot {i}" for i in range(schedule.n_slots)]),

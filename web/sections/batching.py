@@ -42,7 +42,12 @@ PARAMS = (
     Param("bat_gap", "Time between arrivals (ms)", kind="int", default=0, min=0, max=500),
     Param("bat_block", "Block size (tokens)", kind="int", default=16, min=1, max=MAX_NEW),
     Param("bat_step", "Step of the continuous schedule", kind="int", min=0, max=9999),
+    Param("bat_reserve", "A contiguous cache reserves", default="context", max_chars=10),
 )
+# What a server without pages reserves per request: the whole context window (it cannot know
+# how long an answer will be: the usual case, and vLLM's comparison), or prompt + the request's
+# token limit (it knows each request's limit).
+RESERVE = {"context": "the context window", "limit": "prompt + the token limit"}
 
 
 _generations = memo("batching generations", 4)
@@ -92,7 +97,11 @@ def build(lm, state) -> dict:
     gens = generations(model)
     queue, costs, runs = schedules(model, n, slots, gap)
     cont = runs["continuous"]
-    snaps = page_snapshots(cont, block, MAX_NEW)
+    if state["bat_reserve"] not in RESERVE:
+        state.reject("bat_reserve", f"A contiguous cache reserves one of {', '.join(RESERVE)}; "
+                     f"got {state['bat_reserve']!r}.")
+    reserve = reserve_tokens(model, state["bat_reserve"])
+    snaps = page_snapshots(cont, block, MAX_NEW, reserve)
     step = state.index_within("bat_step", len(snaps), "step", "the continuous schedule has",
                               default=peak_step(snaps))
     per_token = kv_bytes_per_token(model.config, 4)
@@ -118,9 +127,17 @@ def build(lm, state) -> dict:
         per_token=per_token, human_bytes=human_bytes,
         memory=memory_row(snap, block, per_token),
         peak=memory_peaks(snaps, block, per_token),
+        reserve=state["bat_reserve"], reserve_options=list(RESERVE.items()),
+        n_ctx=model.config.n_ctx,
         **queue_figures(model, n, slots, gap),
-        memory_figure=memory_figure(model, n, slots, gap, block),
+        memory_figure=memory_figure(model, n, slots, gap, block, reserve),
     )
+
+
+def reserve_tokens(model, mode: str):
+    """Tokens a contiguous cache reserves per request: the context window, or None (prompt +
+    the request's token limit: page_snapshots' default)."""
+    return model.config.n_ctx if mode == "context" else None
 
 
 def queue_figures(model, n: int, slots: int, gap: int) -> dict:
@@ -130,18 +147,25 @@ def queue_figures(model, n: int, slots: int, gap: int) -> dict:
                         lambda: dict(
                             costs_figure=figures.step_costs_figure(costs.step_ms, costs.samples),
                             static_figure=figures.timeline_figure(runs["static"],
-                                                                  "Static"),
+                                                                  "Static", end_ms(runs)),
                             continuous_figure=figures.timeline_figure(runs["continuous"],
-                                                                      "Continuous")))
+                                                                      "Continuous", end_ms(runs))))
 
 
-def memory_figure(model, n: int, slots: int, gap: int, block: int) -> str:
+def end_ms(runs) -> float:
+    """The end of the longer schedule: both timelines are drawn to it, on one time scale."""
+    return max(r.makespan_ms for r in runs.values())
+
+
+def memory_figure(model, n: int, slots: int, gap: int, block: int, reserve) -> str:
     _, costs, runs = schedules(model, n, slots, gap)
     per_token = kv_bytes_per_token(model.config, 4)
-    return _figures.get(("memory", model_key(model), costs.measured_at, n, slots, gap, block),
+    return _figures.get(("memory", model_key(model), costs.measured_at, n, slots, gap, block,
+                         reserve),
                         lambda: figures.memory_figure(
                             [memory_row(s, block, per_token)
-                             for s in page_snapshots(runs["continuous"], block, MAX_NEW)],
+                             for s in page_snapshots(runs["continuous"], block, MAX_NEW,
+                                                     reserve)],
                             block))
 
 
