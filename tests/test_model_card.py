@@ -115,3 +115,12 @@ def test_corpus_figures_in_the_card_are_the_corpus_s():
         assert f"| {model_card.famous_source(row, facts)} |" in text
         if row["source"].endswith("(a name)"):
             assert "times)" in model_card.famous_source(row, facts)
+
+
+def test_held_out_token_counts_agree_with_the_measurement():
+    """The card's held-out tokens, and those scored (one fewer: the first has no context), are
+    the numbers measurements.json's perplexity was computed on."""
+    with open(os.path.join(MODELS["austen"], "measurements.json")) as f:
+        scored = json.load(f)["heldout_tokens"]
+    assert (f"{scored + 1:,} held out ({scored:,} of them scored for the held-out perplexity"
+            in card("austen"))

@@ -26,3 +26,15 @@ def test_every_result_names_when_where_and_how_it_was_made():
             r = json.load(f)
         for key in ("date", "machine", "commit", "command"):
             assert r.get(key), f"{n} has no {key}"
+
+
+def test_the_default_models_perplexities_in_the_readme_are_the_measured_ones():
+    """The README's "held-out perplexity (X vs Y for a unigram model)" is models/austen's
+    measurements.json (written by training/model_card.py), to one decimal."""
+    import json
+    with open(os.path.join(ROOT, "models", "austen", "measurements.json")) as f:
+        m = json.load(f)
+    with open(os.path.join(ROOT, "README.md")) as f:
+        text = " ".join(f.read().split())
+    assert (f"perplexity ({m['heldout_perplexity']:.1f} vs {m['unigram_perplexity']:.1f} for a "
+            "unigram model)") in text

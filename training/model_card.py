@@ -340,7 +340,9 @@ def write_cards(main_dir, draft_dir, results, facts):
            f"of {facts['n_chapters']} chapters, {100 * facts['heldout_share']:.0f}% of the "
            "characters; `data/corpus/split.json`). Chapters are separate documents ending in "
            f"`{eot}`.", "",
-           f"Tokens: {n_train:,} for training, {facts['n_heldout_tokens']:,} held out.", "",
+           f"Tokens: {n_train:,} for training, {facts['n_heldout_tokens']:,} held out "
+           f"({facts['n_heldout_tokens'] - 1:,} of them scored for the held-out perplexity: "
+           "each is predicted from the ones before it, the first has none).", "",
            "## Tokenizer", "",
            "Byte-level BPE learned by the project's own trainer (`pipeline/bpe.py`, run by "
            "`training/train_tokenizer.py`) on the training text with GPT-2's pre-tokenizer "

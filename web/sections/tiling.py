@@ -18,7 +18,9 @@ from web.params import Param
 from web.tokens import token_plain
 
 MAX_TILE_PAIRS = 2500          # tiles the NumPy run may visit (keeps a request fast)
-SRAM_BYTES = 228 * 1024        # H100: shared memory per SM, configurable up to 228 KB
+# H100: shared memory per SM, configurable up to 228 KB (NVIDIA's Hopper Tuning Guide, where a
+# KB is 1,024 bytes: 228 KiB)
+SRAM_BYTES = 228 * 1024
 SCALE_BYTES = 2                # fp16 / bf16 elements at real scale
 DEFAULT_CONFIG = "Llama 3 8B"
 
