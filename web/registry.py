@@ -56,7 +56,7 @@ SECTIONS = (
                 "together the pair that occurs most often. Watch the real merges rebuild a word "
                 "of your prompt.")),
     Section("embeddings", "Embeddings", "sections/embeddings.html",
-            embeddings.PARAMS, embeddings.build,
+            embeddings.PARAMS, embeddings.build, warm=embeddings.warm,
             tour=(
                 "Each id selects one row of a big table: a vector of a few hundred numbers, "
                 "learned in training. Tokens used in similar ways end up with similar vectors. "
