@@ -32,9 +32,15 @@ def provenance(r) -> str:
             f"commit {r['commit']}")
 
 
+def on(r) -> str:
+    """ " on SmolLM2" for a run on a model other than the default."""
+    m = r.get("model")
+    return "" if m in (None, "default", "austen") else f" on {m}"
+
+
 def browser(r) -> list:
     c = r["controls"]
-    lines = [f"**The page in Chromium at 1280x900** ({provenance(r)}):", "",
+    lines = [f"**The page in Chromium at 1280x900{on(r)}** ({provenance(r)}):", "",
              "| what | measured |", "|---|---|",
              f"| first load, bytes transferred | {r['first_load']['bytes'] / 1e6:.2f} MB in "
              f"{r['first_load']['requests']} requests |",
@@ -67,25 +73,40 @@ def browser(r) -> list:
 
 def load_tests(runs) -> list:
     lines = ["**A class on 127.0.0.1** (`bench/load_test.py`; the script's client threads share the "
-             "2 cores with the server):", "",
+             "2 cores with the server; the server's memory is the Pss of the server process and "
+             "its workers at the end of the run, pages shared by the forked workers counted "
+             "once):", "",
              "| run | requests | 200 | 503 busy | errors | p50 / p95 / max of the 200s | "
-             "slowest kind (p95) | when, commit |", "|---|---|---|---|---|---|---|---|"]
+             "slowest kind (p95) | server memory | when, commit |",
+             "|---|---|---|---|---|---|---|---|---|"]
     for r in runs:
         ok = r["ok_ms"] or {}
         kinds = {k: v for k, v in r["per_kind"].items() if v.get("p95_ms") == v.get("p95_ms")}
         slow = max(kinds.items(), key=lambda kv: kv[1]["p95_ms"] or 0) if kinds else None
+        smol = r.get("smollm2_students")
+        who = (f"{r['students']} students ({smol} on SmolLM2)" if smol
+               else f"{r['students']} students")
+        mem = r.get("memory")
         lines.append(
-            f"| `{r['command'].replace('python bench/', '')}`: {r['students']} students, "
+            f"| `{r['command'].replace('python bench/', '')}`: {who}, "
             f"{r['prompts']} prompts, workers {r['workers']} | {r['requests']:,} | {r['ok']:,} | "
             f"{r['busy']:,} ({100 * (r['busy_share'] or 0):.1f} %) | {r['errors']} | "
             f"{ok.get('p50', 0):.0f} / {ok.get('p95', 0):.0f} / {ok.get('max', 0):.0f} ms | "
             + (f"{slow[0]} {slow[1]['p95_ms']:.0f} ms" if slow else "–")
+            + (f" | {mem['pss_mb']:,.0f} MB in {mem['processes']} processes" if mem else " | –")
             + f" | {r['date'][:16].replace('T', ' ')}, {r['commit']} |")
+        for m, pm in sorted((r.get("per_model") or {}).items()):
+            pok = pm["ok_ms"] or {}
+            lines.append(
+                f"| ↳ its students on {m} | {pm['requests']:,} | {pm['ok']:,} | "
+                f"{pm['busy']:,} ({100 * (pm['busy_share'] or 0):.1f} %) | {pm['errors']} | "
+                f"{pok.get('p50', 0):.0f} / {pok.get('p95', 0):.0f} / {pok.get('max', 0):.0f} ms"
+                " | | | |")
     return lines + [""]
 
 
 def new_prompt(r) -> list:
-    lines = [f"**Server CPU for a new prompt** ({provenance(r)}):", "",
+    lines = [f"**Server CPU for a new prompt{on(r)}** ({provenance(r)}):", "",
              "| sections computed | median CPU per new prompt |", "|---|---|"]
     for name, v in r.items():
         if isinstance(v, dict) and "median_ms" in v:
@@ -98,7 +119,7 @@ def overview_step(r) -> list:
     shown = r.get("shown_ms") or []
     if not shown:
         return []
-    return [f"**\"Next token\" in the overview**, click to the new token on screen, {len(shown)} "
+    return [f"**\"Next token\" in the overview{on(r)}**, click to the new token on screen, {len(shown)} "
             f"steps: median {statistics.median(shown):.0f} ms, worst {max(shown):.0f} ms "
             f"({provenance(r)}).", ""]
 
@@ -127,15 +148,16 @@ def render() -> str:
     r = load("bench_engine")
     if r:
         out += engine(r)
-    r = load("bench_browser")
-    if r:
-        out += browser(r)
-    r = load("bench_new_prompt")
-    if r:
-        out += new_prompt(r)
-    r = load("bench_overview_step")
-    if r:
-        out += overview_step(r)
+    for model in ("", "_smollm2"):
+        r = load("bench_browser" + model)
+        if r:
+            out += browser(r)
+        r = load("bench_new_prompt" + model)
+        if r:
+            out += new_prompt(r)
+        r = load("bench_overview_step" + model)
+        if r:
+            out += overview_step(r)
     runs = [load(n[:-5]) for n in sorted(os.listdir(RESULTS))
             if n.startswith("load_test") and n.endswith(".json")] if os.path.isdir(RESULTS) else []
     if runs:
