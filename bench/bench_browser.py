@@ -18,8 +18,13 @@ Starts the app as `make run` does (app.py, default model and workers) on a free 
   worst five controls by the median of their own moves.
 Results also go to bench/results/bench_browser.json with date, machine and commit.
 
+With --open, every "Go deeper" disclosure is open (`open=` in the URL names them all, as a
+student who opened each one would have it) while the controls are timed, those inside the
+disclosures included; saved as bench_browser_open.json. With --model KEY, the page is on that
+model (model=KEY; saved as bench_browser_KEY.json, or bench_browser_open_KEY.json).
+
     python bench/bench_browser.py [--url http://127.0.0.1:8000] [--no-save] [--limit N]
-                                  [--section ID] [--repeats N]
+                                  [--section ID] [--repeats N] [--open] [--model KEY]
 """
 import argparse
 import os
@@ -192,6 +197,8 @@ def main(argv=None):
     ap.add_argument("--no-save", action="store_true")
     ap.add_argument("--model", default=None, help="the page on this model of the app "
                     "(model=KEY, e.g. smollm2; saved as bench_browser_KEY.json)")
+    ap.add_argument("--open", action="store_true", help="every disclosure open while the "
+                    "controls are timed")
     ap.add_argument("--limit", type=int, default=0, help="measure only the first N controls")
     ap.add_argument("--repeats", type=int, default=REPEATS, help="moves per control")
     ap.add_argument("--section", action="append", default=[],
@@ -220,6 +227,18 @@ def main(argv=None):
 
             load_everything(page)
             result.update(measure_cores(page))
+            if args.open:                  # the same page with every disclosure open
+                ids = page.evaluate("() => Array.from(document.querySelectorAll("
+                                    "'details.deeper[id]')).map(d => d.id)")
+                query = [f"model={args.model}"] if args.model else []
+                page.goto(base + "/?" + "&".join(query + ["open=" + ",".join(ids)]),
+                          wait_until="networkidle")
+                load_everything(page)
+                result["open"] = {"disclosures": len(ids),
+                                  "open_now": page.evaluate(
+                                      "() => document.querySelectorAll('details[open]').length")}
+                print(f"every disclosure open: {len(ids)} named in the URL, "
+                      f"{result['open']['open_now']} open on the page")
 
             page.evaluate(WATCH)
             found = controls(page)
@@ -280,7 +299,9 @@ def main(argv=None):
         stop_server(server)
     if not args.no_save and not args.limit and not args.section:
         result["model"] = args.model or "default"
-        print("saved", save_result("bench_browser" + (f"_{args.model}" if args.model else ""),
+        name = "bench_browser" + ("_open" if args.open else "") + (
+            f"_{args.model}" if args.model else "")
+        print("saved", save_result(name,
                                    result, "bench_browser.py",
                                    argv if argv is not None else sys.argv[1:]))
     return 0

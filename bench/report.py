@@ -40,7 +40,9 @@ def on(r) -> str:
 
 def browser(r) -> list:
     c = r["controls"]
-    lines = [f"**The page in Chromium at 1280x900{on(r)}** ({provenance(r)}):", "",
+    opened = (f", every \"Go deeper\" disclosure open ({r['open']['disclosures']})"
+              if "open" in r else "")
+    lines = [f"**The page in Chromium at 1280x900{on(r)}{opened}** ({provenance(r)}):", "",
              "| what | measured |", "|---|---|",
              f"| first load, bytes transferred | {r['first_load']['bytes'] / 1e6:.2f} MB in "
              f"{r['first_load']['requests']} requests |",
@@ -149,9 +151,10 @@ def render() -> str:
     if r:
         out += engine(r)
     for model in ("", "_smollm2"):
-        r = load("bench_browser" + model)
-        if r:
-            out += browser(r)
+        for opened in ("", "_open"):
+            r = load("bench_browser" + opened + model)
+            if r:
+                out += browser(r)
         r = load("bench_new_prompt" + model)
         if r:
             out += new_prompt(r)
