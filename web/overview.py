@@ -165,6 +165,11 @@ def shape(a) -> list:
     return [int(n) for n in np.shape(a)]
 
 
+# Up to this many residual norms (in, after each block) are listed as labelled rows (the Austen
+# model's 5); a deeper model's (SmolLM2's 31) are a strip of thin bars with a few labels.
+RESID_ROWS_MAX = 13
+
+
 def residual_bars(cache: dict, n_layers: int) -> list:
     """The last token's residual-stream norm entering block 0 and after every block:
     [{label, value, width %}]."""
@@ -266,7 +271,7 @@ def build(lm, state) -> dict:
         text=prompt, generated_ids=[c.id for c in chips if c.new],
         chips_head=head, chips_hidden=hidden, chips_tail=tail,
         shapes=shapes, kv_bytes=kv_cache_bytes(cfg, T), kv=kv_picture(cache, cfg),
-        residual=residual_bars(cache, cfg.n_layers),
+        residual=residual_bars(cache, cfg.n_layers), resid_rows_max=RESID_ROWS_MAX,
         embed_figure=figures.embeddings_thumbnail(
             embed[first_row:], [c for c in chips[first_row:]], first_row),
         embed_rows=(first_row, T), candidates=candidates, chosen=chosen,
