@@ -250,8 +250,10 @@ def test_smollm2_block_bytes_codes_and_weights_are_the_files_and_engines(smol):
         m = re.search(r'aria-label="%s"><code>(.*?)</code>' % re.escape(label), page, re.S)
         assert m, label
         assert plain(m.group(1)) == raw.hex(" ")
-        rows = rows_of(page, f"{type_name} block {k} of {st.name} decoded")
-        codes, weights = rows["q"], rows["w"]
+        m = re.search(r'<ol[^>]*aria-label="%s decoded">(.*?)</ol>'
+                      % re.escape(f"{type_name} block {k} of {st.name}"), page, re.S)
+        codes = [plain(c) for c in re.findall(r'<span class="q-code">(.*?)</span>', m.group(1))]
+        weights = [plain(c) for c in re.findall(r'<span class="q-w">(.*?)</span>', m.group(1))]
         # decoded independently: ggml's layouts written out
         if type_name == "Q4_1":
             d, mn = np.frombuffer(raw[:4], "<f2").astype(np.float32)
