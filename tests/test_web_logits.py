@@ -96,5 +96,5 @@ def test_confident_example_is_the_most_confident_candidate(client, model):
     _, there = logits_section(client, prompt=best, lg_temp="1")
     assert strong(there, "lg-top-p") == f"{100 * top_p(best):.2f}%"
     assert "It was trained only on Jane Austen's six novels" in page
-    france = next(r for r in rows if r[0] == "not in the corpus")
+    france = next(r for r in rows if r[0] == "not in Austen's novels")
     assert france[3] == f"{100 * top_p('The capital of France is'):.2f}%"

@@ -9,6 +9,7 @@ lines and names from its training text), once per model, and keeping the most co
 import os
 
 import numpy as np
+from flask import current_app
 
 from pipeline.ranking import top_k
 from pipeline.sampling import entropy_bits, softmax_with_temperature, tokens_holding_mass
@@ -27,6 +28,9 @@ PARAMS = (
     Param("lg_temp", "Temperature", kind="float", default=0.7, min=0.0, max=2.0),
 )
 
+# the France prompt's source: not in the Austen model's corpus (said so on every model)
+NOT_AUSTEN = "not in Austen's novels"
+
 # Candidate prompts for "where a confident prediction comes from": lines and names from the six
 # novels the default model was trained on (in training chapters, see models/austen's model card),
 # one famous line that is not in them (the 2005 film of Pride and Prejudice gave Darcy “you have
@@ -43,7 +47,7 @@ CANDIDATES = (
     ("Pride and Prejudice, ch. 1", "It is a truth universally acknowledged, that a single man "
      "in possession of a good fortune, must be in want of a"),
     ("the 2005 film of Pride and Prejudice, not the novel", "you have bewitched me, body and"),
-    ("not in the corpus", "The capital of France is"),
+    (NOT_AUSTEN, "The capital of France is"),
 )
 
 def warm(lm):
@@ -92,7 +96,8 @@ def build(lm, state) -> dict:
         mass90_1=tokens_holding_mass(p1, 0.9),
         examples=examples, best=examples[0] if examples else None,
         trained_on_austen=trained_on_austen(lm.model),
-        france=next((r for r in examples if r["source"] == "not in the corpus"), None),
+        france=next((r for r in examples if r["source"] == NOT_AUSTEN), None),
+        model_param=None if lm.key == current_app.extensions["explainer"].default else lm.key,
         probs_figure=figures.probs_figure(
             [token_text(lm, i) for i in order[:TOP_BARS]], p1[order[:TOP_BARS]],
             pt[order[:TOP_BARS]], temp),
