@@ -47,5 +47,5 @@ def pass_figure(passes: dict) -> str:
     return figure_json([trace], base_layout(
         height=280, margin=dict(l=10, r=10, t=24, b=10), showlegend=False,
         xaxis=dict(title=dict(text="tokens read in one pass"), type="category"),
-        yaxis=dict(title=dict(text="time of one pass, measured (ms)"), rangemode="tozero",
+        yaxis=dict(title=dict(text="one pass (ms)"), rangemode="tozero",
                    range=[0, 1.2 * max(ms)])))
