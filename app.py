@@ -31,7 +31,10 @@ from pipeline.speculative import load_draft  # noqa: E402
 from web import assets, encodings, limits, security, serving, shading, streaming, views  # noqa: E402, E501
 from web.explainer import SMOLLM2_INSTALL, Explainer, installed_smollm2  # noqa: E402
 from web.loaded import LoadedModel  # noqa: E402
+from web.classroom import views as classroom  # noqa: E402
 from web.registry import sections  # noqa: E402
+
+DEFAULT_DATA_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "data", "classroom")
 
 
 def create_app(test_config=None):
@@ -50,7 +53,10 @@ def create_app(test_config=None):
                             PROBE_ENCODINGS=True,
                             MAX_CONTENT_LENGTH=limits.MAX_CONTENT_LENGTH,
                             GATE_SLOTS=limits.GATE_SLOTS, GATE_WAITING=limits.GATE_WAITING,
-                            GATE_WAIT_SECONDS=limits.GATE_WAIT_SECONDS)
+                            GATE_WAIT_SECONDS=limits.GATE_WAIT_SECONDS,
+                            CLASSROOM_STORE=os.environ.get("LLM_EXPLAINER_STORE") or "sqlite",
+                            CLASSROOM_DATA_DIR=os.environ.get("LLM_EXPLAINER_DATA_DIR")
+                            or DEFAULT_DATA_DIR)
     if test_config:
         app.config.from_mapping(test_config)
     cfg = app.config
@@ -94,6 +100,7 @@ def create_app(test_config=None):
     app.register_blueprint(assets.bp)
     assets.init_app(app)
     app.register_blueprint(streaming.bp)
+    classroom.init_app(app)                  # /class: the class in one room (web/classroom/)
 
     @app.context_processor
     def page_globals():
@@ -122,17 +129,30 @@ def main(argv=None):
     parser.add_argument("--threads", type=int, default=limits.SERVER_THREADS,
                         help="waitress threads per worker (default %(default)s: see "
                         "web/limits.py)")
+    parser.add_argument("--store", default=None, help="where class sessions live: 'sqlite' "
+                        "(default: a file in --data-dir) or redis://host:port/db, shared by "
+                        "several instances (web/classroom/store.py)")
+    parser.add_argument("--data-dir", default=None, help="the SQLite store's directory "
+                        "(default: $LLM_EXPLAINER_DATA_DIR, else data/classroom)")
     args = parser.parse_args(argv)
     if args.workers < 1 or args.threads < 1:
         parser.error("--workers and --threads must be at least 1")
     config = {k: v for k, v in (("MODEL_PATHS", tuple(args.model)),
-                                ("DRAFT_MODEL_PATH", args.draft_model)) if v}
+                                ("DRAFT_MODEL_PATH", args.draft_model),
+                                ("CLASSROOM_STORE", args.store),
+                                ("CLASSROOM_DATA_DIR", args.data_dir)) if v}
     if args.workers > 1 and hasattr(os, "fork"):
         config["WARM_CACHES"] = False        # warmed once by serving.run, before the fork
     try:
         app = create_app(config)
     except ModelLoadError as e:          # its message names the file (and the tensor)
         print(f"app.py: cannot load the model: {e}", file=sys.stderr)
+        return 2
+    try:                                 # the class store opens now: a bad --store stops here
+        app.extensions["classroom"].store
+    except Exception as e:
+        print(f"app.py: cannot open the class store {app.config['CLASSROOM_STORE']!r}: {e}",
+              file=sys.stderr)
         return 2
     return serving.run(app, args.host, args.port, args.workers, args.threads)
 

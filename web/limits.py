@@ -165,3 +165,24 @@ class Gate:
 
     def __exit__(self, *exc):
         self.release()
+
+
+# --- the class in one room (web/classroom/): caps on shared state, enforced by its store -------
+# A session is one teacher's class; its state lives in the store every worker sees (SQLite by
+# default, Redis with --store). Over a cap: 429 with a message (a wrong code 404; a closed
+# poll 409). tests/test_classroom_api.py checks each cap.
+CLASSROOM = {
+    "sessions": 50,              # sessions live at once on this server (or Redis)
+    "members": 200,              # people joined to one session
+    "polls": 100,                # polls one session may open
+    "answers": 10_000,           # answers one session holds (members x polls, bounded)
+    "answer_chars": 40,          # one text answer, in characters
+    "state_bytes": MAX_QUERY_BYTES,   # the teacher's page state: a query string
+    "idle_seconds": 2 * 3600,    # a session with no change for this long is deleted, answers
+                                 #   and all (a change: the teacher's screen, a join, a poll,
+                                 #   an answer)
+    "join_failures": 30,         # wrong codes one client may try per window; then 429
+    "join_window_seconds": 600,
+    "follow_poll_ms": 500,       # how often a follower asks for the teacher's state (304 if
+                                 #   unchanged)
+}

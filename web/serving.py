@@ -36,9 +36,15 @@ from web.registry import sections
 
 # --- the gate: at most GATE_SLOTS requests compute at once per process --------------------------
 
+# Endpoints that never compute (the class's follow polls and answers: web/classroom/views.py)
+# pass outside the gate, so that 60 phones polling never queue behind a section's build.
+UNGATED = set()
+
+
 def gated(endpoint) -> bool:
-    """Routes that compute pass through the gate; static files and 404s do not."""
-    return endpoint is not None and endpoint != "static" and not endpoint.startswith("assets.")
+    """Routes that compute pass through the gate; static files, 404s and UNGATED do not."""
+    return (endpoint is not None and endpoint != "static" and not endpoint.startswith("assets.")
+            and endpoint not in UNGATED)
 
 
 def init_app(app):

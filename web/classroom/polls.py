@@ -1,0 +1,280 @@
+"""The class polls: every predict-then-reveal question of the page, asked of the whole class.
+
+A poll is opened on the teacher's screen as it is (the teacher's page state, a query string):
+its question and the model's answer come from the section's own build for that state
+(`web.cache.cached_build(section, lm, state)`, the very call that renders the section), so the
+model's side of a reveal is the number the section shows, never typed. The model's answer is
+kept in the store with the poll and sent to nobody until the teacher reveals it.
+
+    kind            section         the class answers       the model's answer (build context)
+    next-token      logits          a word (text)           rows[0]: the top next token
+    top-prob        logits          a percentage            rows[0].p1: its probability
+    n-tokens        tokenization    a whole number          the prompt's token count
+    top-p-half      sampling        a whole number          topp_half_kept
+    beam-vs-greedy  decoding        one of four choices     verdict
+    kv-bytes        kvcache         a whole number          final_nbytes
+
+On reveal, the class's answers are counted beside the model's. For the next token, the class's
+guesses are drawn against the model's probabilities on the same axis (web.forward.prompt_run's
+last row of logits through pipeline.sampling.softmax_with_temperature at T = 1, as the logits
+section computes it), with the probability the model gave the class's favourite guess.
+"""
+import math
+import re
+import statistics
+from collections import Counter
+from dataclasses import dataclass
+from typing import Callable
+
+import numpy as np
+
+from pipeline.sampling import softmax_with_temperature
+from web.cache import memoized
+from web.figures import ACCENT, PALETTE, base_layout, label
+from web.forward import prompt_ids, prompt_run
+from web.limits import CLASSROOM
+
+_CONTROL = re.compile(r"[\x00-\x1f\x7f\ud800-\udfff]")
+TOP_GROUPS = 10            # answers drawn / listed on reveal
+MAX_NUMBER = 10 ** 15
+
+
+class PollError(ValueError):
+    """A poll that cannot be opened, or an answer that is not valid (422 with the message)."""
+
+    def __init__(self, message: str):
+        super().__init__(message)
+        self.message = message
+
+
+def last_words(prompt: str, n: int = 8) -> str:
+    words = prompt.split()
+    return ("… " if len(words) > n else "") + " ".join(words[-n:])
+
+
+def _next_token(lm, state, ctx):
+    top = ctx["rows"][0]
+    return dict(question=f"Which token will the model rank first after “{last_words(state['prompt'])}”? "
+                         "Type it.",
+                answer=top["text"].replace("·", " ").strip(), shown=top["text"],
+                top_id=top["id"], top_p=top["p1"])
+
+
+def _top_prob(lm, state, ctx):
+    top = ctx["rows"][0]
+    pct = round(100 * top["p1"], 1)
+    return dict(question=f"The model's first choice after “{last_words(state['prompt'])}” is "
+                         f"“{top['text'].replace('·', ' ').strip()}”. How probable does the "
+                         "model think it is, in percent?",
+                answer=pct, shown=f"{pct:g}%", min=0, max=100)
+
+
+def _n_tokens(lm, state, ctx):
+    n = len(prompt_ids(lm, state["prompt"]))
+    return dict(question=f"Into how many tokens does {lm.name}'s tokenizer cut the prompt "
+                         f"({len(state['prompt']):,} characters)?",
+                answer=n, shown=f"{n:,} tokens", min=0, max=10 ** 6)
+
+
+def _top_p_half(lm, state, ctx):
+    n = ctx["n_vocab"]
+    kept = ctx["topp_half_kept"]
+    return dict(question=f"Top-p = 0.5 alone keeps the most probable tokens until they hold half "
+                         f"of the probability. Of the {n:,} tokens, how many does it keep for "
+                         "this prompt?",
+                answer=kept, shown="{:,} kept (holding {:.1%}); {:,} removed".format(
+                    kept, ctx["topp_half_mass"], n - kept), min=0, max=n)
+
+
+def _beam_vs_greedy(lm, state, ctx):
+    if ctx.get("full"):
+        raise PollError("The prompt fills the model's context window: there is no beam search "
+                        "to ask about.")
+    width, n_new = ctx["width"], ctx["n_new"]
+    return dict(question=f"With {width} beam{'s' if width != 1 else ''} and {n_new} new "
+                         f"token{'s' if n_new != 1 else ''}, next to greedy's continuation, the "
+                         "best beam will be…",
+                answer=ctx["verdict"], choices=list(ctx["verdicts"]),
+                shown="{} (total log-probability {:.3f} against greedy's {:.3f})".format(
+                    ctx["verdict"], ctx["finals"][0].total, ctx["greedy"].total))
+
+
+def _kv_bytes(lm, state, ctx):
+    cfg = ctx["cfg"]
+    return dict(question=f"Each token leaves a key and a value per key/value head in each layer. "
+                         f"{ctx['model_name']}: {cfg.n_layers} layers, {cfg.n_kv_heads} kv heads "
+                         f"of {cfg.head_dim} float32 numbers (4 bytes). After "
+                         f"{ctx['final_tokens']} tokens, how many bytes does the cache hold?",
+                answer=ctx["final_nbytes"], shown=f"{ctx['final_nbytes']:,} bytes",
+                min=0, max=MAX_NUMBER)
+
+
+@dataclass(frozen=True)
+class PollKind:
+    id: str
+    section: str          # the section whose build answers it
+    label: str            # the teacher's menu
+    input: str            # "text", "number" or "choice"
+    spec: Callable        # spec(lm, state, ctx) -> question, answer, shown (+ choices, min, max)
+
+
+KINDS = {k.id: k for k in (
+    PollKind("next-token", "logits", "The next token", "text", _next_token),
+    PollKind("top-prob", "logits", "How probable is the top token?", "number", _top_prob),
+    PollKind("n-tokens", "tokenization", "How many tokens is the prompt?", "number", _n_tokens),
+    PollKind("top-p-half", "sampling", "What top-p 0.5 keeps", "number", _top_p_half),
+    PollKind("beam-vs-greedy", "decoding", "Does beam search beat greedy?", "choice",
+             _beam_vs_greedy),
+    PollKind("kv-bytes", "kvcache", "The KV cache's bytes", "number", _kv_bytes),
+)}
+
+
+def open_spec(kind: PollKind, lm, state, ctx) -> dict:
+    """What the store keeps of a new poll: the question and its form (public) and the model's
+    answer (sent only after the reveal), with the model and prompt it was computed for."""
+    s = kind.spec(lm, state, ctx)
+    return dict(kind=kind.id, label=kind.label, input=kind.input, question=s["question"],
+                choices=s.get("choices"), min=s.get("min"), max=s.get("max"),
+                model=lm.key, prompt=state["prompt"],
+                answer=s["answer"], shown=s["shown"],
+                top_id=s.get("top_id"), top_p=s.get("top_p"))
+
+
+PUBLIC = ("kind", "label", "input", "question", "choices", "min", "max")
+
+
+def public(spec: dict) -> dict:
+    """The poll as students see it before the reveal: no answer."""
+    return {k: spec.get(k) for k in PUBLIC}
+
+
+# --- answers ---------------------------------------------------------------------------------
+
+def validate(spec: dict, raw) -> str:
+    """The answer as stored (text), or PollError: text up to CLASSROOM["answer_chars"]
+    characters, a number within the poll's range, or one of its choices."""
+    if not isinstance(raw, (str, int, float)) or isinstance(raw, bool):
+        raise PollError("Send an answer.")
+    text = str(raw).strip()
+    if not text:
+        raise PollError("The answer is empty.")
+    if len(text) > CLASSROOM["answer_chars"]:
+        raise PollError(f"An answer is at most {CLASSROOM['answer_chars']} characters; this one "
+                        f"is {len(text)}.")
+    if _CONTROL.search(text):
+        raise PollError("The answer holds a control character; only printable text is taken.")
+    if spec["input"] == "choice":
+        if text not in spec["choices"]:
+            raise PollError(f"Choose one of: {', '.join(spec['choices'])}.")
+        return text
+    if spec["input"] == "number":
+        try:
+            value = float(text.replace(",", "").replace("%", ""))
+        except ValueError:
+            raise PollError(f"{text!r} is not a number.") from None
+        if not math.isfinite(value) or not spec["min"] <= value <= spec["max"]:
+            raise PollError(f"The answer must be a number from {spec['min']:,} to "
+                            f"{spec['max']:,}.")
+        return f"{value:g}" if value != int(value) or abs(value) >= 1e15 else str(int(value))
+    return text
+
+
+def norm(text: str) -> str:
+    return text.strip().lower()
+
+
+@memoized(4)
+def readings(lm) -> dict:
+    """Each token's text as a guess reads (stripped, lower case) -> the token ids that read so
+    (" wife" and "wife" are one guess); computed once per model."""
+    out = {}
+    tok = lm.tokenizer
+    for i in range(lm.model.config.vocab_size):
+        try:
+            text = tok.decode([i])
+        except Exception:          # an id with no bytes (a reserved slot)
+            continue
+        key = norm(text)
+        if key:
+            out.setdefault(key, []).append(i)
+    return out
+
+
+def class_groups(answers: list, numeric: bool) -> list:
+    """[(shown text, count)] of the answers, most common first; text answers are grouped
+    regardless of case and spaces around them (shown as most of the class spelled them)."""
+    if numeric:
+        counts = Counter(answers)
+        return sorted(counts.items(), key=lambda kv: (-kv[1], float(kv[0])))
+    spellings = {}
+    for a in answers:
+        spellings.setdefault(norm(a), Counter())[a.strip()] += 1
+    groups = [(c.most_common(1)[0][0], sum(c.values())) for c in spellings.values()]
+    return sorted(groups, key=lambda kv: (-kv[1], kv[0]))
+
+
+def reveal(spec: dict, answers: list, lm=None) -> dict:
+    """The class beside the model: counts of the answers, which were right, and for the next
+    token the model's probability of each guess and the figure of both on one axis (lm: the
+    model the poll was opened on; needed for the next token only)."""
+    numeric = spec["input"] == "number"
+    total = len(answers)
+    groups = class_groups(answers, numeric)
+    answer = spec["answer"]
+    rows = []
+    for text, count in groups:
+        right = (float(text) == float(answer)) if numeric else norm(text) == norm(str(answer))
+        rows.append(dict(answer=text, count=count, share=count / total, right=right))
+    out = dict(kind=spec["kind"], question=spec["question"], model=spec["shown"],
+               model_answer=answer, total=total, right=sum(r["count"] for r in rows if r["right"]),
+               groups=rows[:TOP_GROUPS], others=max(0, len(rows) - TOP_GROUPS))
+    if numeric and answers:
+        values = [float(a) for a in answers]
+        med = statistics.median(values)
+        out["median"] = f"{med:,.6g}"
+        out["within_10"] = sum(1 for v in values
+                               if abs(v - float(answer)) <= 0.1 * abs(float(answer)))
+    if spec["kind"] == "next-token" and lm is not None:
+        next_token_model_side(out, spec, lm)
+    return out
+
+
+def next_token_model_side(out: dict, spec: dict, lm):
+    """The model's probability of each of the class's guesses (the tokens that read as the
+    guess), the favourite's, and the figure: class share and model probability per guess."""
+    logits = prompt_run(lm, spec["prompt"]).logits[-1]
+    p1 = softmax_with_temperature(logits, 1.0)                    # as the logits section
+    table = readings(lm)
+    for g in out["groups"]:
+        ids = table.get(norm(g["answer"]))
+        g["p"] = float(p1[ids].sum(dtype=np.float64)) if ids else None
+    top_text = spec["answer"]
+    out["model_p"] = spec["top_p"]
+    if out["groups"]:
+        fav = out["groups"][0]
+        out["favourite"] = dict(answer=fav["answer"], share=fav["share"], p=fav["p"])
+    xs = [g["answer"] for g in out["groups"]]
+    class_y = [g["share"] for g in out["groups"]]
+    model_y = [g["p"] or 0.0 for g in out["groups"]]
+    if norm(top_text) not in {norm(x) for x in xs}:
+        xs.append(top_text)
+        class_y.append(0.0)
+        ids = table.get(norm(top_text)) or [spec["top_id"]]
+        model_y.append(float(p1[ids].sum(dtype=np.float64)))
+    names = [label(x) for x in xs]
+    hover = [("" if g is None or g.get("p") is not None else " (not one token of this model)")
+             for g in out["groups"]] + [""] * (len(xs) - len(out["groups"]))
+    out["figure"] = dict(
+        data=[dict(type="bar", name="the class: share of guesses", x=names, y=class_y,
+                   marker=dict(color=PALETTE[0]),
+                   hovertemplate="%{x}: %{y:.0%} of the class<extra></extra>"),
+              dict(type="bar", name=f"{spec['model']}: probability", x=names, y=model_y,
+                   marker=dict(color=ACCENT), customdata=hover,
+                   hovertemplate="%{x}: p = %{y:.1%}%{customdata}<extra></extra>")],
+        layout=base_layout(
+            title=dict(text="The class's guesses and the model's probabilities"),
+            barmode="group", height=320,
+            yaxis=dict(title=dict(text="share of the class / probability"), range=[0, 1],
+                       tickformat=".0%"),
+            xaxis=dict(type="category", tickangle=0),
+            legend=dict(orientation="h", y=-0.2)))

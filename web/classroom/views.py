@@ -1,0 +1,389 @@
+"""The class's routes (blueprint "classroom"). JSON in and out, except the join pages.
+
+    GET  /class                         the join page: type the code (?code=... joins)
+    GET  /class/<code>                  the join link (the QR code's address): joins, then opens
+                                        the teacher's page (/?<teacher's state>#class=<code>)
+    POST /class/new                     teacher: start a session from the page's state
+    GET  /class/<code>/qr.svg           the join link as a QR code (segno, SVG, made here)
+    GET  /class/<code>/state            everyone: the teacher's state, members, the poll (and
+                                        its reveal); ETag = the session's version, 304 if same
+    POST /class/<code>/state            teacher: the page state now on the projector
+    POST /class/<code>/polls            teacher: open a poll of a kind (web/classroom/polls.py)
+    POST /class/<code>/polls/<id>/answer    student: answer (or change the answer)
+    POST /class/<code>/polls/<id>/reveal    teacher: close the poll, the class beside the model
+    POST /class/<code>/end              teacher: end the session (everything deleted)
+
+Rights: the teacher is whoever holds the session's secret, set at /class/new in an HttpOnly,
+SameSite=Strict cookie (`cls_t`, path /class); the store keeps only its SHA-256. A student is an
+anonymous random id in an HttpOnly, SameSite=Lax cookie (`cls_s`), given at the first join.
+A teacher's route without the teacher's cookie is a 403. POSTs take JSON only (a form from
+another site cannot send it) and a foreign Origin is refused.
+"""
+import io
+import json
+import time
+import urllib.parse
+
+from flask import (Blueprint, abort, current_app, jsonify, make_response, redirect,
+                   render_template, request, url_for)
+
+from web import serving
+from web.cache import cached_build
+from web.classroom import codes, polls
+from web.classroom.store import Gone, StoreError, open_store
+from web.limits import CLASSROOM
+from web.registry import all_params, section as find_section
+from web.request_state import current_state
+
+bp = Blueprint("classroom", __name__, url_prefix="/class")
+TEACHER_COOKIE = "cls_t"
+STUDENT_COOKIE = "cls_s"
+# The page's own settings a follower keeps for itself.
+NOT_FOLLOWED = ("theme",)
+# Polls that are answered from the store alone (no model computing): outside the compute gate,
+# so that 60 phones polling every 500 ms never wait behind a section being computed.
+serving.UNGATED.update({"classroom.follow", "classroom.teacher_state", "classroom.answer"})
+
+
+class Classroom:
+    """What the app holds for classes: the store, opened on first use (so an app that never
+    runs a class writes nothing) — or at start when app.py is given --store."""
+
+    def __init__(self, spec, data_dir, limits=None):
+        self.spec = spec
+        self.data_dir = data_dir
+        self.limits = dict(CLASSROOM, **(limits or {}))
+        self._store = None
+
+    @property
+    def store(self):
+        if self._store is None:
+            self._store = open_store(self.spec, self.data_dir, self.limits["idle_seconds"])
+        return self._store
+
+    @store.setter
+    def store(self, value):
+        self._store = value
+
+
+def classroom() -> Classroom:
+    return current_app.extensions["classroom"]
+
+
+def now() -> float:
+    return current_app.config.get("CLASSROOM_CLOCK", time.time)()
+
+
+def fail(status: int, message: str):
+    response = jsonify(error=message)
+    response.status_code = status
+    response.headers["Cache-Control"] = "no-store"
+    return response
+
+
+@bp.errorhandler(StoreError)
+def store_error(e):
+    return fail(e.status, e.message)
+
+
+@bp.errorhandler(polls.PollError)
+def poll_error(e):
+    return fail(422, e.message)
+
+
+# --- who is asking ---------------------------------------------------------------------------
+
+def teacher_secret(code: str):
+    value = request.cookies.get(TEACHER_COOKIE, "")
+    c, _, secret = value.partition(".")
+    return secret if c == code else ""
+
+
+def is_teacher(session) -> bool:
+    return codes.secret_matches(teacher_secret(session["code"]), session["teacher"])
+
+
+def student_id():
+    sid = request.cookies.get(STUDENT_COOKIE, "")
+    return sid if codes.STUDENT_ID.fullmatch(sid) else None
+
+
+def json_body() -> dict:
+    """The POST's JSON object; a form or another site's page cannot send one."""
+    origin = request.headers.get("Origin")
+    if origin and origin.rstrip("/") != request.host_url.rstrip("/"):
+        abort(fail(403, "Requests from another site are refused."))
+    if not request.is_json:
+        abort(fail(415, "Send JSON (Content-Type: application/json)."))
+    body = request.get_json(silent=True)
+    if not isinstance(body, dict):
+        abort(fail(400, "The body must be a JSON object."))
+    return body
+
+
+def live_session(code: str):
+    code = codes.normalize(code)
+    session = classroom().store.session(code, now()) if code else None
+    if session is None:
+        abort(fail(404, "There is no class with this code: it ended, expired or never "
+                        "existed."))
+    return session
+
+
+def teacher_session(code: str):
+    session = live_session(code)
+    if not is_teacher(session):
+        abort(fail(403, "Only the teacher who started this session can do this."))
+    return session
+
+
+def followed_query(raw) -> str:
+    """The teacher's page state as followers will load it: only the page's own parameters,
+    each once, re-encoded (and not the teacher's theme)."""
+    if not isinstance(raw, str):
+        abort(fail(400, "The state must be a query string."))
+    raw = raw.lstrip("?")
+    if len(raw.encode()) > classroom().limits["state_bytes"]:
+        abort(fail(413, "The page state is too long to share."))
+    names = {p.name for p in all_params()} - set(NOT_FOLLOWED)
+    seen, pairs = set(), []
+    for name, value in urllib.parse.parse_qsl(raw, keep_blank_values=True):
+        if name in names and name not in seen:
+            seen.add(name)
+            pairs.append((name, value))
+    return urllib.parse.urlencode(pairs, quote_via=urllib.parse.quote)
+
+
+def cookie(response, name, value, samesite):
+    response.set_cookie(name, value, max_age=int(classroom().limits["idle_seconds"]),
+                        path="/class", httponly=True, samesite=samesite,
+                        secure=request.is_secure)
+
+
+# --- joining ---------------------------------------------------------------------------------
+
+def join_page(message="", status=200, code=""):
+    response = make_response(render_template("classroom/join.html", message=message,
+                                             code=code, code_length=codes.CODE_LENGTH,
+                                             alphabet=codes.ALPHABET), status)
+    response.headers["Cache-Control"] = "no-store"
+    return response
+
+
+def client_key() -> str:
+    return request.remote_addr or "unknown"
+
+
+def join(typed: str):
+    """Join the session `typed` names: the page the teacher shows, or a clear page saying why
+    not (a wrong code counts against this client's join attempts)."""
+    c = classroom()
+    limits, store, t = c.limits, c.store, now()
+    window = limits["join_window_seconds"]
+    if store.join_failures(client_key(), t, window) >= limits["join_failures"]:
+        response = join_page(f"Too many wrong codes from this address. Wait "
+                             f"{window // 60} minutes, then try again.", 429, typed)
+        response.headers["Retry-After"] = str(window)
+        return response
+    code = codes.normalize(typed)
+    session = store.session(code, t) if code else None
+    if session is None:
+        store.count_join_failure(client_key(), t, window)
+        what = (f"There is no class with the code “{typed[:40]}”: it may have ended or "
+                "expired, or a character was mistyped." if code else
+                f"“{typed[:40]}” is not a class code: codes are {codes.CODE_LENGTH} letters "
+                "and digits.")
+        return join_page(what, 404, typed[:40])
+    sid = student_id() or codes.new_student_id()
+    try:
+        store.join(code, sid, t, limits["members"])
+    except StoreError as e:
+        return join_page(e.message, e.status, typed)
+    target = "/" + (f"?{session['state']}" if session["state"] else "") + f"#class={code}"
+    response = redirect(target, 303)
+    cookie(response, STUDENT_COOKIE, sid, "Lax")
+    response.headers["Cache-Control"] = "no-store"
+    return response
+
+
+@bp.get("")
+def join_form():
+    typed = request.args.get("code")
+    if typed is None:
+        return join_page()
+    return join(typed)
+
+
+@bp.get("/<code>")
+def join_link(code):
+    return join(code)
+
+
+# --- the teacher starts, ends, and is followed ---------------------------------------------
+
+@bp.post("/new")
+def new():
+    body = json_body()
+    query = followed_query(body.get("query", ""))
+    c = classroom()
+    secret = codes.new_secret()
+    for _ in range(5):                       # a collision among 27.5 billion codes: try again
+        code = codes.new_code()
+        try:
+            c.store.create(code, codes.secret_hash(secret), query, now(), c.limits["sessions"])
+            break
+        except StoreError as e:
+            if e.status != 409:
+                raise
+    else:
+        return fail(503, "No free code was found; try again.")
+    response = jsonify(session_info(code))
+    cookie(response, TEACHER_COOKIE, f"{code}.{secret}", "Strict")
+    response.headers["Cache-Control"] = "no-store"
+    return response
+
+
+def session_info(code: str) -> dict:
+    return dict(code=code, shown=codes.shown(code),
+                join_url=request.host_url.rstrip("/") + url_for("classroom.join_link",
+                                                                code=code),
+                join_page=request.host_url.rstrip("/") + url_for("classroom.join_form"),
+                qr=url_for("classroom.qr", code=code),
+                follow_poll_ms=classroom().limits["follow_poll_ms"])
+
+
+@bp.get("/<code>/qr.svg")
+def qr(code):
+    import segno
+    session = live_session(code)
+    link = request.host_url.rstrip("/") + url_for("classroom.join_link", code=session["code"])
+    out = io.BytesIO()
+    segno.make(link, error="m").save(out, kind="svg", scale=8, border=2, dark="#000",
+                                     light="#fff", xmldecl=False, title="Join: " + link)
+    response = current_app.response_class(out.getvalue(), mimetype="image/svg+xml")
+    response.headers["Cache-Control"] = "private, max-age=3600"
+    return response
+
+
+@bp.post("/<code>/end")
+def end(code):
+    json_body()
+    session = teacher_session(code)
+    classroom().store.end(session["code"])
+    response = jsonify(ended=True)
+    response.delete_cookie(TEACHER_COOKIE, path="/class")
+    return response
+
+
+@bp.post("/<code>/state")
+def teacher_state(code):
+    session = teacher_session(code)
+    query = followed_query(json_body().get("query", ""))
+    version = classroom().store.set_state(session["code"], query, now())
+    return jsonify(version=version)
+
+
+@bp.get("/<code>/state")
+def follow(code):
+    """The session as a follower sees it. Its version is the ETag: a poll that sends it back
+    (If-None-Match) gets 304 and no body until something changes."""
+    norm = codes.normalize(code)
+    store = classroom().store
+    version = store.version(norm, now()) if norm else None
+    if version is None:
+        return fail(404, "This class has ended or expired.")
+    etag = f'"{version}"'
+    if etag in [e.strip() for e in request.headers.get("If-None-Match", "").split(",")]:
+        response = current_app.response_class(status=304)
+        response.headers["ETag"] = etag
+        response.headers["Cache-Control"] = "no-cache"
+        return response
+    session = store.session(norm, now())
+    if session is None:
+        return fail(404, "This class has ended or expired.")
+    sid = student_id()
+    poll = session["poll"]
+    out = dict(code=norm, version=session["version"], query=session["state"],
+               members=session["members"], teacher=is_teacher(session),
+               member=bool(sid) and store.is_member(norm, sid), poll=None)
+    if poll:
+        out["poll"] = dict(id=poll["id"], status=poll["status"], answered=poll["answered"],
+                           **polls.public(poll["spec"]))
+        if sid and poll["status"] == "open":
+            out["poll"]["mine"] = store.mine(norm, poll["id"], sid)
+        if poll["status"] == "revealed":
+            out["poll"]["reveal"] = poll["reveal"]
+    response = jsonify(out)
+    response.headers["ETag"] = f'"{session["version"]}"'
+    response.headers["Cache-Control"] = "no-cache"
+    return response
+
+
+# --- polls -----------------------------------------------------------------------------------
+
+def teacher_view(query: str):
+    """(lm, state) of the teacher's page state, validated as the page validates it."""
+    with current_app.test_request_context("/?" + query):
+        return current_state()
+
+
+@bp.post("/<code>/polls")
+def open_poll(code):
+    session = teacher_session(code)
+    body = json_body()
+    kind = polls.KINDS.get(body.get("kind"))
+    if kind is None:
+        return fail(422, f"Poll kinds: {', '.join(polls.KINDS)}.")
+    query = followed_query(body["query"]) if "query" in body else session["state"]
+    lm, state = teacher_view(query)
+    if "prompt" in state.errors:
+        return fail(422, "The projected prompt is not valid: " + state.errors["prompt"])
+    ctx = cached_build(find_section(kind.section), lm, state)   # as the section renders it
+    spec = polls.open_spec(kind, lm, state, ctx)
+    c = classroom()
+    pid = c.store.open_poll(session["code"], kind.id, json.dumps(spec), now(),
+                            c.limits["polls"])
+    return jsonify(id=pid, **polls.public(spec))
+
+
+@bp.post("/<code>/polls/<int:poll_id>/answer")
+def answer(code, poll_id):
+    session = live_session(code)
+    sid = student_id()
+    if sid is None:
+        return fail(403, "Join the class first (its code or link).")
+    poll = session["poll"]
+    if poll is None or poll["id"] != poll_id or poll["status"] != "open":
+        return fail(409, "This poll is closed: its answer has been revealed or another poll "
+                         "has started.")
+    value = polls.validate(poll["spec"], json_body().get("answer"))
+    c = classroom()
+    new = c.store.answer(session["code"], poll_id, sid, value, now(), c.limits["answers"])
+    return jsonify(answer=value, changed=not new)
+
+
+@bp.post("/<code>/polls/<int:poll_id>/reveal")
+def reveal(code, poll_id):
+    json_body()
+    session = teacher_session(code)
+    poll = session["poll"]
+    if poll is None or poll["id"] != poll_id or poll["status"] not in ("open", "revealing"):
+        return fail(409, "Only the open poll can be revealed.")
+    spec = poll["spec"]
+    store = classroom().store
+    store.lock(session["code"], poll_id, now())          # no answer after this one counts
+    answers = store.answers(session["code"], poll_id)
+    lm = current_app.extensions["explainer"].get(spec["model"])
+    if lm is None:
+        raise Gone("The model of this poll is not on this server.")
+    result = polls.reveal(spec, answers, lm)
+    store.reveal(session["code"], poll_id, json.dumps(result), now())
+    return jsonify(result)
+
+
+def init_app(app, store=None, data_dir=None):
+    """Register the blueprint and the app's Classroom (store: "sqlite" or a redis:// URL)."""
+    app.extensions["classroom"] = Classroom(store or app.config.get("CLASSROOM_STORE"),
+                                            data_dir or app.config.get("CLASSROOM_DATA_DIR"),
+                                            app.config.get("CLASSROOM_LIMITS"))
+    app.register_blueprint(bp)
