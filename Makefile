@@ -13,12 +13,12 @@ PORT ?= 8000
 export OPENBLAS_NUM_THREADS ?= 1
 export OMP_NUM_THREADS ?= 1
 
-.PHONY: run test setup setup-test chromium
+.PHONY: run test setup setup-test chromium redis-server
 
 run: setup
 	$(PY) app.py --host $(HOST) --port $(PORT) $(if $(MODEL),--model $(MODEL))
 
-test: setup-test chromium
+test: setup-test chromium redis-server
 	$(PY) -m pytest -q -rs
 
 setup: $(VENV)/.app-installed node_modules/htmx.org/dist/htmx.min.js
@@ -48,4 +48,13 @@ chromium:
 	  (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium) >/dev/null; \
 	else \
 	  echo "The browser tests need Debian's chromium: run 'sudo apt-get install chromium'" >&2; exit 1; \
+	fi
+
+# Debian's redis-server for the class store's Redis tests (they start their own on a free port).
+redis-server:
+	@if command -v redis-server >/dev/null; then :; \
+	elif [ "$$(id -u)" = 0 ]; then \
+	  (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq redis-server) >/dev/null; \
+	else \
+	  echo "The class store's tests need Debian's redis-server: run 'sudo apt-get install redis-server'" >&2; exit 1; \
 	fi

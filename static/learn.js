@@ -397,6 +397,9 @@
   document.addEventListener("DOMContentLoaded", function () {
     if (tourOpen()) showStep(currentStep(), !presenting());
   });
+  // classroom.js moves a follower's page to the teacher's slide with these.
+  window.explainerTour = { show: showStep, close: closeTour, present: setPresent,
+                           presenting: presenting, open: tourOpen, step: currentStep };
   if (typeof htmx !== "undefined") htmx.onLoad(init);
   else document.addEventListener("DOMContentLoaded", function () { init(document.body); });
 

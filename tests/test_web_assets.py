@@ -23,7 +23,7 @@ from web_support import HX, app, client, every_section, model, text_of, server  
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 DECODE = {"br": brotli.decompress, "gzip": gzip.decompress}
 LINKED = ["favicon.svg", "style.css", "htmx.min.js", "plotly.min.js", "app.js", "learn.js",
-          "overview.js"]
+          "overview.js", "classroom.js"]
 
 
 def linked_urls(page: str) -> dict:

@@ -248,8 +248,12 @@ def session_info(code: str) -> dict:
                 join_url=request.host_url.rstrip("/") + url_for("classroom.join_link",
                                                                 code=code),
                 join_page=request.host_url.rstrip("/") + url_for("classroom.join_form"),
-                qr=url_for("classroom.qr", code=code),
+                qr=url_for("classroom.qr", code=code), kinds=poll_kinds(),
                 follow_poll_ms=classroom().limits["follow_poll_ms"])
+
+
+def poll_kinds() -> list:
+    return [dict(id=k.id, label=k.label) for k in polls.KINDS.values()]
 
 
 @bp.get("/<code>/qr.svg")
@@ -306,6 +310,8 @@ def follow(code):
     out = dict(code=norm, version=session["version"], query=session["state"],
                members=session["members"], teacher=is_teacher(session),
                member=bool(sid) and store.is_member(norm, sid), poll=None)
+    if out["teacher"]:
+        out.update(session_info(norm))
     if poll:
         out["poll"] = dict(id=poll["id"], status=poll["status"], answered=poll["answered"],
                            **polls.public(poll["spec"]))

@@ -1,0 +1,407 @@
+// The class in one room (web/classroom/): the teacher's panel on the projector, and on each
+// student's page the teacher followed live, with the class polls.
+//
+// This tab's part in a class is kept in sessionStorage ("classroom": {code, role, following}):
+// the teacher's tab after "Start a class session", a student's after the join link (which lands
+// on /?<teacher's state>#class=<code>). Rights are checked by the server (the teacher's secret
+// is an HttpOnly cookie this script cannot read).
+//
+// Transport: short polls of /class/<code>/state with the version as ETag (304 while nothing
+// changed), every follow_poll_ms (500 ms). The teacher's tab sends its page state whenever its
+// address changes (every control, slide and Next-token step is in the address).
+// Everything the class or the server wrote is put on the page as text (textContent).
+(function () {
+  "use strict";
+
+  var KEY = "classroom";
+  var POLL_MS = 500, SYNC_MS = 250;
+  var OWN = ["theme"];                         // the follower's own settings, never followed
+  var PAGE_ONLY = ["tour", "present", "open"];  // moved in place, without loading the page
+
+  var info = null, panel = null, etag = null, last = null, timer = null, lastSent = null,
+      sending = false, expected = null, navigating = false, kinds = [];
+
+  function load() {
+    try { return JSON.parse(window.sessionStorage.getItem(KEY) || "null"); } catch (e) { return null; }
+  }
+  function save() {
+    try {
+      if (info) window.sessionStorage.setItem(KEY, JSON.stringify(info));
+      else window.sessionStorage.removeItem(KEY);
+    } catch (e) { /* private mode: this page only */ }
+  }
+
+  function el(tag, attrs, text) {
+    var e = document.createElement(tag);
+    Object.keys(attrs || {}).forEach(function (k) {
+      if (k === "className") e.className = attrs[k];
+      else e.setAttribute(k, attrs[k]);
+    });
+    if (text !== undefined && text !== null) e.textContent = String(text);
+    return e;
+  }
+
+  function post(path, body) {
+    return fetch(path, { method: "POST", credentials: "same-origin", cache: "no-store",
+                         headers: { "Content-Type": "application/json" },
+                         body: JSON.stringify(body || {}) })
+      .then(function (r) {
+        return r.json().catch(function () { return {}; }).then(function (j) {
+          if (!r.ok) throw new Error(j.error || ("The server answered " + r.status + "."));
+          return j;
+        });
+      });
+  }
+
+  // --- the page's state as a set of parameters --------------------------------------------------
+  function params(search) {
+    var out = {};
+    new URLSearchParams(search).forEach(function (v, k) {
+      if (OWN.indexOf(k) < 0 && !(k in out)) out[k] = v;
+    });
+    return out;
+  }
+  function sameExcept(a, b, skip) {
+    var keys = Object.keys(a).concat(Object.keys(b));
+    return keys.every(function (k) { return skip.indexOf(k) >= 0 || a[k] === b[k]; });
+  }
+  function key(p) { return JSON.stringify(Object.keys(p).sort().map(function (k) { return [k, p[k]]; })); }
+
+  // --- the panel -------------------------------------------------------------------------------
+  function buildPanel() {
+    if (panel) return panel;
+    panel = el("aside", { id: "class-panel", className: "class-panel", "aria-label": "Class session" });
+    panel.appendChild(el("h2", { className: "class-title" }, "Class session"));
+    panel.appendChild(el("div", { className: "class-head" }));
+    panel.appendChild(el("p", { className: "class-status", role: "status", "aria-live": "polite" }));
+    panel.appendChild(el("div", { className: "class-tools" }));
+    panel.appendChild(el("div", { className: "class-poll" }));
+    panel.appendChild(el("div", { className: "class-reveal", "aria-live": "polite" }));
+    document.body.appendChild(panel);
+    return panel;
+  }
+  function part(name) { return buildPanel().querySelector(".class-" + name); }
+  function status(text) { part("status").textContent = text; }
+
+  function button(label, onClick, cls) {
+    var b = el("button", { type: "button", className: cls || "" }, label);
+    b.addEventListener("click", onClick);
+    return b;
+  }
+
+  function teacherHead(s) {
+    var head = part("head");
+    if (head.getAttribute("data-code") === info.code) return;
+    head.setAttribute("data-code", info.code);
+    head.textContent = "";
+    var join = el("p", { className: "class-join" });
+    join.appendChild(document.createTextNode("Join at "));
+    join.appendChild(el("strong", { className: "class-link" }, info.joinPage || (location.origin + "/class")));
+    join.appendChild(document.createTextNode(" with the code "));
+    join.appendChild(el("strong", { className: "class-code", "aria-label": "class code " + info.code }, info.shown || info.code));
+    head.appendChild(join);
+    head.appendChild(el("p", { className: "class-url" }, info.joinUrl || ""));
+    head.appendChild(el("img", { className: "class-qr", src: "/class/" + info.code + "/qr.svg",
+                                 alt: "QR code of the join link", width: "176", height: "176" }));
+  }
+
+  function teacherTools() {
+    var tools = part("tools");
+    if (tools.getAttribute("data-role") === "teacher") return;
+    tools.setAttribute("data-role", "teacher");
+    tools.textContent = "";
+    var label = el("label", { "for": "class-kind" }, "Class poll");
+    var select = el("select", { id: "class-kind" });
+    kinds.forEach(function (k) { select.appendChild(el("option", { value: k.id }, k.label)); });
+    tools.appendChild(label);
+    tools.appendChild(select);
+    tools.appendChild(button("Open the poll", function () {
+      post("/class/" + info.code + "/polls", { kind: select.value, query: location.search })
+        .then(refresh, function (e) { status(e.message); });
+    }));
+    tools.appendChild(button("End the session", function () {
+      post("/class/" + info.code + "/end", {}).then(function () { leave("The session has ended."); },
+                                                     function (e) { status(e.message); });
+    }, "class-end"));
+  }
+
+  function studentTools() {
+    var tools = part("tools");
+    var role = info.following ? "following" : "away";
+    if (tools.getAttribute("data-role") === role) return;
+    tools.setAttribute("data-role", role);
+    tools.textContent = "";
+    if (info.following) {
+      tools.appendChild(button("Step away to explore", function () { setFollowing(false); }));
+    } else {
+      tools.appendChild(button("Follow the teacher", function () { setFollowing(true); }, "class-follow"));
+    }
+    tools.appendChild(button("Leave the class", function () { leave("You left the class."); }, "class-leave"));
+  }
+
+  function setFollowing(on) {
+    info.following = on;
+    save();
+    studentTools();
+    showStatus();
+    if (on && last) apply(last.query);
+  }
+
+  function showStatus() {
+    if (!last) return;
+    var people = last.members + (last.members === 1 ? " person has" : " people have") + " joined";
+    if (info.role === "teacher") status(people + ". Your screen is followed.");
+    else status((info.following ? "Following the teacher" : "Exploring on your own: the teacher's screen is not followed") +
+                " · class " + last.code + " · " + people);
+  }
+
+  // --- polls -----------------------------------------------------------------------------------
+  function showPoll(p) {
+    var box = part("poll");
+    var sig = p ? [p.id, p.status, info.role].join("/") : "none";
+    if (box.getAttribute("data-sig") !== sig) {
+      box.setAttribute("data-sig", sig);
+      box.textContent = "";
+      part("reveal").textContent = "";
+      if (p) drawPoll(box, p);
+    }
+    if (!p) return;
+    var count = box.querySelector(".class-count");
+    if (count) count.textContent = p.answered + " of " + last.members + " answered";
+    if (p.status === "revealed" && p.reveal && !part("reveal").firstChild) drawReveal(p.reveal);
+    if (info.role !== "teacher" && p.status === "open" && p.mine !== undefined) {
+      var mine = box.querySelector(".class-mine");
+      if (mine && !mine.getAttribute("data-set")) {
+        mine.textContent = p.mine === null ? "" : "Your answer: " + p.mine + ". You can change it until the reveal.";
+      }
+    }
+  }
+
+  function drawPoll(box, p) {
+    box.appendChild(el("h3", { className: "class-q-title" }, "Class poll: " + p.label));
+    box.appendChild(el("p", { className: "class-question" }, p.question));
+    if (p.status !== "revealed") box.appendChild(el("p", { className: "class-count", "aria-live": "polite" }));
+    if (info.role === "teacher") {
+      if (p.status === "open") {
+        box.appendChild(button("Reveal the answers", function () {
+          post("/class/" + info.code + "/polls/" + p.id + "/reveal", {}).then(refresh, function (e) { status(e.message); });
+        }, "class-reveal-btn"));
+      }
+      return;
+    }
+    if (p.status !== "open") {
+      if (p.status !== "revealed") box.appendChild(el("p", {}, "The poll is closed."));
+      return;
+    }
+    var form = el("form", { className: "class-answer", novalidate: "" });
+    var id = "class-answer-" + p.id, input;
+    if (p.input === "choice") {
+      var set = el("fieldset", {});
+      set.appendChild(el("legend", {}, "Your answer"));
+      p.choices.forEach(function (c, i) {
+        var l = el("label", { className: "class-choice" });
+        var r = el("input", { type: "radio", name: id, value: c });
+        if (p.mine === c) r.checked = true;
+        l.appendChild(r);
+        l.appendChild(document.createTextNode(" " + c));
+        set.appendChild(l);
+      });
+      form.appendChild(set);
+    } else {
+      form.appendChild(el("label", { "for": id }, "Your answer"));
+      input = el("input", p.input === "number"
+        ? { id: id, type: "number", step: "any", min: String(p.min), max: String(p.max), inputmode: "decimal", autocomplete: "off" }
+        : { id: id, type: "text", maxlength: "40", autocomplete: "off", autocapitalize: "off", spellcheck: "false" });
+      if (p.mine) input.value = p.mine;
+      form.appendChild(input);
+    }
+    form.appendChild(el("button", { type: "submit" }, "Send my answer"));
+    var mine = el("p", { className: "class-mine", role: "status" });
+    form.appendChild(mine);
+    form.addEventListener("submit", function (e) {
+      e.preventDefault();
+      var value = input ? input.value : ((form.querySelector("input[type=radio]:checked") || {}).value || "");
+      if (!String(value).trim()) { mine.textContent = "Type or choose an answer first."; return; }
+      post("/class/" + info.code + "/polls/" + p.id + "/answer", { answer: value }).then(function (j) {
+        mine.setAttribute("data-set", "1");
+        mine.textContent = "Your answer: " + j.answer + ". You can change it until the reveal.";
+      }, function (err) { mine.textContent = err.message; });
+    });
+    box.appendChild(form);
+  }
+
+  function pct(x) { return (100 * x).toFixed(x < 0.001 && x > 0 ? 3 : 1).replace(/\.0+$/, "") + "%"; }
+
+  function drawReveal(r) {
+    var box = part("reveal");
+    box.textContent = "";
+    var model = el("p", { className: "class-model" });
+    model.appendChild(document.createTextNode("The model: "));
+    model.appendChild(el("strong", {}, r.model));
+    if (r.model_p !== undefined) model.appendChild(document.createTextNode(" (p = " + pct(r.model_p) + ")"));
+    box.appendChild(model);
+    var cls = r.total + (r.total === 1 ? " answer" : " answers") + " from the class; " + r.right + " right";
+    if (r.median !== undefined) cls += "; median " + r.median + "; within 10% of the model's: " + r.within_10;
+    box.appendChild(el("p", { className: "class-summary" }, cls + "."));
+    if (r.favourite) {
+      box.appendChild(el("p", { className: "class-favourite" },
+        "The class's favourite, “" + r.favourite.answer + "” (" + pct(r.favourite.share) + " of the class): " +
+        (r.favourite.p === null ? "not one token of this model, so it cannot be its next token."
+                                : "the model gave it " + pct(r.favourite.p) + ".")));
+    }
+    if (r.figure) {
+      var fig = el("div", { className: "plot class-figure", role: "img",
+                            "aria-label": "Bars: the class's share of each guess beside the model's probability of it" });
+      fig.setAttribute("data-figure", JSON.stringify(r.figure));
+      box.appendChild(fig);
+      if (window.explainerDraw) window.explainerDraw(fig);
+    }
+    var table = el("table", { className: "class-table", "aria-label": "The class's answers" });
+    var head = el("tr");
+    ["answer", "students", "share"].concat(r.figure ? ["model's p"] : []).forEach(function (h) {
+      head.appendChild(el("th", { scope: "col" }, h));
+    });
+    table.appendChild(el("thead")).appendChild(head);
+    var body = el("tbody");
+    r.groups.forEach(function (g) {
+      var tr = el("tr", g.right ? { className: "right" } : {});
+      tr.appendChild(el("td", {}, g.answer + (g.right ? " ✓" : "")));
+      tr.appendChild(el("td", {}, g.count));
+      tr.appendChild(el("td", {}, pct(g.share)));
+      if (r.figure) tr.appendChild(el("td", {}, g.p === null ? "not one token" : pct(g.p)));
+      body.appendChild(tr);
+    });
+    table.appendChild(body);
+    box.appendChild(table);
+    if (r.others) box.appendChild(el("p", { className: "hint" }, "and " + r.others + " other answers"));
+  }
+
+  // --- following -------------------------------------------------------------------------------
+  function apply(query) {
+    if (navigating || info.role === "teacher") return;
+    var want = params(query), have = params(location.search);
+    if (!sameExcept(want, have, PAGE_ONLY)) {
+      navigating = true;
+      var theme = new URLSearchParams(location.search).get("theme");
+      var q = new URLSearchParams(query);
+      if (theme) q.set("theme", theme);
+      var s = q.toString();
+      location.replace("/" + (s ? "?" + s : ""));
+      return;
+    }
+    var tour = window.explainerTour;
+    if (tour) {
+      var present = want.present === "1";
+      if (present !== tour.presenting()) tour.present(present);
+      var step = Number(want.tour || 0);
+      if (step > 0 && (!tour.open() || tour.step() !== step)) tour.show(step);
+      else if (step === 0 && tour.open()) tour.close();
+    }
+    expected = key(params(location.search));
+  }
+
+  function watchAddress() {
+    if (!info || navigating) return;
+    var now = params(location.search);
+    if (info.role === "teacher") {
+      var k = key(now);
+      if (k !== lastSent && !sending) {
+        sending = true;
+        var sent = k;
+        post("/class/" + info.code + "/state", { query: location.search }).then(function () {
+          lastSent = sent; sending = false;
+        }, function (e) { sending = false; status(e.message); });
+      }
+    } else if (info.following && expected !== null && key(now) !== expected) {
+      setFollowing(false);         // the student moved something: they are exploring
+    }
+  }
+
+  function refresh() {
+    if (!info) return;
+    window.clearTimeout(timer);
+    var headers = etag ? { "If-None-Match": etag } : {};
+    fetch("/class/" + info.code + "/state", { credentials: "same-origin", cache: "no-store", headers: headers })
+      .then(function (r) {
+        if (r.status === 304) return null;
+        if (r.status === 404) { leave("This class has ended or expired."); return null; }
+        if (!r.ok) throw new Error("status " + r.status);
+        etag = r.headers.get("ETag");
+        return r.json();
+      })
+      .then(function (s) {
+        if (!s || !info) return;
+        last = s;
+        if (s.kinds) kinds = s.kinds;
+        if (info.role === "teacher" && !s.teacher) info.role = "student";
+        if (info.role === "teacher") { teacherHead(s); teacherTools(); }
+        else {
+          studentTools();
+          if (!s.member) { location.replace("/class/" + info.code); return; }   // join again
+          if (info.following) apply(s.query);
+        }
+        showStatus();
+        showPoll(s.poll);
+      })
+      .catch(function () { if (info) status("Reconnecting to the class…"); })
+      .then(function () { if (info) timer = window.setTimeout(refresh, POLL_MS); });
+  }
+
+  function leave(message) {
+    info = null;
+    save();
+    window.clearTimeout(timer);
+    if (!panel) return;
+    part("head").textContent = "";
+    part("tools").textContent = "";
+    part("poll").textContent = "";
+    part("reveal").textContent = "";
+    status(message);
+    part("tools").appendChild(button("Close", function () { panel.remove(); panel = null; }));
+  }
+
+  function begin() {
+    buildPanel();
+    if (info.role !== "teacher") expected = key(params(location.search));
+    refresh();
+  }
+
+  function startSession() {
+    post("/class/new", { query: location.search }).then(function (j) {
+      info = { code: j.code, role: "teacher", shown: j.shown, joinUrl: j.join_url,
+               joinPage: j.join_page, following: true };
+      kinds = j.kinds || [];
+      POLL_MS = j.follow_poll_ms || POLL_MS;
+      lastSent = key(params(location.search));
+      save();
+      etag = null;
+      if (panel) { panel.remove(); panel = null; }
+      begin();
+    }, function (e) {
+      buildPanel();
+      status("The session could not start: " + e.message);
+    });
+  }
+
+  document.addEventListener("click", function (e) {
+    var t = e.target.closest ? e.target.closest("#class-start") : null;
+    if (t) startSession();
+  });
+
+  function init() {
+    var m = /^#class=([A-Z0-9]{4,12})$/.exec(location.hash);
+    info = load();
+    if (m) {
+      var teacher = info && info.code === m[1] && info.role === "teacher";
+      info = teacher ? info : { code: m[1], role: "student", following: true };
+      save();
+      window.history.replaceState(window.history.state, "", location.pathname + location.search);
+    }
+    window.setInterval(watchAddress, SYNC_MS);          // does nothing outside a class
+    if (!info) return;
+    if (info.role === "teacher") lastSent = null;       // send the state once on load
+    begin();
+  }
+  if (document.readyState === "loading") document.addEventListener("DOMContentLoaded", init);
+  else init();
+})();
