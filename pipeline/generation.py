@@ -85,14 +85,18 @@ def most_new_tokens(n_prompt: int, n_ctx: int) -> int:
 class Pass(LoopStep):
     """A step as decode_loop yields it, with the model's scores."""
     logits: np.ndarray      # [V] the model's scores for the next token
+    cache: dict = None      # record=True, decode steps: the step's own intermediates (one row)
+    kv: object = None       # record=True: the loop's KVCache (its first n_context positions are
+                            #   this step's; later steps only append)
 
 
 def decode_loop(model, prompt_ids, max_new_tokens: int, sample=None, stop_at_eos: bool = True,
-                should_stop=None):
+                should_stop=None, record: bool = False):
     """Prefill the prompt, then choose a token and decode it, until finish_reason says stop.
 
     `sample(logits [V], tokens_so_far: list[int]) -> int` picks each token (greedy when None).
     Yields a Pass per new token; `should_stop()`, when given, is asked before every model pass.
+    record=True: each decode step's Pass holds that step's activation cache and the KV cache.
     """
     sample = sample or greedy
     history = [int(t) for t in prompt_ids]
@@ -102,16 +106,22 @@ def decode_loop(model, prompt_ids, max_new_tokens: int, sample=None, stop_at_eos
     for index in range(max_new_tokens):
         if should_stop is not None and should_stop():
             return
+        cache = {} if record and phase == "decode" else None
         start = time.perf_counter()
-        logits = (model.prefill(list(inputs), kv)[-1] if phase == "prefill"     # [V]
-                  else model.decode(inputs[0], kv))
+        if phase == "prefill":
+            logits = model.prefill(list(inputs), kv)[-1]                       # [V]
+        elif cache is None:
+            logits = model.decode(inputs[0], kv)
+        else:
+            logits = model.decode(inputs[0], kv, cache=cache)
         forward = time.perf_counter() - start
         token = int(sample(logits, history))
         step_seconds = time.perf_counter() - start
         history.append(token)
         finish = finish_reason(token, len(history), index + 1, max_new_tokens,
                                model.config.n_ctx, eos)
-        yield Pass(index, phase, inputs, len(kv), token, forward, step_seconds, finish, logits)
+        yield Pass(index, phase, inputs, len(kv), token, forward, step_seconds, finish, logits,
+                   cache, kv if record else None)
         if finish:
             return
         inputs, phase = (token,), "decode"

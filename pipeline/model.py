@@ -365,19 +365,22 @@ class Model:
         c = self.config
         return KVCache(c.n_layers, c.n_kv_heads, c.head_dim, c.n_ctx, capacity)
 
-    def prefill(self, tokens, kv: KVCache):
-        """Run the prompt (or any new tokens) through, storing their keys/values: [T, V]."""
+    def prefill(self, tokens, kv: KVCache, cache: dict = None):
+        """Run the prompt (or any new tokens) through, storing their keys/values: [T, V].
+        cache: a dict to record this pass's intermediates in (names as run_with_cache's; the
+        scores and pattern are [H, T, S] over the S cached positions)."""
         tokens = self._check(tokens, start=len(kv))
         kv.reserve(len(kv) + len(tokens))
         positions = np.arange(len(kv), len(kv) + len(tokens))
         logits = self._run(tokens, positions, [LayerKV(kv, i) for i in range(self.config.n_layers)],
-                           NO_HOOKS)
+                           NO_HOOKS if cache is None else RecordingHooks(cache))
         kv.n_tokens += len(tokens)
         return logits
 
-    def decode(self, token: int, kv: KVCache):
-        """One step: the next token's logits [V], attending over everything in the cache."""
-        return self.prefill([token], kv)[0]
+    def decode(self, token: int, kv: KVCache, cache: dict = None):
+        """One step: the next token's logits [V], attending over everything in the cache
+        (cache: records the step's own intermediates, each with one row, as in prefill)."""
+        return self.prefill([token], kv, cache)[0]
 
     def decode_batch(self, tokens, kvs):
         """One step for B sequences at once, each with its own cache (lengths may differ): [B, V].

@@ -48,24 +48,38 @@ def expected_sequence(model, prompt, steps, settings=SamplerSettings(temperature
 
 
 def check_pass(page: str, model, sequence: list, n_prompt: int):
-    """Shapes, norms, KV bytes and the prediction on the page against the pipeline, run afresh."""
+    """Shapes, norms, KV bytes and the prediction on the page against the pipeline, run afresh.
+    The shapes are those of the pass that chose the next token: the prefill of the prompt
+    (T rows), or after a Next token the KV-cached decode step of the last token (one row,
+    attending over the T cached positions)."""
     cfg = model.config
     T = len(sequence)
     _, cache = model.run_with_cache(sequence)
+    rows = T if T == n_prompt else 1
+    step = cache
+    if rows == 1:                          # the loop's own decode step, recorded
+        step, kv = {}, model.new_kv_cache()
+        model.prefill(sequence[:-1], kv)
+        model.decode(sequence[-1], kv, cache=step)
+        assert "the KV-cached decode step of the last token (one row)" in page
+    else:
+        assert f"the prefill, all {T} tokens of the prompt in one pass" in page
     s = shapes(page)
     assert s["ids"] == [T]
     assert s["wte"] == list(model.params["wte"].shape)
-    assert s["embed"] == list(cache["hook_embed"].shape) == [T, cfg.d_model]
+    assert s["embed"] == list(step["hook_embed"].shape) == [rows, cfg.d_model]
     for key, hook in (("ln1", "blocks.0.ln1.hook_normalized"), ("q", "blocks.0.attn.hook_q"),
                       ("k", "blocks.0.attn.hook_k"), ("pattern", "blocks.0.attn.hook_pattern"),
                       ("ln2", "blocks.0.ln2.hook_normalized"), ("ffn", "blocks.0.mlp.hook_post"),
                       ("resid", "blocks.0.hook_resid_pre"),
                       ("final_norm", "ln_final.hook_normalized")):
-        assert s[key] == list(cache[hook].shape), key
-    assert s["q"] == [T, cfg.n_heads, cfg.head_dim]
-    assert s["k"] == list(cache["blocks.0.attn.hook_v"].shape) == [T, cfg.n_kv_heads, cfg.head_dim]
+        assert s[key] == list(step[hook].shape), key
+    assert s["q"] == [rows, cfg.n_heads, cfg.head_dim]
+    assert s["k"] == list(step["blocks.0.attn.hook_v"].shape) == \
+        [rows, cfg.n_kv_heads, cfg.head_dim]
+    assert s["pattern"] == [cfg.n_heads, rows, T]
     assert s["unembed"] == list(model.params["unembed"].shape)
-    assert s["logits"] == [T, cfg.vocab_size] and s["next_logits"] == [cfg.vocab_size]
+    assert s["logits"] == [rows, cfg.vocab_size] and s["next_logits"] == [cfg.vocab_size]
     assert s["kv"] == [cfg.n_layers, 2, T, cfg.n_kv_heads, cfg.head_dim]
     # the KV cache's bytes: a real cache after the prefill of the whole sequence
     kv = model.new_kv_cache()
@@ -155,7 +169,9 @@ def test_gpt2_fixture():
     seq = expected_sequence(m, "the cat sat", 2)
     check_pass(page, m, seq, len(seq) - 2)
     s = shapes(page)
-    assert s["wpe"] == [cfg.n_ctx, cfg.d_model] and s["pos_embed"] == [len(seq), cfg.d_model]
+    # the decode step adds the last position's row of the table
+    assert s["wpe"] == [cfg.n_ctx, cfg.d_model] and s["pos_embed"] == [1, cfg.d_model]
+    assert f"row {len(seq) - 1} of it" in page
     assert "a learned table" in page and "RoPE" not in page
     assert "grouped-query" not in page and "multi-query" not in page
     assert "LayerNorm" in page and "GELU" in page

@@ -10,11 +10,12 @@ the pipeline's generation loop (prefill, then one KV-cached decode step per toke
 pipeline.generation.decode_loop), seeded with OV_SEED, so the same URL always shows the same
 tokens. Temperature 0 (the default) is greedy: the sampler keeps only the highest score.
 
-The pictures come from the activation cache of one forward pass over that sequence
-(`run_with_cache`; for the prompt alone, the pass the sections share: web.forward.prompt_run);
-the prediction (top five, the sampler's choice) from the generation loop's own logits for the
-next token, after the last KV-cached step (for the prompt alone, the shared pass's last row,
-the same computation as the loop's prefill).
+The pictures and shapes are those of the pass that chose the next token: for the prompt alone,
+the prefill (one pass over the prompt: the pass the sections share, web.forward.prompt_run);
+after a Next token, the generation loop's KV-cached decode step of the last token (its own
+activation cache, recorded by decode_loop: one row, attending over every cached position; the
+key norms read from its KV cache). The prediction (top five, the sampler's choice) is that
+pass's logits for the next token.
 """
 import threading
 from dataclasses import dataclass
@@ -80,9 +81,12 @@ class Pass:
     """What the overview shows for one (model, prompt, sampler, steps): arrays read-only."""
     ids: tuple             # the sequence: prompt ids + generated ids
     n_prompt: int
-    cache: dict            # activation cache of the pass over `ids`
-    next_logits: np.ndarray   # [V] the generation loop's logits after the last token
+    cache: dict            # activation cache of the pass that chose the next token: the
+                           #   prefill over the prompt, or the decode step of the last token
+    next_logits: np.ndarray   # [V] that pass's logits for the next token
     next_token: int        # the sampler's choice from them
+    key_norms: np.ndarray  # [L, T] each cached key's norm per layer (as the KV cache holds it)
+    phase: str = "prefill"    # "prefill" or "decode"
 
 
 _passes = memo("overview passes", 16)
@@ -96,7 +100,7 @@ class Loop:
     def __init__(self, model, ids, settings):
         self.model = model
         self.steps = decode_loop(model, ids, OV_LIMIT + 1, sampler(settings, OV_SEED),
-                                 stop_at_eos=False)
+                                 stop_at_eos=False, record=True)
         self.passes = []
         self.lock = threading.Lock()
 
@@ -134,14 +138,19 @@ def make_pass(lm, prompt: str, settings: SamplerSettings, steps: int) -> Pass:
         # sampler's first draw is the generation loop's first choice
         run = prompt_run(lm, prompt)
         logits = run.logits[-1]
+        key = "attn.hook_rot_k" if model.config.positions == "rope" else "attn.hook_k"
+        norms = np.stack([np.linalg.norm(run.cache[f"blocks.{i}.{key}"], axis=(1, 2))
+                          for i in range(model.config.n_layers)])
         return Pass(ids, len(ids), run.cache, logits,
-                    int(sampler(settings, OV_SEED)(logits, list(ids))))
+                    int(sampler(settings, OV_SEED)(logits, list(ids))), norms)
     loop = _loops.get((model_key(model), prompt, settings),
                       lambda: Loop(model, ids, settings))
     passes = loop.first(steps + 1)
     sequence = ids + tuple(p.token for p in passes[:steps])
-    _, cache = model.run_with_cache(list(sequence))
-    return Pass(sequence, len(ids), cache, passes[steps].logits, passes[steps].token)
+    step = passes[steps]                 # the decode step of the last token: it chose the next
+    assert step.phase == "decode" and step.n_context == len(sequence)
+    norms = np.linalg.norm(step.kv.k[:, :step.n_context], axis=(2, 3))      # [L, T]
+    return Pass(sequence, len(ids), step.cache, step.logits, step.token, norms, "decode")
 
 
 def first_eos(model, prompt: str, settings, lm, steps: int):
@@ -181,12 +190,11 @@ def residual_bars(cache: dict, n_layers: int) -> list:
             for l, n, v in zip(labels, names, values)]
 
 
-def kv_picture(cache: dict, cfg) -> dict:
+def kv_picture(norms, cfg) -> dict:
     """The KV cache as the store attention reads: per layer, each cached position's key norm
-    (keys after RoPE for a RoPE model, as the cache holds them), the latest KV_COLUMNS shown."""
+    (norms [L, T]: keys after RoPE for a RoPE model, as the cache holds them), the latest
+    KV_COLUMNS shown."""
     key_hook = "attn.hook_rot_k" if cfg.positions == "rope" else "attn.hook_k"
-    norms = np.stack([np.linalg.norm(cache[f"blocks.{i}.{key_hook}"].reshape(
-        cache[f"blocks.{i}.{key_hook}"].shape[0], -1), axis=-1) for i in range(cfg.n_layers)])
     T = norms.shape[1]
     start = max(0, T - KV_COLUMNS)
     shown = norms[:, start:]
@@ -246,6 +254,7 @@ def build(lm, state) -> dict:
     b0 = "blocks.0."
     shapes = dict(
         ids=[T], wte=shape(model.params["wte"]), embed=shape(cache["hook_embed"]),
+        rows=[T, cfg.d_model],
         resid=shape(cache[b0 + "hook_resid_pre"]), ln1=shape(cache[b0 + "ln1.hook_normalized"]),
         q=shape(cache[b0 + "attn.hook_q"]), k=shape(cache[b0 + "attn.hook_k"]),
         v=shape(cache[b0 + "attn.hook_v"]), pattern=shape(cache[b0 + "attn.hook_pattern"]),
@@ -253,14 +262,14 @@ def build(lm, state) -> dict:
         ffn=shape(cache[b0 + "mlp.hook_post"]), mlp_out=shape(cache[b0 + "hook_mlp_out"]),
         resid_post=shape(cache[f"blocks.{cfg.n_layers - 1}.hook_resid_post"]),
         final_norm=shape(cache["ln_final.hook_normalized"]),
-        unembed=shape(model.params["unembed"]), logits=[T, cfg.vocab_size],
+        unembed=shape(model.params["unembed"]), logits=shape(cache["logits"]),
         next_logits=shape(run.next_logits),
         kv=[cfg.n_layers, 2, T, cfg.n_kv_heads, cfg.head_dim])
     if cfg.positions == "learned":
         shapes.update(wpe=shape(model.params["wpe"]), pos_embed=shape(cache["hook_pos_embed"]))
 
-    embed = cache["hook_embed"]
     first_row = max(0, T - EMBED_ROWS)
+    embed = model.params["wte"][list(ids[first_row:])]       # the table's rows of the sequence
     return dict(
         ov_steps=steps, ov_most=most, ov_limit=OV_LIMIT, ov_finish=finish, ov_seed=OV_SEED,
         settings=settings, n_prompt=run.n_prompt, T=T, cfg=cfg,
@@ -270,9 +279,10 @@ def build(lm, state) -> dict:
         attn_kind=attention_kind(cfg), group=cfg.n_heads // cfg.n_kv_heads,
         text=prompt, generated_ids=[c.id for c in chips if c.new],
         chips_head=head, chips_hidden=hidden, chips_tail=tail,
-        shapes=shapes, kv_bytes=kv_cache_bytes(cfg, T), kv=kv_picture(cache, cfg),
+        shapes=shapes, kv_bytes=kv_cache_bytes(cfg, T), kv=kv_picture(run.key_norms, cfg),
+        phase=run.phase, n_rows=shapes["resid"][0],
         residual=residual_bars(cache, cfg.n_layers), resid_rows_max=RESID_ROWS_MAX,
         embed_figure=figures.embeddings_thumbnail(
-            embed[first_row:], [c for c in chips[first_row:]], first_row),
+            embed, [c for c in chips[first_row:]], first_row),
         embed_rows=(first_row, T), candidates=candidates, chosen=chosen,
         doors=DOORS)
