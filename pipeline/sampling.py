@@ -195,14 +195,27 @@ def slice_order(probs):  # [V] -> [V] token ids, most probable first (ties: lowe
     return top_k(np.asarray(probs, dtype=np.float64))
 
 
+def laid_end_to_end(probs):  # [V] -> (order [V], cdf [V]): the slices, most probable first
+    order = slice_order(probs)                                               # [V]
+    return order, np.cumsum(np.asarray(probs, dtype=np.float64)[order])     # [V]
+
+
 def inverse_cdf(probs, u):  # [V], [n] uniforms in [0, 1) -> [n] token ids
     """Inverse-CDF sampling: the tokens' probabilities laid end to end, most probable first,
     cover [0, 1); the uniform number u falls in one token's slice, and that token is drawn. A
     token of probability 0 has an empty slice and is never drawn."""
-    order = slice_order(probs)                                               # [V]
-    cdf = np.cumsum(np.asarray(probs, dtype=np.float64)[order])              # [V]
+    order, cdf = laid_end_to_end(probs)
     u = np.asarray(u, dtype=np.float64) * cdf[-1]
     return order[np.minimum(np.searchsorted(cdf, u, side="right"), len(cdf) - 1)]
+
+
+def draw_slice(probs, token: int) -> tuple:
+    """(start, end) of `token`'s slice of [0, 1) as inverse_cdf lays the slices: a uniform u
+    with start <= u < end draws it."""
+    order, cdf = laid_end_to_end(probs)
+    i = int(np.flatnonzero(order == token)[0])
+    total = cdf[-1]
+    return (float(cdf[i - 1] / total) if i else 0.0, float(cdf[i] / total))
 
 
 def draw(probs, rng: np.random.Generator, n: int = None):

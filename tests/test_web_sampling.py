@@ -218,3 +218,15 @@ def test_headline_figure_is_the_model_against_the_distribution_drawn_from(client
     assert np.allclose(final_bars["y"], [stages[-1].probs[t] if stages[-1].kept[t] else 0.0
                                          for t in shown], atol=1e-6)
     assert [y > 0 for y in final_bars["y"]] == [bool(stages[-1].kept[t]) for t in shown]
+
+
+@pytest.mark.parametrize("seed", range(0, 40))
+def test_the_draws_uniform_lies_in_the_slice_shown_for_the_drawn_token(client, seed):
+    """The page's "u = ..., in the slice [a, b) of <token>": u falls in that token's slice as
+    inverse_cdf lays the slices (most probable first), for many seeds and a flat sampler."""
+    page = text_of(client.get(url("/section/sampling", s_seed=seed, s_temp=1.5, s_topk=0,
+                                  s_topp=1.0), headers={"HX-Request": "true"}))
+    m = re.search(r"u = ([0-9.]+), in the slice\s+\[([0-9.]+), ([0-9.]+)\)", page)
+    assert m, "no draw on the page"
+    u, lo, hi = map(float, m.groups())
+    assert lo <= u < hi

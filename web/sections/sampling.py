@@ -12,7 +12,7 @@ import numpy as np
 
 from pipeline.ranking import top_k
 from pipeline.sampling import (
-    REPETITION_PENALTY_MAX, TEMPERATURE_MAX, draw, entropy_bits, goodness_of_fit, inverse_cdf,
+    REPETITION_PENALTY_MAX, TEMPERATURE_MAX, draw, draw_slice, entropy_bits, goodness_of_fit, inverse_cdf,
     sampling_stages, top_p_keep)
 from web.cache import memoized
 from web.figures import sampling as figures
@@ -159,7 +159,6 @@ def build(lm, state) -> dict:
 
     seed, n = state["s_seed"], state["s_draws"]
     u, one, counts = draws(final.tobytes(), seed, n)
-    cdf = np.cumsum(final, dtype=np.float64)
     fit = goodness_of_fit(counts, final)
     idx = np.array(shown)
     drawn_shown = counts[idx]
@@ -186,7 +185,7 @@ def build(lm, state) -> dict:
         headline_figure=figures.model_vs_final_figure(
             names, views[0].probs, views[-1].probs, views[-1].kept),
         seed=seed, u=u, drawn=one, drawn_name=token_plain(tok, one),
-        drawn_p=float(final[one]), drawn_slice=(float(cdf[one] - final[one]), float(cdf[one])),
+        drawn_p=float(final[one]), drawn_slice=draw_slice(final, one),
         n_draws=n, counts=[int(c) for c in drawn_shown], other_drawn=other_drawn,
         final_shown=[float(final[t]) for t in shown],
         final_other=mass_not_shown(final, idx),
