@@ -56,12 +56,14 @@ def head_grid_figure(grid) -> str:
                  hovertemplate=f"layer {layer}, head {h} (click to show it large)<extra></extra>")
             for layer in range(L) for h in range(H)]
     n_cols, n_rows = (L, H) if across else (H, L)
-    col_names = [str(i) for i in range(n_cols)]
+    # layers across: every fifth layer numbered (30 numbers collide on a phone; hover names all)
+    labelled = [c for c in range(n_cols) if not across or c % 5 == 0 or c == n_cols - 1]
+    col_names = [str(c) for c in labelled]
     row_names = [f"head {i}" if across else f"layer {i}" for i in range(n_rows)]
     layout = base_layout(
         height=50 + (30 if across else 40) * n_rows, margin=dict(l=70, r=10, t=36, b=10),
         coloraxis=dict(cmin=MASK, cmax=100, colorscale=_grid_colorscale(), showscale=False),
-        xaxis=dict(tickvals=[c * step + (n - 1) / 2 for c in range(n_cols)],
+        xaxis=dict(tickvals=[c * step + (n - 1) / 2 for c in labelled],
                    ticktext=col_names, side="top", showgrid=False,
                    title=dict(text="layer" if across else "head", standoff=4), tickangle=0,
                    zeroline=False, range=[-1, n_cols * step - GRID_GAP]),
@@ -132,8 +134,10 @@ def head_measures_figure(measures: dict) -> str:
     n, gap = len(names), 0.07
     height = (1 - gap * (n - 1)) / n
     x = [layer * (H + 1) + h for layer in range(L) for h in range(H)]      # a gap between layers
-    data, layout = [], dict(height=90 + 190 * n, margin=dict(l=10, r=10, t=30, b=10),
-                            annotations=[], showlegend=True, barmode="overlay",
+    deep = layers_across(L)     # a deep model: no legend of 30 layers; numbered ticks, two tones
+    data, layout = [], dict(height=(60 if deep else 90) + 190 * n,
+                            margin=dict(l=10, r=10, t=10 if deep else 30, b=10),
+                            annotations=[], showlegend=not deep, barmode="overlay",
                             legend=dict(orientation="h", x=0, y=1.0, yanchor="bottom"))
     for i, name in enumerate(names):
         ax = "" if i == 0 else str(i + 1)
@@ -143,7 +147,7 @@ def head_measures_figure(measures: dict) -> str:
                 type="bar", x=x[layer * H:(layer + 1) * H],
                 y=np.round(values[layer], 3).tolist(), xaxis="x" + ax, yaxis="y" + ax,
                 name=f"layer {layer}", legendgroup=f"layer {layer}", showlegend=i == 0,
-                marker=dict(color=PALETTE[layer % len(PALETTE)]),
+                marker=dict(color=PALETTE[layer % (2 if deep else len(PALETTE))]),
                 customdata=list(range(H)),
                 hovertemplate=f"{MEASURE_TITLES[name]}: layer {layer}, head %{{customdata}}: "
                               "%{y:.3f}<extra></extra>"))
@@ -154,7 +158,10 @@ def head_measures_figure(measures: dict) -> str:
         layout["xaxis" + ax] = dict(
             anchor="y" + ax, showgrid=False, zeroline=False, range=[-1, L * (H + 1) - 1],
             tickvals=[layer * (H + 1) + (H - 1) / 2 for layer in range(L)],
-            ticktext=[f"layer {layer}" for layer in range(L)], tickangle=0)
+            ticktext=[(str(layer) if layer % 5 == 0 or layer == L - 1 else "") if deep
+                      else f"layer {layer}" for layer in range(L)], tickangle=0)
         if i == n - 1:
-            layout["xaxis" + ax]["title"] = dict(text=f"heads 0–{H - 1} of each layer, left to right")
+            layout["xaxis" + ax]["title"] = dict(
+                text=f"layer (its heads 0–{H - 1} left to right, layers in two tones)" if deep
+                else f"heads 0–{H - 1} of each layer, left to right")
     return figure_json(data, base_layout(**layout))

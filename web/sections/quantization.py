@@ -34,6 +34,12 @@ BIG_HELDOUT_WINDOWS = 1      # a big model: 1 window of 128 tokens (127 predicti
 BIG_HELDOUT_WINDOW = 128     #   over 256 tokens of a 135 M-parameter model takes 0.7 s here
 SHOWN_Q4_1 = ("blocks", 0, "attn", "w_q")   # the stored block shown of a GGUF model: block 0
 GREEDY_TOKENS = 12           # greedy continuation shown for each scheme
+GREEDY_TOKENS_BIG = 6        # for a big model: its quantized steps decode every block's weights
+                             #   again (~0.13 s a step for SmolLM2), and a new prompt waits
+
+
+def greedy_length(model) -> int:
+    return GREEDY_TOKENS_BIG if big(model) else GREEDY_TOKENS
 # the published models whose weight memory the section lists (the block section lists them all)
 CALC_MODELS = ("GPT-2 small", "Llama 3.2 1B", "Llama 2 7B", "Llama 3 8B", "Llama 3 70B",
                "Llama 3.1 405B")
@@ -86,7 +92,7 @@ def prompt_logits(model, scheme_name: str, ids: tuple):
 def greedy_tokens(model, scheme_name, ids: tuple) -> tuple:
     if scheme_name is not None and big(model):
         return checked_greedy(model, scheme_name, ids)[0]
-    return tuple(scheme_model(model, scheme_name).generate(list(ids), GREEDY_TOKENS))
+    return tuple(scheme_model(model, scheme_name).generate(list(ids), greedy_length(model)))
 
 
 @memoized(16)
@@ -95,7 +101,7 @@ def checked_greedy(model, scheme_name, ids: tuple) -> tuple:
     decoding from the first token that differs), and that pass's logits of the prompt."""
     guess = greedy_tokens(model, None, ids)
     tokens, logits = quantize.greedy_by_checking(scheme_model(model, scheme_name), list(ids),
-                                                 GREEDY_TOKENS, guess)
+                                                 greedy_length(model), guess)
     return tuple(tokens), logits[:len(ids)].copy()
 
 
@@ -310,7 +316,7 @@ def build(lm, state) -> dict:
     return dict(
         model_name=lm.name, n_params=model.n_params(), n_prompt=len(ids), rows=rows,
         group=group, group_sizes=quantize.GROUP_SIZES, matrices=names, matrix=matrix,
-        n_matrices=len(names), greedy_tokens=GREEDY_TOKENS,
+        n_matrices=len(names), greedy_tokens=greedy_length(model),
         heldout_file=os.path.basename(HELDOUT_PATH), heldout_windows=n_windows,
         heldout_window=window, kept_in_float=kept_in_float(model.config),
         # the chapter is held out from the training text of the models trained here (they have
