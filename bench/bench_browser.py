@@ -229,7 +229,7 @@ def main(argv=None):
             result.update(measure_cores(page))
             if args.open:                  # the same page with every disclosure open
                 ids = page.evaluate("() => Array.from(document.querySelectorAll("
-                                    "'details.deeper[id]')).map(d => d.id)")
+                                    "'details.deeper[id]')).map(d => d.id.replace(/^deeper-/, ''))")
                 query = [f"model={args.model}"] if args.model else []
                 page.goto(base + "/?" + "&".join(query + ["open=" + ",".join(ids)]),
                           wait_until="networkidle")
