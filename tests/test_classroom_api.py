@@ -299,3 +299,12 @@ def test_the_redis_store_serves_the_same_routes(model, tmp_path, redis_url):  # 
         out = teacher.post(f"/class/{code}/polls/{pid}/reveal", json={}).json
         assert out["total"] == 3 and [g["count"] for g in out["groups"]] == [2, 1]
         assert app.extensions["classroom"].store.kind == "redis"
+
+
+def test_joins_polls_and_answers_pass_outside_the_compute_gate():
+    from web.serving import gated
+    for endpoint in ("classroom.follow", "classroom.teacher_state", "classroom.answer",
+                     "classroom.join_form", "classroom.join_link"):
+        assert not gated(endpoint), endpoint
+    for endpoint in ("classroom.open_poll", "classroom.reveal", "classroom.new", "classroom.qr"):
+        assert gated(endpoint), endpoint

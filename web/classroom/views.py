@@ -40,9 +40,10 @@ TEACHER_COOKIE = "cls_t"
 STUDENT_COOKIE = "cls_s"
 # The page's own settings a follower keeps for itself.
 NOT_FOLLOWED = ("theme",)
-# Polls that are answered from the store alone (no model computing): outside the compute gate,
-# so that 60 phones polling every 500 ms never wait behind a section being computed.
-serving.UNGATED.update({"classroom.follow", "classroom.teacher_state", "classroom.answer"})
+# Routes answered from the store alone (no model computing): outside the compute gate, so that
+# 60 phones joining at once or polling every 500 ms never wait behind a section being computed.
+serving.UNGATED.update({"classroom.follow", "classroom.teacher_state", "classroom.answer",
+                        "classroom.join_form", "classroom.join_link"})
 
 
 class Classroom:

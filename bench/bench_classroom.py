@@ -1,0 +1,414 @@
+"""A class in one room on 127.0.0.1: 60 students join a session, the teacher changes slide 20
+times and runs 5 polls, while bench/load_test.py plays the usual class of 60 on the same server.
+
+For each store (SQLite, the default; and Redis: a redis-server this script starts on a free port)
+it starts app.py as `make run` does (2 worker processes x 24 threads) with `--store`, then:
+- the teacher (one HTTP client holding the teacher's cookie) starts a session and changes the
+  page state 20 times, one every 1.5 s (the tour's slide), each time noting the clock before its
+  POST and the version the server returned;
+- 60 followers, each a thread with its own keep-alive connection and cookie, join by the link and
+  poll /class/<code>/state with If-None-Match every 500 ms, as static/classroom.js does; a
+  follower "shows" a change when it first receives that version or a later one: the lag is that
+  moment minus the teacher's clock before the POST;
+- after every 4th slide the teacher opens a poll (5 kinds); each follower answers within 0.3-3 s,
+  one in four changes its answer once; the teacher reveals when 60 have answered (or after 20 s)
+  and the reveal's counts are checked against what each student last had acknowledged: every
+  answer counted once, none lost;
+- meanwhile `bench/load_test.py --url <server> --students 60` runs in its own process for as
+  long as the session, and its own figures are kept (0 errors, <= 1% refused, p95 <= 400 ms are
+  the class-of-60 goals).
+
+Before that, the transport probe: why short polls and not Server-Sent Events. A waitress server
+with this app's thread count (24 per worker) and a WSGI app that holds each request open as an
+event stream does is sent 60 streams; how many are answered, and whether one ordinary request
+still gets through, is printed.
+
+Saves bench/results/bench_classroom.json (unless --no-save).
+
+    python bench/bench_classroom.py [--students 60] [--slides 20] [--polls 5] [--no-save]
+"""
+import argparse
+import http.client
+import json
+import os
+import random
+import re
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, ROOT)
+sys.path.insert(0, os.path.join(ROOT, "bench"))
+
+from local_server import free_port, save_result  # noqa: E402
+
+KINDS = ["next-token", "top-p-half", "beam-vs-greedy", "kv-bytes", "n-tokens"]
+SLIDE_SECONDS = 1.5
+POLL_MS = 500
+
+
+def pct(values, q):
+    values = sorted(values)
+    return values[min(len(values) - 1, int(round(q / 100 * (len(values) - 1))))] if values else None
+
+
+# --- the transport probe ---------------------------------------------------------------------
+
+def transport_probe(streams=60, threads=24):
+    """Held event streams on one waitress process of `threads` threads."""
+    import logging
+    from waitress.server import create_server
+    logging.getLogger("waitress.queue").setLevel(logging.ERROR)   # its queue is the point
+    stop = threading.Event()
+
+    def app(environ, start_response):
+        if environ["PATH_INFO"] == "/plain":
+            start_response("200 OK", [("Content-Type", "text/plain")])
+            return [b"ok"]
+        start_response("200 OK", [("Content-Type", "text/event-stream")])
+
+        def events():
+            yield b"data: hello\n\n"
+            while not stop.wait(0.5):
+                yield b": keep-alive\n\n"
+        return events()
+    server = create_server(app, host="127.0.0.1", port=0, threads=threads,
+                           connection_limit=300, channel_timeout=30)
+    threading.Thread(target=server.run, daemon=True).start()
+    port = server.effective_port
+    socks, answered = [], 0
+    for _ in range(streams):
+        s = socket.create_connection(("127.0.0.1", port))
+        s.sendall(b"GET /events HTTP/1.1\r\nHost: x\r\n\r\n")
+        socks.append(s)
+    deadline = time.time() + 3
+    for s in socks:
+        s.settimeout(max(0.01, deadline - time.time()))
+        try:
+            if b"hello" in s.recv(4096):
+                answered += 1
+        except OSError:
+            pass
+    start = time.time()
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=3)
+    try:
+        conn.request("GET", "/plain")
+        conn.getresponse().read()
+        plain = f"answered in {1000 * (time.time() - start):.0f} ms"
+    except OSError:
+        plain = f"no answer within {time.time() - start:.0f} s"
+    stop.set()
+    for s in socks:
+        s.close()
+    server.close()
+    return dict(streams=streams, threads=threads, streams_answered=answered,
+                ordinary_request=plain)
+
+
+# --- the server ------------------------------------------------------------------------------
+
+def start_redis():
+    exe = shutil.which("redis-server")
+    if exe is None:
+        raise SystemExit("redis-server is not installed (apt-get install redis-server)")
+    port = free_port()
+    proc = subprocess.Popen([exe, "--port", str(port), "--bind", "127.0.0.1", "--save", "",
+                             "--appendonly", "no"], stdout=subprocess.DEVNULL)
+    time.sleep(0.3)
+    return proc, f"redis://127.0.0.1:{port}/0"
+
+
+def start_app(port, store, data_dir):
+    env = dict(os.environ, OPENBLAS_NUM_THREADS="1", OMP_NUM_THREADS="1")
+    proc = subprocess.Popen([sys.executable, os.path.join(ROOT, "app.py"), "--port", str(port),
+                             "--store", store, "--data-dir", data_dir], cwd=ROOT, env=env,
+                            stdout=subprocess.DEVNULL)
+    deadline = time.time() + 240
+    while time.time() < deadline:
+        try:
+            conn = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
+            conn.request("GET", "/")
+            if conn.getresponse().status == 200:
+                return proc
+        except OSError:
+            time.sleep(0.5)
+    proc.kill()
+    raise SystemExit("the server did not answer within 240 s")
+
+
+class Client:
+    """One browser: a keep-alive connection and its cookies."""
+
+    def __init__(self, port):
+        self.port = port
+        self.conn = None
+        self.cookies = {}
+
+    def request(self, method, path, body=None, headers=None):
+        h = dict(headers or {})
+        if self.cookies:
+            h["Cookie"] = "; ".join(f"{k}={v}" for k, v in self.cookies.items())
+        data = None
+        if body is not None:
+            data = json.dumps(body).encode()
+            h["Content-Type"] = "application/json"
+        for attempt in range(2):
+            try:
+                if self.conn is None:
+                    self.conn = http.client.HTTPConnection("127.0.0.1", self.port, timeout=30)
+                self.conn.request(method, path, body=data, headers=h)
+                r = self.conn.getresponse()
+                payload = r.read()
+                break
+            except (OSError, http.client.HTTPException):
+                self.conn = None
+                if attempt:
+                    raise
+        for v in r.headers.get_all("Set-Cookie") or []:
+            name, _, rest = v.partition("=")
+            self.cookies[name] = rest.split(";")[0]
+        return r.status, r.headers, payload
+
+
+class Follower(threading.Thread):
+    def __init__(self, n, port, code, stop, rng):
+        super().__init__(daemon=True)
+        self.n, self.code, self.stop, self.rng = n, code, stop, rng
+        self.client = Client(port)
+        self.seen = {}             # version -> first time seen
+        self.errors = []
+        self.acked = {}            # poll id -> the answer the server last acknowledged
+        self.plan = {}             # poll id -> [(time, answer), ...]
+        self.requests = 0
+
+    def answers_for(self, poll):
+        kind, i = poll["kind"], self.n
+        if poll["input"] == "choice":
+            return [poll["choices"][i % len(poll["choices"])],
+                    poll["choices"][(i + 1) % len(poll["choices"])]]
+        if poll["input"] == "number":
+            return [str(100 + i % 4), str(200 + i % 4)]
+        return [f"first{i % 4}", f"guess{i % 4}"]      # at most 8 answers: every group listed
+
+    def run(self):
+        for _ in range(5):               # a person sent a busy page (503) tries again
+            s, h, _ = self.client.request("GET", f"/class/{self.code}")
+            if s != 503:
+                break
+            self.errors.append("join 503, retried")
+            time.sleep(float(h.get("Retry-After", 2)))
+        if s != 303:
+            self.errors.append(f"join {s}")
+            return
+        etag = None
+        while not self.stop.is_set():
+            now = time.monotonic()
+            try:
+                s, h, body = self.client.request(
+                    "GET", f"/class/{self.code}/state",
+                    headers={"If-None-Match": etag} if etag else {})
+                self.requests += 1
+                seen_at = time.monotonic()
+                if s == 200:
+                    etag = h["ETag"]
+                    state = json.loads(body)
+                    self.seen.setdefault(state["version"], seen_at)
+                    poll = state["poll"]
+                    if poll and poll["status"] == "open" and poll["id"] not in self.plan:
+                        choices = self.answers_for(poll)
+                        t = now + self.rng.uniform(0.3, 3.0)
+                        plan = [(t, choices[0])]
+                        if self.n % 4 == 0 and len(choices) > 1:
+                            plan.append((t + self.rng.uniform(0.2, 1.0), choices[1]))
+                        self.plan[poll["id"]] = plan
+                elif s != 304:
+                    self.errors.append(f"state {s}")
+                for pid, plan in self.plan.items():
+                    while plan and plan[0][0] <= time.monotonic():
+                        _, answer = plan.pop(0)
+                        s, _, body = self.client.request(
+                            "POST", f"/class/{self.code}/polls/{pid}/answer", {"answer": answer})
+                        self.requests += 1
+                        if s == 200:
+                            self.acked[pid] = json.loads(body)["answer"]
+                        else:
+                            self.errors.append(f"answer {s} {body[:80]!r}")
+            except Exception as e:                          # noqa: BLE001 - counted
+                self.errors.append(repr(e))
+            time.sleep(max(0.0, POLL_MS / 1000 - (time.monotonic() - now)))
+
+
+def run_class(store_name, store, students, slides, n_polls, seconds_hint):
+    data_dir = tempfile.mkdtemp(prefix="bench-classroom-")
+    port = free_port()
+    server = start_app(port, store, data_dir)
+    base = f"http://127.0.0.1:{port}"
+    try:
+        teacher = Client(port)
+        s, _, body = teacher.request("POST", "/class/new", {"query": "present=1&tour=1"})
+        assert s == 200, body
+        code = json.loads(body)["code"]
+        load = subprocess.Popen([sys.executable, os.path.join(ROOT, "bench", "load_test.py"),
+                                 "--url", base, "--students", "60", "--seconds",
+                                 str(seconds_hint), "--no-save"], cwd=ROOT,
+                                stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        stop = threading.Event()
+        followers = [Follower(n, port, code, stop, random.Random(n)) for n in range(students)]
+        for f in followers:
+            f.start()
+        deadline = time.time() + 60
+        while time.time() < deadline:
+            s, _, body = teacher.request("GET", f"/class/{code}/state")
+            if json.loads(body)["members"] == students:
+                break
+            time.sleep(0.2)
+        changes, polls, errors = [], [], []
+        started = time.time()
+        for slide in range(2, slides + 2):
+            t0 = time.monotonic()
+            s, _, body = teacher.request("POST", f"/class/{code}/state",
+                                         {"query": f"present=1&tour={slide}"})
+            if s != 200:
+                errors.append(f"slide {s}")
+                continue
+            changes.append((t0, json.loads(body)["version"]))
+            time.sleep(SLIDE_SECONDS)
+            if (slide - 1) % (slides // n_polls) == 0 and len(polls) < n_polls:
+                polls.append(run_poll(teacher, code, KINDS[len(polls) % len(KINDS)], students,
+                                      followers, errors))
+        elapsed = time.time() - started
+        time.sleep(1.0)
+        stop.set()
+        for f in followers:
+            f.join(timeout=30)
+        out, _ = load.communicate(timeout=seconds_hint + 120)
+    finally:
+        server.terminate()
+        server.wait(timeout=30)
+        shutil.rmtree(data_dir, ignore_errors=True)
+    lags = []
+    for t0, v in changes:
+        for f in followers:
+            first = min((t for ver, t in f.seen.items() if ver >= v), default=None)
+            lags.append(None if first is None else first - t0)
+    missed = sum(1 for x in lags if x is None)
+    lags = [x for x in lags if x is not None]
+    follower_errors = [e for f in followers for e in f.errors]
+    result = dict(
+        store=store_name, students=students, slide_changes=len(changes),
+        follower_requests=sum(f.requests for f in followers), seconds=round(elapsed, 1),
+        lag_ms=dict(p50=round(1000 * pct(lags, 50), 1), p95=round(1000 * pct(lags, 95), 1),
+                    max=round(1000 * max(lags), 1), within_1s=sum(1 for x in lags if x <= 1.0),
+                    of=len(lags) + missed, missed=missed),
+        polls=polls, answers_recorded=sum(p["counted"] for p in polls),
+        answers_lost=sum(p["lost"] for p in polls),
+        answers_twice=sum(p["twice"] for p in polls),
+        errors=errors + follower_errors[:20], follower_errors=len(follower_errors),
+        load_test=parse_load(out))
+    return result
+
+
+def run_poll(teacher, code, kind, students, followers, errors):
+    s, _, body = teacher.request("POST", f"/class/{code}/polls", {"kind": kind})
+    if s != 200:
+        errors.append(f"open {kind} {s} {body[:100]!r}")
+        return dict(kind=kind, counted=0, lost=students, twice=0)
+    pid = json.loads(body)["id"]
+    start = time.monotonic()
+    deadline = time.time() + 20
+    while time.time() < deadline:
+        _, _, body = teacher.request("GET", f"/class/{code}/state")
+        p = json.loads(body)["poll"]
+        done = all(f.acked.get(pid) is not None and not f.plan.get(pid) for f in followers)
+        if p["answered"] >= students and done:
+            break
+        time.sleep(0.25)
+    t = time.monotonic()
+    s, _, body = teacher.request("POST", f"/class/{code}/polls/{pid}/reveal", {})
+    reveal_ms = 1000 * (time.monotonic() - t)
+    if s != 200:
+        errors.append(f"reveal {kind} {s}")
+        return dict(kind=kind, counted=0, lost=students, twice=0)
+    r = json.loads(body)
+    counted = {g["answer"].lower(): g["count"] for g in r["groups"]}
+    expected = {}
+    for f in followers:
+        if pid in f.acked:
+            a = f.acked[pid].lower()
+            expected[a] = expected.get(a, 0) + 1
+    total_expected = sum(expected.values())
+    lost = sum(max(0, n - counted.get(a, 0)) for a, n in expected.items())
+    twice = sum(max(0, n - expected.get(a, 0)) for a, n in counted.items()) + r["others"]
+    return dict(kind=kind, counted=r["total"], acknowledged=total_expected, lost=lost,
+                twice=twice, changed=sum(1 for f in followers if f.n % 4 == 0),
+                seconds_to_all_answers=round(t - start, 1), reveal_ms=round(reveal_ms, 1),
+                model=r["model"])
+
+
+def parse_load(text):
+    out = {"raw": text.strip().splitlines()[-12:]}
+    m = re.search(r"200: (\d+)\s+503 busy: (\d+)\s+errors: (\d+)", text)
+    if m:
+        ok, busy, err = map(int, m.groups())
+        out.update(ok=ok, busy=busy, errors=err,
+                   busy_share=round(busy / max(1, ok + busy + err), 4))
+    m = re.search(r"latency of 200s: p50 (\d+) ms, p95 (\d+) ms, max (\d+) ms", text)
+    if m:
+        out.update(p50_ms=int(m.group(1)), p95_ms=int(m.group(2)), max_ms=int(m.group(3)))
+    return out
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--students", type=int, default=60)
+    ap.add_argument("--slides", type=int, default=20)
+    ap.add_argument("--polls", type=int, default=5)
+    ap.add_argument("--stores", default="sqlite,redis")
+    ap.add_argument("--no-save", action="store_true")
+    args = ap.parse_args(argv)
+    probe = transport_probe()
+    print(f"transport probe: {probe['streams']} held event streams on one waitress process of "
+          f"{probe['threads']} threads: {probe['streams_answered']} answered; an ordinary "
+          f"request: {probe['ordinary_request']}")
+    runs = []
+    seconds = int(args.slides * SLIDE_SECONDS + args.polls * 6 + 10)
+    for name in args.stores.split(","):
+        redis_proc = None
+        try:
+            if name == "redis":
+                redis_proc, spec = start_redis()
+            else:
+                spec = "sqlite"
+            r = run_class(name, spec, args.students, args.slides, args.polls, seconds)
+            r["load_average_after"] = round(os.getloadavg()[0], 2)   # other jobs show here
+        finally:
+            if redis_proc:
+                redis_proc.terminate()
+                redis_proc.wait(timeout=10)
+        lt = r["load_test"]
+        print(f"-- {name}: {r['students']} followers, {r['slide_changes']} slide changes, "
+              f"{r['follower_requests']} follower requests in {r['seconds']} s")
+        print(f"   change on every follower: p50 {r['lag_ms']['p50']} ms, p95 "
+              f"{r['lag_ms']['p95']} ms, max {r['lag_ms']['max']} ms; within 1 s: "
+              f"{r['lag_ms']['within_1s']} of {r['lag_ms']['of']}")
+        print(f"   polls: {len(r['polls'])}, answers recorded {r['answers_recorded']}, lost "
+              f"{r['answers_lost']}, counted twice {r['answers_twice']}; reveal "
+              + ", ".join(f"{p['kind']} {p.get('reveal_ms')} ms" for p in r["polls"]))
+        print(f"   load average (1 min) after the run: {r['load_average_after']}")
+        print(f"   load test alongside: {lt.get('ok')} ok, {lt.get('busy')} refused "
+              f"({100 * lt.get('busy_share', 0):.2f}%), {lt.get('errors')} errors, p95 "
+              f"{lt.get('p95_ms')} ms; follower errors: {r['follower_errors']} {r['errors'][:3]}")
+        runs.append(r)
+    if not args.no_save:
+        path = save_result("bench_classroom", {"transport_probe": probe, "runs": runs},
+                           "bench_classroom.py", argv if argv is not None else sys.argv[1:])
+        print(f"saved {os.path.relpath(path, ROOT)}")
+
+
+if __name__ == "__main__":
+    main()
