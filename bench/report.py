@@ -145,6 +145,30 @@ def engine(r) -> list:
     return lines + [""]
 
 
+def classroom(r) -> list:
+    """bench/bench_classroom.py: a live class session beside the class-of-60 load test."""
+    p = r["transport_probe"]
+    lines = [f"**A class session on 127.0.0.1** ({provenance(r)}): 60 students follow the "
+             "teacher, who changes slide 20 times and runs 5 polls, while `bench/load_test.py` "
+             "plays 60 students on the same server (2 workers). Lag: from the teacher's POST "
+             "to each follower receiving the change.", "",
+             "| store | change on every follower: p50 / p95 / max | within 1 s | answers "
+             "recorded / lost / counted twice | load test beside it: errors, refused, p95 | "
+             "load average after |",
+             "|---|---|---|---|---|---|"]
+    for x in r["runs"]:
+        lag, lt = x["lag_ms"], x["load_test"]
+        lines.append(f"| {x['store']} | {lag['p50']:.0f} / {lag['p95']:.0f} / {lag['max']:.0f} "
+                     f"ms | {lag['within_1s']} of {lag['of']} | {x['answers_recorded']} / "
+                     f"{x['answers_lost']} / {x['answers_twice']} | {lt.get('errors')}, "
+                     f"{100 * lt.get('busy_share', 0):.2f}%, {lt.get('p95_ms')} ms | "
+                     f"{x.get('load_average_after', '')} |")
+    lines += ["", f"Transport probe (same script): {p['streams']} held event streams sent to one "
+              f"waitress process of {p['threads']} threads: {p['streams_answered']} answered, "
+              f"and an ordinary request then got {p['ordinary_request']}.", ""]
+    return lines
+
+
 def render() -> str:
     out = []
     r = load("bench_engine")
@@ -165,6 +189,9 @@ def render() -> str:
             if n.startswith("load_test") and n.endswith(".json")] if os.path.isdir(RESULTS) else []
     if runs:
         out += load_tests(runs)
+    r = load("bench_classroom")
+    if r:
+        out += classroom(r)
     return "\n".join(out).rstrip() + "\n"
 
 
