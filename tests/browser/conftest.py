@@ -34,6 +34,14 @@ def live_app():
     return app
 
 
+@pytest.fixture(autouse=True)
+def in_the_served_apps_context(live_app):
+    """Each browser test runs in the served app's context: a section's helper the test calls
+    reads the same caches and measurements as the server's answers (web/explainer.py)."""
+    with live_app.app_context():
+        yield
+
+
 @pytest.fixture(scope="session")
 def stream_slots(live_app):
     """The served app's stream slots (web.streaming.StreamSlots)."""

@@ -139,8 +139,10 @@ def test_typed_hostile_prompt_updates_every_section_as_text(page, model, dialogs
 def tight_server(model):
     """The app with one computing slot and no waiting room, served by waitress."""
     from app import create_app
+    from web.serving import warm
     app = create_app({"MODEL": model, "PROBE_ENCODINGS": False, "GATE_SLOTS": 1,
-                      "GATE_WAITING": 0, "GATE_WAIT_SECONDS": 5.0})
+                      "GATE_WAITING": 0, "GATE_WAIT_SECONDS": 5.0, "WARM_CACHES": False})
+    warm(app)               # as app.py does before it serves: this app's own caches, filled
     server = create_server(app, host="127.0.0.1", port=0, threads=4)
     threading.Thread(target=server.run, daemon=True).start()
     yield app, f"http://127.0.0.1:{server.effective_port}"
@@ -149,7 +151,7 @@ def tight_server(model):
 
 def test_a_busy_server_says_so_and_recovers(page, tight_server):
     app, base = tight_server
-    page.goto(base + "/?open=tok-learn")          # the merges slider is under "learn BPE"
+    page.goto_first_screen(base + "/?open=tok-learn")   # the merges slider: under "learn BPE"
     merges = page.get_by_role("slider", name="Number of merges")
     expect(merges).to_be_visible()
     gate = app.extensions["explainer_gate"]
