@@ -45,7 +45,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 sys.path.insert(0, os.path.join(ROOT, "bench"))
 
-from local_server import free_port, save_result  # noqa: E402
+from local_server import free_port, save_result, start_server  # noqa: E402
 
 KINDS = ["next-token", "top-p-half", "beam-vs-greedy", "kv-bytes", "n-tokens"]
 SLIDE_SECONDS = 1.5
@@ -124,21 +124,8 @@ def start_redis():
 
 
 def start_app(port, store, data_dir):
-    env = dict(os.environ, OPENBLAS_NUM_THREADS="1", OMP_NUM_THREADS="1")
-    proc = subprocess.Popen([sys.executable, os.path.join(ROOT, "app.py"), "--port", str(port),
-                             "--store", store, "--data-dir", data_dir], cwd=ROOT, env=env,
-                            stdout=subprocess.DEVNULL)
-    deadline = time.time() + 240
-    while time.time() < deadline:
-        try:
-            conn = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
-            conn.request("GET", "/")
-            if conn.getresponse().status == 200:
-                return proc
-        except OSError:
-            time.sleep(0.5)
-    proc.kill()
-    raise SystemExit("the server did not answer within 240 s")
+    """app.py as `make run` starts it, with this run's store and data directory."""
+    return start_server(port, args=["--store", store, "--data-dir", data_dir])
 
 
 class Client:

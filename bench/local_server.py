@@ -42,13 +42,14 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def start_server(port: int, workers: int = None) -> subprocess.Popen:
-    """app.py on the default model, as `make run` starts it; returns once / answers 200."""
+def start_server(port: int, workers: int = None, args=()) -> subprocess.Popen:
+    """app.py as `make run` starts it (with `args` added); returns once / answers 200. It warms
+    every model it offers first (SmolLM2's measurements take tens of seconds)."""
     env = dict(os.environ, OPENBLAS_NUM_THREADS="1", OMP_NUM_THREADS="1")
-    extra = ["--workers", str(workers)] if workers else []
+    extra = (["--workers", str(workers)] if workers else []) + list(args)
     proc = subprocess.Popen([sys.executable, os.path.join(ROOT, "app.py"), "--port", str(port),
                              *extra], cwd=ROOT, env=env, stdout=subprocess.DEVNULL)
-    deadline = time.time() + 180
+    deadline = time.time() + 300
     while time.time() < deadline:
         try:
             conn = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
@@ -59,7 +60,7 @@ def start_server(port: int, workers: int = None) -> subprocess.Popen:
         except OSError:
             time.sleep(0.5)
     proc.kill()
-    raise SystemExit("the server did not answer within 180 s")
+    raise SystemExit("the server did not answer within 300 s")
 
 
 def serve(url: str = None, workers: int = None):

@@ -20,17 +20,9 @@ import numpy as np
 
 from pipeline.bpe import ENDOFTEXT, learn_bpe, ranks_from_merges
 from pipeline.tokenizer import BYTE_TO_CHAR
+from fixture_text import PRIDE_OPENING
 
-TRAIN_TEXT = """\
-It is a truth universally acknowledged, that a single man in possession of a good fortune, must \
-be in want of a wife.
-However little known the feelings or views of such a man may be on his first entering a \
-neighbourhood, this truth is so well fixed in the minds of the surrounding families, that he is \
-considered the rightful property of some one or other of their daughters.
-"My dear Mr. Bennet," said his lady to him one day, "have you heard that Netherfield Park is let \
-at last?"
-Mr. Bennet replied that he had not.
-"But it is," returned she; "for Mrs. Long has just been here, and she told me all about it."
+TRAIN_TEXT = PRIDE_OPENING + """\
 Chapter 1, page 1: 1813, 1,000 pounds; 4,000 or 5,000 a year -- 10% of 50,000 is 5,000.
 """
 TESTS_DIR = os.path.dirname(os.path.abspath(__file__))
