@@ -235,6 +235,48 @@ class Hooks:
 NO_HOOKS = Hooks()
 
 
+class ActivationCache(dict):
+    """The recorded intermediates by name, a dict. A lazy one (hook.lazy) is computed the first
+    time it is read (by name, or by values() / items()); its name is there from the start.
+    (SmolLM2's per-head results of a 128-token prompt would be 80 MB that few readers want.)"""
+
+    def __init__(self):
+        super().__init__()
+        self.deferred = {}
+
+    def __missing__(self, name):
+        if name not in self.deferred:
+            raise KeyError(name)
+        fn, args = self.deferred.pop(name)
+        value = self[name] = fn(*args)
+        return value
+
+    def __contains__(self, name):
+        return dict.__contains__(self, name) or name in self.deferred
+
+    def __iter__(self):
+        yield from list(dict.keys(self)) + list(self.deferred)
+
+    def __len__(self):
+        return dict.__len__(self) + len(self.deferred)
+
+    def keys(self):
+        return list(self)
+
+    def values(self):
+        return [self[name] for name in self]
+
+    def items(self):
+        return [(name, self[name]) for name in self]
+
+    def get(self, name, default=None):
+        return self[name] if name in self else default
+
+    def computed(self) -> list:
+        """The values computed so far (the lazy ones not yet read left out)."""
+        return list(dict.values(self))
+
+
 class RecordingHooks(Hooks):
     def __init__(self, cache, prefix=""):
         self.cache, self.prefix = cache, prefix
@@ -247,7 +289,10 @@ class RecordingHooks(Hooks):
         return RecordingHooks(self.cache, self.prefix + prefix)
 
     def lazy(self, name, fn, *args):
-        self.cache[self.prefix + name] = fn(*args)
+        if isinstance(self.cache, ActivationCache):
+            self.cache.deferred[self.prefix + name] = (fn, args)
+        else:
+            self.cache[self.prefix + name] = fn(*args)
 
 
 # --- what attention attends over: the tokens of this pass, or a KV cache too -----------------
@@ -347,7 +392,7 @@ class Model:
 
     def run_with_cache(self, tokens, *, use_positions=True, n_layers=None):
         """(logits [T, V], cache): every intermediate by name (see the module docstring)."""
-        cache = {}
+        cache = ActivationCache()
         logits = self._forward(tokens, use_positions, n_layers, RecordingHooks(cache))
         return logits, cache
 

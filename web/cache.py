@@ -126,11 +126,15 @@ class Caches:
         self._lock = threading.Lock()
         self.share = {}                 # ModelKey -> fraction of each declared size kept
 
-    def memo(self, model, name: str, maxsize: int) -> Memo:
+    def memo(self, model, name: str, maxsize: int, big_size: int = None) -> Memo:
+        """big_size: the size for a big model (one with a share below 1) instead of the share of
+        maxsize, for a cache whose entries are big for it."""
         with self._lock:
             box = self._memos.get((model, name))
             if box is None:
-                size = max(1, round(maxsize * self.share.get(model, 1.0)))
+                share = self.share.get(model, 1.0)
+                size = (big_size if share < 1 and big_size is not None
+                        else max(1, round(maxsize * share)))
                 box = self._memos[(model, name)] = Memo(name, size)
             return box
 
@@ -163,11 +167,11 @@ class NamedCache:
     """A cache a module declares: a name and a size. Its entries live in the current app's
     Caches, one Memo per model (see the module docstring)."""
 
-    def __init__(self, name: str, maxsize: int):
-        self.name, self.maxsize = name, maxsize
+    def __init__(self, name: str, maxsize: int, big_size: int = None):
+        self.name, self.maxsize, self.big_size = name, maxsize, big_size
 
     def box(self, key) -> Memo:
-        return current_caches().memo(model_in(key), self.name, self.maxsize)
+        return current_caches().memo(model_in(key), self.name, self.maxsize, self.big_size)
 
     def get(self, key, compute):
         return self.box(key).get(key, compute)
@@ -183,8 +187,9 @@ class NamedCache:
         return current_caches().computed(self.name)
 
 
-def memo(name: str, maxsize: int) -> NamedCache:
-    return NamedCache(name, maxsize)
+def memo(name: str, maxsize: int, big_size: int = None) -> NamedCache:
+    """A cache of `maxsize` entries per model (big_size for a big model, when given)."""
+    return NamedCache(name, maxsize, big_size)
 
 
 def key_of(value):

@@ -13,6 +13,7 @@ import numpy as np
 from web.cache import memo, model_key
 
 KEEP = 16             # prompts remembered (a 256-token cache of the default model is ~5 MB)
+KEEP_BIG = 2          # for a big model (SmolLM2's activations of a 128-token prompt: ~150 MB)
 
 
 @dataclass(frozen=True)
@@ -22,7 +23,7 @@ class PromptRun:
     cache: dict           # activation name -> array (see pipeline.model's docstring)
 
 
-_runs = memo("prompt runs", KEEP)
+_runs = memo("prompt runs", KEEP, KEEP_BIG)
 
 
 def prompt_ids(lm, prompt: str) -> tuple:
@@ -33,7 +34,7 @@ def prompt_ids(lm, prompt: str) -> tuple:
 def run_prompt(lm, prompt: str) -> PromptRun:
     ids = prompt_ids(lm, prompt)
     logits, cache = lm.model.run_with_cache(list(ids))
-    for a in (logits, *cache.values()):
+    for a in (logits, *cache.computed()):       # a lazy value, computed when read, is new
         a.flags.writeable = False
     return PromptRun(ids, logits, cache)
 

@@ -89,8 +89,8 @@ class Pass:
     phase: str = "prefill"    # "prefill" or "decode"
 
 
-_passes = memo("overview passes", 16)
-_loops = memo("overview loops", 16)
+_passes = memo("overview passes", 16, 4)
+_loops = memo("overview loops", 16, 2)      # a big model's: its KV cache and 21 steps' caches
 
 
 class Loop:
