@@ -173,10 +173,32 @@ def serve_workers(app, sock, workers: int, threads: int) -> int:
     return 0 if first in (0, -signal.SIGTERM, -signal.SIGINT) else 1
 
 
+# glibc's malloc, left to itself, keeps the memory of freed large arrays: it raises its mmap
+# threshold after each big free (up to 32 MiB), so later activations come from heaps it does not
+# give back, and each of waitress's threads may get a heap of its own. A big model's activations
+# (tens of MB per prompt) then pile up in every worker. Fixed thresholds return them to the
+# system when freed; two heaps per process are plenty for 2 computing requests.
+M_TRIM_THRESHOLD, M_MMAP_THRESHOLD, M_ARENA_MAX = -1, -3, -8
+MALLOC_SETTINGS = ((M_MMAP_THRESHOLD, 256 * 1024), (M_TRIM_THRESHOLD, 1024 * 1024),
+                   (M_ARENA_MAX, 2))
+
+
+def return_freed_memory():
+    """Apply MALLOC_SETTINGS (glibc's mallopt; elsewhere nothing): True when applied."""
+    import ctypes
+    import ctypes.util
+    try:
+        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")
+        return all(libc.mallopt(option, value) == 1 for option, value in MALLOC_SETTINGS)
+    except (OSError, AttributeError):
+        return False
+
+
 def run(app, host: str, port: int, workers: int, threads: int, name: str = "app.py") -> int:
     """Serve `app` on host:port until stopped; the exit status (2: the address is unusable).
     workers > 1 (where the system has fork): warm in this process, then fork the workers;
     otherwise serve from this process (create_app has started its background warm-up)."""
+    return_freed_memory()
     forked = workers > 1 and hasattr(os, "fork")
     try:
         sock = listening_socket(host, port)
