@@ -230,3 +230,26 @@ def test_the_draws_uniform_lies_in_the_slice_shown_for_the_drawn_token(client, s
     assert m, "no draw on the page"
     u, lo, hi = map(float, m.groups())
     assert lo <= u < hi
+
+
+def figures_of(page: str) -> list:
+    return [json.loads(html.unescape(f)) for f in re.findall(r'data-figure="([^"]+)"', page)]
+
+
+@pytest.mark.parametrize("query", [dict(), dict(s_temp="0.4", s_topk="5"),
+                                   dict(s_temp="1.8", s_topp="0.5"), dict(s_rep="1.5")])
+def test_stage_rows_share_one_y_range_the_tallest_bar(client, model, query):
+    """Each stage's row of the stages figure has the same y range, from 0 to a little above the
+    tallest bar of any row: a stage that sharpens or flattens the distribution is seen to."""
+    page = text_of(client.get(url("/section/sampling", prompt=PROMPT, open="sp-stages", **query)))
+    fig = next(f for f in figures_of(page) if "yaxis2" in f["layout"])
+    axes = [v for k, v in fig["layout"].items() if re.fullmatch(r"yaxis\d*", k)]
+    assert len(axes) == len(fig["data"]) >= 2
+    ranges = [tuple(a["range"]) for a in axes]
+    assert len(set(ranges)) == 1
+    tallest = max(max(trace["y"]) for trace in fig["data"])
+    lo, hi = ranges[0]
+    assert lo == 0 and tallest < hi <= 1.06 * tallest
+    # the bars differ between rows, so one shared range is not the same as every row's own
+    tops = [max(trace["y"]) for trace in fig["data"]]
+    assert min(tops) < 0.9 * max(tops)

@@ -40,8 +40,11 @@ def stages_figure(stages, names) -> str:
     tokens in every row. A survivor's bar is its probability
     after the stage (renormalised); a token the stage removed keeps a grey bar of the
     probability it had just before. The row's title says how many tokens are left (the table
-    below the figure has the mass of the tokens not shown). Written as a plain figure dict: Plotly's
-    graph objects cost ~150 ms for six rows."""
+    below the figure has the mass of the tokens not shown). Every row has the same y range (the
+    tallest bar of any row, plus a little room): with a range per row, every row's tallest bar
+    would fill its row and a stage that sharpens or flattens the distribution would look the
+    same as one that does nothing. Written as a plain figure dict: Plotly's graph objects cost
+    ~150 ms for six rows."""
     x = [label(n) for n in names]
     n_rows = len(stages)
     # Rows and the room for each row's title are fixed in pixels: the bottom margin is kept for
@@ -51,14 +54,13 @@ def stages_figure(stages, names) -> str:
     gap, height = title_px / area, row_px / area
     data, layout = [], dict(height=area + top_px + bottom_px, bargap=0.25, showlegend=False,
                             margin=dict(l=10, r=10, t=top_px, b=bottom_px), annotations=[])
-    before = None
-    for row, st in enumerate(stages):
-        colour = ACCENT if row == n_rows - 1 else KEPT
+    before, rows = None, []
+    for st in stages:
         heights, colours, hover = [], [], []
         for i, name in enumerate(x):
             if st.kept[i]:
                 heights.append(st.probs[i])
-                colours.append(colour)
+                colours.append(None)           # a survivor: its row's colour, set below
                 hover.append(f"{name}: {100 * st.probs[i]:.2f}%")
             elif before is not None and before.kept[i]:
                 heights.append(before.probs[i])
@@ -68,17 +70,24 @@ def stages_figure(stages, names) -> str:
                 heights.append(0.0)
                 colours.append(GONE)
                 hover.append(f"{name}: removed earlier")
+        rows.append((st, heights, colours, hover))
+        before = st
+    # one y range for every row: the tallest bar drawn in any of them
+    top_p = max((h for _, heights, _, _ in rows for h in heights), default=0.0) or 1.0
+    y_range = [0.0, 1.05 * top_p]
+    for row, (st, heights, colours, hover) in enumerate(rows):
+        colour = ACCENT if row == n_rows - 1 else KEPT
+        colours = [colour if c is None else c for c in colours]
         axis = "" if row == 0 else str(row + 1)
         data.append(dict(type="bar", x=list(range(len(x))), y=heights, xaxis="x",
                          yaxis="y" + axis, marker=dict(color=colours), hovertext=hover,
                          hoverinfo="text"))
         top = 1 - row * (height + gap)
         layout["yaxis" + axis] = dict(domain=[max(0.0, top - height), top], tickformat=".0%",
-                                      rangemode="tozero", anchor="x", nticks=3)
+                                      range=y_range, anchor="x", nticks=3)
         layout["annotations"].append(dict(
             text=_title(st), x=0, xref="paper", xanchor="left", y=top, yref="paper",
             yanchor="bottom", showarrow=False, font=dict(size=14)))
-        before = st
     layout["xaxis"] = dict(title=dict(text="token"), tickmode="array",
                            tickvals=list(range(len(x))), ticktext=x,
                            anchor="y" + str(n_rows))
