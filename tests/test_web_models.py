@@ -9,6 +9,7 @@ import pytest
 
 from engine_support import get_model, model_dir
 from pipeline.model import softmax
+from pipeline.sampling import SamplerSettings, final_distribution, sampler
 from web import explainer as explainer_module
 from web.registry import SECTIONS
 from web_support import HX, chip_ids, text_of
@@ -173,14 +174,24 @@ def test_smollm2_is_offered_and_its_overview_says_paris(smol):
     r = smol.test_client().get("/", query_string={"model": "smollm2"})
     assert r.status_code == 200
     page = text_of(r)
-    probs = softmax(lm.model.forward(lm.tokenizer.encode_ordinary(lm.default_prompt))[-1])
+    from web.overview import OV_SEED, pct
+    from web.sampler_settings import DEFAULT_TEMPERATURE
+    ids = lm.tokenizer.encode_ordinary(lm.default_prompt)
+    logits = lm.model.forward(ids)[-1]
+    probs = softmax(logits)
     paris = lm.tokenizer.encode_single_token(" Paris")
     assert int(np.argmax(probs)) == paris and 0.76 < probs[paris] < 0.79
+    # the overview's default sampler draws it, with the probability its temperature gives
+    settings = SamplerSettings(temperature=DEFAULT_TEMPERATURE)
+    assert sampler(settings, OV_SEED)(logits, list(ids)) == paris
+    drawn_p = float(final_distribution(logits, list(ids), settings)[paris])
     chosen = re.search(r'aria-label="Chosen next token">.*?<span class="tid">(\d+)</span>'
-                       r'.*?p ([0-9.]+)%', page, re.S)
+                       r'.*?sampler\'s p <strong>([^<]+)</strong> <span class="ov-cbasep">'
+                       r'\(T = 1: ([^)]+)\)', page, re.S)
     assert chosen, "no chosen token in the overview"
     assert int(chosen.group(1)) == paris
-    assert chosen.group(2) == f"{100 * probs[paris]:.1f}"
+    assert chosen.group(2) == pct(drawn_p) and drawn_p > probs[paris]
+    assert chosen.group(3) == pct(float(probs[paris]))
     assert "134.5 M parameters" in page and "8,192" in page
 
 

@@ -9,17 +9,20 @@ import numpy as np
 import pytest
 
 from engine_support import get_model
-from pipeline.generation import generation_steps
+from pipeline.generation import decode_loop, generation_steps
 from pipeline.model import softmax
-from pipeline.sampling import SamplerSettings, sampler
+from pipeline.sampling import SamplerSettings, final_distribution, sampler
 from web.forward import prompt_ids, prompt_run
 from web.overview import CHIPS_HEAD, CHIPS_TAIL, OV_LIMIT, OV_SEED
 from web.params import PROMPT
 from web.registry import SECTIONS
+from web.sampler_settings import DEFAULT_TEMPERATURE
 from web_support import (HX, app, chip_ids, client, error_message, model,  # noqa: F401
                          ordered_list, text_of, url)
 
 LIVE = {**HX, "HX-Target": "overview-live", "HX-Trigger": "ov-next"}
+# the overview's sampler when the URL sets none of its controls
+DEFAULT_SETTINGS = SamplerSettings(temperature=DEFAULT_TEMPERATURE)
 
 
 def shapes(page: str) -> dict:
@@ -34,20 +37,34 @@ def top_five(page: str) -> list:
         r'<li class="ov-cand[^"]*" data-id="(\d+)" data-prob="([\d.]+)"', page)]
 
 
+def sampled(page: str) -> dict:
+    """{id: the sampler's probability as written in data-sampled} of the top-5 bars."""
+    return {int(i): float(p) for i, p in re.findall(
+        r'<li class="ov-cand[^"]*" data-id="(\d+)" data-prob="[\d.]+" data-sampled="([^"]+)"',
+        page)}
+
+
 def chosen_id(page: str) -> int:
     return chip_ids(page, "Chosen next token")[0]
+
+
+def chosen_sampled(page: str) -> tuple:
+    """(data-sampled, the text written) of the chosen token's probability."""
+    m = re.search(r'class="ov-note ov-chosen-p" data-sampled="([^"]+)">sampler\'s p '
+                  r'<strong>([^<]+)</strong>', html.unescape(page))
+    return float(m.group(1)), m.group(2)
 
 
 def live_value(page: str, name: str) -> str:
     return re.search(r'<div id="overview-live"[^>]*\b%s="([^"]*)"' % name, page).group(1)
 
 
-def expected_sequence(model, prompt, steps, settings=SamplerSettings(temperature=0.0)):
+def expected_sequence(model, prompt, steps, settings=DEFAULT_SETTINGS):
     ids = list(model.tokenizer.encode_ordinary(prompt))
     return ids + list(model.generate(ids, steps, sampler(settings, OV_SEED), stop_at_eos=False))
 
 
-def check_pass(page: str, model, sequence: list, n_prompt: int):
+def check_pass(page: str, model, sequence: list, n_prompt: int, settings=DEFAULT_SETTINGS):
     """Shapes, norms, KV bytes and the prediction on the page against the pipeline, run afresh.
     The shapes are those of the pass that chose the next token: the prefill of the prompt
     (T rows), or after a Next token the KV-cached decode step of the last token (one row,
@@ -97,6 +114,13 @@ def check_pass(page: str, model, sequence: list, n_prompt: int):
     assert [i for i, _ in got] == [i for i, _ in step.top]
     for (_, p), (_, q) in zip(got, step.top):
         assert p == pytest.approx(q, abs=2e-6)
+    # beside them, what the overview's sampler draws from (pipeline.sampling), for the same ids
+    logits = next(decode_loop(model, sequence, 1, stop_at_eos=False)).logits
+    final = final_distribution(logits, sequence, settings)
+    shown = sampled(page)
+    assert list(shown) == [i for i, _ in got]
+    for i, p in shown.items():
+        assert p == pytest.approx(float(final[i]), rel=1e-5, abs=1e-7)
     tail = min(T, CHIPS_TAIL)
     assert chip_ids(page, "Tokens of the pass")[-tail:] == sequence[-tail:]
     assert f"{n_prompt} from the prompt" in page
@@ -108,8 +132,11 @@ def test_default_prompt(client, model):
     assert r.status_code == 200
     ids = list(model.tokenizer.encode_ordinary(PROMPT.default))
     check_pass(page, model, ids, len(ids))
-    assert chosen_id(page) == int(np.argmax(prompt_run(
-        client.application.extensions["explainer"].default_model, PROMPT.default).logits[-1]))
+    # the default sampler (temperature DEFAULT_TEMPERATURE, seed OV_SEED) drew it
+    logits = prompt_run(client.application.extensions["explainer"].default_model,
+                        PROMPT.default).logits[-1]
+    assert chosen_id(page) == sampler(DEFAULT_SETTINGS, OV_SEED)(logits, ids)
+    assert f"temperature {DEFAULT_TEMPERATURE:g}, seed {OV_SEED}" in page
     cfg = model.config
     assert f"{cfg.n_heads} query heads, {cfg.n_kv_heads} key/value heads" in page
     assert "RoPE, base θ = 10000" in page and "RMSNorm" in page and "SwiGLU" in page
@@ -154,6 +181,61 @@ def test_sampler_with_its_seed(client, model):
     first = list(generation_steps(model, seq[:-5], 1, sampler(settings, OV_SEED),
                                   stop_at_eos=False))[0]
     assert chosen_id(page) == first.token == seq[-5]
+
+
+def test_greedy_is_one_setting_away(client, model):
+    """Temperature 0: the sampler keeps only the highest score, so the chosen token is the
+    model's most probable one, drawn with probability 1, and the other four bars are 0."""
+    page = text_of(client.get(url("/overview", ov_temp=0), headers=LIVE))
+    ids = list(model.tokenizer.encode_ordinary(PROMPT.default))
+    check_pass(page, model, ids, len(ids), SamplerSettings(temperature=0.0))
+    best = int(np.argmax(model.forward(ids)[-1]))
+    assert chosen_id(page) == best
+    assert chosen_sampled(page) == (1.0, "100.0%")
+    assert sampled(page) == {i: (1.0 if i == best else 0.0) for i, _ in top_five(page)}
+    assert "temperature 0: greedy" in page
+
+
+@pytest.mark.parametrize("steps", [0, 2])
+def test_the_chosen_tokens_probability_is_the_samplers(client, model, steps):
+    """At temperature 1.5 the sampler can draw a token far down the list: the probability
+    written beside the chosen token is the one the sampler drew it with (pipeline.sampling's
+    final distribution), not the model's T = 1 softmax, and it is written with enough digits
+    not to read 0."""
+    from web.overview import pct
+    settings = SamplerSettings(temperature=1.5)
+    page = text_of(client.get(url("/overview", ov_temp=1.5, ov_steps=steps), headers=LIVE))
+    seq = expected_sequence(model, PROMPT.default, steps, settings)
+    check_pass(page, model, seq, len(seq) - steps, settings)
+    logits = next(decode_loop(model, seq, 1, stop_at_eos=False)).logits
+    final = final_distribution(logits, seq, settings)
+    token = chosen_id(page)
+    assert final[token] > 0
+    value, written = chosen_sampled(page)
+    assert value == pytest.approx(float(final[token]), rel=1e-5)
+    assert written == pct(float(final[token])) and written not in ("0%", "0.0%")
+    t1 = re.search(r'\(T = 1: ([^)]+)\)', page.split('ov-chosen-p', 1)[1]).group(1)
+    assert t1 == pct(float(softmax(logits)[token]))
+    assert float(final[token]) != pytest.approx(float(softmax(logits)[token]), rel=1e-3)
+
+
+def test_top_k_changes_the_bars_at_the_default_temperature(client, model):
+    """At the default temperature the knobs act: top-k 3 leaves three of the five bars,
+    renormalised; the faint T = 1 values stay the model's."""
+    default = text_of(client.get(url("/overview"), headers=LIVE))
+    cut = text_of(client.get(url("/overview", ov_topk=3), headers=LIVE))
+    ids = list(model.tokenizer.encode_ordinary(PROMPT.default))
+    check_pass(cut, model, ids, len(ids), SamplerSettings(temperature=DEFAULT_TEMPERATURE,
+                                                          top_k=3))
+    assert top_five(cut) == top_five(default)
+    before, after = list(sampled(default).values()), list(sampled(cut).values())
+    assert after[3:] == [0.0, 0.0] and all(p > 0 for p in before)
+    assert all(a > b for a, b in zip(after[:3], before[:3]))
+    assert sum(after[:3]) == pytest.approx(1.0, abs=1e-5)
+    assert cut.count("ov-cut") == 2 and "ov-cut" not in default
+    # and top-p too
+    nucleus = text_of(client.get(url("/overview", ov_topp=0.5), headers=LIVE))
+    assert sampled(nucleus) != sampled(default)
 
 
 def test_gpt2_fixture():
@@ -273,14 +355,15 @@ def test_invalid_prompt_shows_no_overview(client):
 
 
 def test_end_of_text_ends_the_loop(model):
-    """A model whose end-of-text token is the second greedy token: two steps end the text (Next
+    """A model whose end-of-text token is the second token the overview's default sampler
+    draws: two steps end the text (Next
     token and Play are off), a third is refused with the reason."""
     import copy
     import dataclasses
 
     from app import create_app
     ids = list(model.tokenizer.encode_ordinary(PROMPT.default))
-    greedy_tokens = list(model.generate(ids, 2, stop_at_eos=False))
+    greedy_tokens = expected_sequence(model, PROMPT.default, 2)[-2:]   # the default sampler's
     eos_model = copy.copy(model)
     eos_model.config = dataclasses.replace(model.config, eos_token_id=greedy_tokens[1])
     c = create_app({"MODEL": eos_model, "TESTING": True, "PROBE_ENCODINGS": False}).test_client()

@@ -8,7 +8,12 @@
 The sequence shown is the prompt plus `ov_steps` tokens that the overview's sampler chose with
 the pipeline's generation loop (prefill, then one KV-cached decode step per token:
 pipeline.generation.decode_loop), seeded with OV_SEED, so the same URL always shows the same
-tokens. Temperature 0 (the default) is greedy: the sampler keeps only the highest score.
+tokens. The default temperature is the page's (web.sampler_settings.DEFAULT_TEMPERATURE, 0.8);
+temperature 0 is greedy: the sampler keeps only the highest score.
+
+The top-five bars are the distribution the sampler draws from (pipeline.sampling's own stages:
+temperature, then top-k, then top-p), beside the model's plain softmax (T = 1), drawn faint;
+the chosen token's probability is the sampler's.
 
 The pictures and shapes are those of the pass that chose the next token: for the prompt alone,
 the prefill (one pass over the prompt: the pass the sections share, web.forward.prompt_run);
@@ -17,6 +22,7 @@ activation cache, recorded by decode_loop: one row, attending over every cached 
 key norms read from its KV cache). The prediction (top five, the sampler's choice) is that
 pass's logits for the next token.
 """
+import math
 import threading
 from dataclasses import dataclass
 
@@ -31,6 +37,7 @@ from web.cache import memo, model_key
 from web.figures import overview as figures
 from web.forward import prompt_ids, prompt_run
 from web.params import Param
+from web.sampler_settings import DEFAULT_TEMPERATURE
 from web.shading import POSITIVE, blend
 from web.tokens import token_pieces
 
@@ -44,7 +51,8 @@ EMBED_ROWS = 24        # token rows of the embeddings thumbnail (the latest ones
 PARAMS = (
     Param("ov_steps", "Tokens generated", kind="int", default=0, min=0, max=OV_LIMIT,
           resets_with_prompt=True),
-    Param("ov_temp", "Temperature", kind="float", default=0.0, min=0.0, max=TEMPERATURE_MAX),
+    Param("ov_temp", "Temperature", kind="float", default=DEFAULT_TEMPERATURE, min=0.0,
+          max=TEMPERATURE_MAX),
     Param("ov_topk", "Top-k", kind="int", default=0, min=0, max=1_000_000),
     Param("ov_topp", "Top-p", kind="float", default=1.0, min=0.0, max=1.0),
 )
@@ -137,7 +145,7 @@ def make_pass(lm, prompt: str, settings: SamplerSettings, steps: int) -> Pass:
         # the prompt alone: the pass the sections share gives the next token's logits, and the
         # sampler's first draw is the generation loop's first choice
         run = prompt_run(lm, prompt)
-        logits = run.logits[-1]
+        logits = run.next_logits
         key = "attn.hook_rot_k" if model.config.positions == "rope" else "attn.hook_k"
         norms = np.stack([np.linalg.norm(run.cache[f"blocks.{i}.{key}"], axis=(1, 2))
                           for i in range(model.config.n_layers)])
@@ -241,14 +249,18 @@ def build(lm, state) -> dict:
     head, hidden, tail = shown_chips(chips)
 
     probs = softmax(run.next_logits)                                   # [V], T = 1
-    final = final_distribution(run.next_logits, list(ids), settings)   # [V] the sampler's
+    # [V] what the sampler draws from: pipeline.sampling's stages, the ones the draw used
+    final = final_distribution(run.next_logits, list(ids), settings)
     top = [int(i) for i in top_k(probs, TOP)]
-    best = float(probs[top[0]]) or 1.0
+    # one scale for both bars of every row: the longest bar of either fills its track
+    best = max(float(probs[top[0]]), max(float(final[i]) for i in top)) or 1.0
     candidates = [dict(id=i, pieces=token_pieces(model.tokenizer, i), prob=float(probs[i]),
                        final=float(final[i]), chosen=i == run.next_token,
-                       width=round(100 * float(probs[i]) / best, 1)) for i in top]
+                       width=round(100 * float(probs[i]) / best, 1),
+                       final_width=round(100 * float(final[i]) / best, 1)) for i in top]
     chosen = dict(id=run.next_token, pieces=token_pieces(model.tokenizer, run.next_token),
                   prob=float(probs[run.next_token]), final=float(final[run.next_token]),
+                  in_top=run.next_token in top,
                   eos=cfg.eos_token_id is not None and run.next_token == cfg.eos_token_id)
 
     b0 = "blocks.0."
@@ -284,5 +296,17 @@ def build(lm, state) -> dict:
         residual=residual_bars(cache, cfg.n_layers), resid_rows_max=RESID_ROWS_MAX,
         embed_figure=figures.embeddings_thumbnail(
             embed, [c for c in chips[first_row:]], first_row),
-        embed_rows=(first_row, T), candidates=candidates, chosen=chosen,
+        embed_rows=(first_row, T), candidates=candidates, chosen=chosen, pct=pct,
         doors=DOORS)
+
+
+def pct(p: float) -> str:
+    """A probability as the overview writes it: one decimal, more digits for a small one (a
+    token drawn from the tail at a high temperature is not "0.0%"), "0%" only when it is 0."""
+    if p == 0:
+        return "0%"
+    if p >= 0.001:
+        return f"{100 * p:.1f}%"
+    if p >= 1e-8:                                   # two significant digits
+        return f"{100 * p:.{1 - math.floor(math.log10(100 * p))}f}%"
+    return "<0.000001%"

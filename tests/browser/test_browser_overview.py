@@ -1,17 +1,27 @@
-"""The overview in real Chromium: Next token appends the generation loop's greedy token and shows
-the next top five, Play steps until Stop, a box opens its section and the slim map marks it."""
+"""The overview in real Chromium: Next token appends the token the overview's sampler draws (the
+page's default temperature, the overview's seed) and shows the next top five, Play steps until
+Stop, the sampler's controls redraw the bars, a box opens its section and the slim map marks
+it."""
 import re
 
 from playwright.sync_api import expect
 
 from pipeline.generation import generation_steps
+from pipeline.sampling import SamplerSettings, final_distribution, sampler
+from web.overview import OV_SEED, pct
+from web.sampler_settings import DEFAULT_TEMPERATURE
 
 DEFAULT_PROMPT = ("It is a truth universally acknowledged, that a single man in possession of a "
                   "good fortune, must be in want of a")
 
 
-def greedy(model, ids, n):
-    return list(model.generate(ids, n, stop_at_eos=False))
+def drawn(model, ids, n, settings=SamplerSettings(temperature=DEFAULT_TEMPERATURE)):
+    """The first n tokens the overview's sampler draws after ids (its seed, the defaults)."""
+    return list(model.generate(ids, n, sampler(settings, OV_SEED), stop_at_eos=False))
+
+
+def top_five_pairs(model, ids):
+    return list(generation_steps(model, ids, 1, n_top=5, stop_at_eos=False))[0].top
 
 
 def top_five_ids(model, ids):
@@ -19,7 +29,7 @@ def top_five_ids(model, ids):
     return [str(i) for i, _ in step.top]
 
 
-def test_next_token_appends_the_greedy_token(page, model, page_errors):
+def test_next_token_appends_the_samplers_token(page, model, page_errors):
     page.goto_first_screen("/")
     overview = page.locator("#overview")
     chips = overview.get_by_role("list", name="Tokens of the pass").locator(".tid")
@@ -29,7 +39,7 @@ def test_next_token_appends_the_greedy_token(page, model, page_errors):
     for i, expected in enumerate(top_five_ids(model, ids)):
         expect(bars.nth(i)).to_have_attribute("data-id", expected)
     page.get_by_role("button", name="Next token").click()
-    first = greedy(model, ids, 1)[0]
+    first = drawn(model, ids, 1)[0]
     expect(overview.get_by_role("status").filter(has_text="generated")).to_have_text(
         "1 token generated.")
     expect(chips.last).to_have_text(str(first))
@@ -37,13 +47,42 @@ def test_next_token_appends_the_greedy_token(page, model, page_errors):
     for i, expected in enumerate(top_five_ids(model, ids + [first])):
         expect(bars.nth(i)).to_have_attribute("data-id", expected)
     expect(overview.get_by_role("list", name="Chosen next token").locator(".tid")).to_have_text(
-        str(greedy(model, ids, 2)[1]))
+        str(drawn(model, ids, 2)[1]))
     expect(page).to_have_url(re.compile(r"[?&]ov_steps=1(&|$)"))
     # the keyboard presses it too, and a reload shows the same tokens
     page.get_by_role("button", name="Next token").press("Enter")
     expect(page).to_have_url(re.compile(r"[?&]ov_steps=2(&|$)"))
     page.reload()
-    expect(chips.last).to_have_text(str(greedy(model, ids, 2)[1]))
+    expect(chips.last).to_have_text(str(drawn(model, ids, 2)[1]))
+    assert page_errors == []
+
+
+def test_top_k_redraws_the_samplers_bars(page, model, page_errors):
+    """At the default temperature, top-k 3 leaves three bars, renormalised, and the chosen
+    token's probability is the sampler's for the new settings."""
+    page.goto_first_screen("/")
+    overview = page.locator("#overview")
+    bars = overview.get_by_role("list", name="Top 5 next tokens").locator("li")
+    expect(bars).to_have_count(5)
+    ids = list(model.tokenizer.encode_ordinary(DEFAULT_PROMPT))
+    logits = model.forward(ids)[-1]
+    for k, zeros in ((0, 0), (3, 2)):
+        settings = SamplerSettings(temperature=DEFAULT_TEMPERATURE, top_k=k)
+        if k:
+            box = overview.get_by_label("Top-k")
+            box.fill(str(k))
+            box.press("Enter")
+            expect(page).to_have_url(re.compile(r"[?&]ov_topk=3(&|$)"))
+        final = final_distribution(logits, ids, settings)
+        for i, (t, _) in enumerate(top_five_pairs(model, ids)):
+            expect(bars.nth(i).locator(".ov-cprob")).to_have_text(
+                re.compile(r"^\s*sampler\s*" + re.escape(pct(float(final[t]))) + r"\s*$"))
+        expect(overview.locator("li.ov-cand.ov-cut")).to_have_count(zeros)
+        token = sampler(settings, OV_SEED)(logits, ids)
+        expect(overview.get_by_role("list", name="Chosen next token").locator(".tid")) \
+            .to_have_text(str(token))
+        expect(overview.locator(".ov-chosen-p")).to_contain_text(
+            f"sampler's p {pct(float(final[token]))}")
     assert page_errors == []
 
 
@@ -66,7 +105,7 @@ def test_play_runs_until_stop(page, model, page_errors):
     assert steps < 20
     ids = model.tokenizer.encode_ordinary(DEFAULT_PROMPT)
     expect(page.get_by_role("list", name="Tokens of the pass").locator(".tid").last).to_have_text(
-        str(greedy(model, ids, steps)[-1]))
+        str(drawn(model, ids, steps)[-1]))
     assert page_errors == []
 
 
@@ -116,7 +155,7 @@ def test_reduced_motion_gets_the_new_state_without_motion(browser, base_url, mod
         expect(live).to_have_attribute("data-steps", "1")
         ids = model.tokenizer.encode_ordinary(DEFAULT_PROMPT)
         expect(page.get_by_role("list", name="Tokens of the pass").locator(".tid").last) \
-            .to_have_text(str(greedy(model, ids, 1)[0]))
+            .to_have_text(str(drawn(model, ids, 1)[0]))
         if moves:
             expect(live).to_have_class(re.compile(r"\bov-stepped\b"))
         else:

@@ -18,7 +18,7 @@ from web.cache import memoized
 from web.figures import sampling as figures
 from web.forward import prompt_run
 from web.params import Param
-from web.sampler_settings import settings_from
+from web.sampler_settings import DEFAULT_TEMPERATURE, settings_from
 from web.tokens import token_plain
 
 SHOWN = 12            # tokens drawn in the figures and the table (most probable first)
@@ -30,7 +30,8 @@ PARAMS = (
           max=REPETITION_PENALTY_MAX),
     # The defaults are common chat settings, each of which changes the default prompt's
     # distribution (tests/test_web_sampling.py checks that every one of them does).
-    Param("s_temp", "Temperature", kind="float", default=0.8, min=0.0, max=TEMPERATURE_MAX),
+    Param("s_temp", "Temperature", kind="float", default=DEFAULT_TEMPERATURE, min=0.0,
+          max=TEMPERATURE_MAX),
     Param("s_topk", "Top-k", kind="int", default=40, min=0, max=1_000_000),
     Param("s_topp", "Top-p", kind="float", default=0.9, min=0.0, max=1.0),
     Param("s_minp", "Min-p", kind="float", default=0.05, min=0.0, max=1.0),
