@@ -1,7 +1,9 @@
 """Properties the engine must have on every model (the default model and each fixture):
 the activation cache adds up, the switches do what they say, the KV cache changes nothing."""
 import dataclasses
+import random
 import re
+import threading
 
 import numpy as np
 import pytest
@@ -220,3 +222,49 @@ def test_bad_inputs_raise_value_errors(model):
     with pytest.raises(ValueError):
         model.decode(1, kv)
     assert len(kv) == c.n_ctx
+
+
+def test_compact_recording_holds_every_value_of_a_full_one(model):
+    """A compact cache (each block's input kept, the rest computed again when read) gives every
+    name the very values of a full recording, bit for bit, in any order of reading."""
+    tokens = tokens_for(model)
+    logits, full = model.run_with_cache(tokens)
+    last, compact = model.run_with_cache(tokens, compact=True)
+    np.testing.assert_array_equal(last, logits[-1:])
+    assert set(compact) == set(full)
+    held_at_start, recorded = compact.nbytes(), set(dict.keys(compact))
+    names = list(full)
+    random.Random(0).shuffle(names)
+    for name in names:
+        np.testing.assert_array_equal(compact[name], full[name], err_msg=name)
+        assert name in recorded or not compact[name].flags.writeable, name
+    assert compact.nbytes() > held_at_start          # what was read is kept
+
+
+def test_compact_recording_keeps_only_block_inputs_until_read(model):
+    tokens = tokens_for(model)
+    _, compact = model.run_with_cache(tokens, compact=True)
+    c = model.config
+    kept = set(dict.keys(compact))
+    assert {f"blocks.{i}.hook_resid_pre" for i in range(c.n_layers)} <= kept
+    assert "logits" not in kept and "blocks.0.attn.hook_pattern" not in kept
+    _, full = model.run_with_cache(tokens)
+    assert compact.nbytes() < sum(v.nbytes for v in full.values()) / 4
+
+
+def test_compact_recording_is_read_safely_from_threads(model):
+    """Requests share a prompt's run: threads reading the same lazy names get one value."""
+    tokens = tokens_for(model)
+    _, compact = model.run_with_cache(tokens, compact=True)
+    names = [f"blocks.{i}.attn.hook_pattern" for i in range(model.config.n_layers)] * 3
+    got = {}
+
+    def read(n):
+        got[n] = [compact[name] for name in names]
+    threads = [threading.Thread(target=read, args=(n,)) for n in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    for n in range(1, 4):
+        assert all(a is b for a, b in zip(got[0], got[n]))

@@ -59,8 +59,12 @@ class Memo:
     """LRU memo: get(key, compute) returns compute()'s result, computed once per key (while
     it is remembered: the `maxsize` most recently used keys are)."""
 
-    def __init__(self, name: str, maxsize: int):
+    def __init__(self, name: str, maxsize: int, max_bytes: int = None, weigh=None):
+        """max_bytes: also keep the entries' total weigh(value) within it (weighed again at
+        each insertion: an entry may grow while kept, as a compact prompt run does when read);
+        the newest entry is always kept."""
         self.name, self.maxsize = name, maxsize
+        self.max_bytes, self.weigh = max_bytes, weigh
         self._entries = OrderedDict()
         self._pending = {}
         self._lock = threading.Lock()
@@ -94,6 +98,12 @@ class Memo:
                 self._entries[key] = value
                 while len(self._entries) > self.maxsize:
                     self._entries.popitem(last=False)
+                if self.max_bytes is not None:
+                    weights = [self.weigh(v) for v in self._entries.values()]
+                    total = sum(weights)
+                    while total > self.max_bytes and len(self._entries) > 1:
+                        self._entries.popitem(last=False)
+                        total -= weights.pop(0)
                 del self._pending[key]
             pending.value = value
             pending.done.set()
@@ -126,16 +136,19 @@ class Caches:
         self._lock = threading.Lock()
         self.share = {}                 # ModelKey -> fraction of each declared size kept
 
-    def memo(self, model, name: str, maxsize: int, big_size: int = None) -> Memo:
+    def memo(self, model, name: str, maxsize: int, big_size: int = None,
+             big_bytes: int = None, weigh=None) -> Memo:
         """big_size: the size for a big model (one with a share below 1) instead of the share of
-        maxsize, for a cache whose entries are big for it."""
+        maxsize, for a cache whose entries are big for it; big_bytes: a big model's entries
+        are also kept within that many bytes, weighed by weigh(value)."""
         with self._lock:
             box = self._memos.get((model, name))
             if box is None:
-                share = self.share.get(model, 1.0)
-                size = (big_size if share < 1 and big_size is not None
-                        else max(1, round(maxsize * share)))
-                box = self._memos[(model, name)] = Memo(name, size)
+                big = self.share.get(model, 1.0) < 1
+                size = (big_size if big and big_size is not None
+                        else max(1, round(maxsize * self.share.get(model, 1.0))))
+                box = self._memos[(model, name)] = Memo(
+                    name, size, big_bytes if big else None, weigh)
             return box
 
     def memos(self, name: str) -> list:
@@ -167,11 +180,14 @@ class NamedCache:
     """A cache a module declares: a name and a size. Its entries live in the current app's
     Caches, one Memo per model (see the module docstring)."""
 
-    def __init__(self, name: str, maxsize: int, big_size: int = None):
+    def __init__(self, name: str, maxsize: int, big_size: int = None, big_bytes: int = None,
+                 weigh=None):
         self.name, self.maxsize, self.big_size = name, maxsize, big_size
+        self.big_bytes, self.weigh = big_bytes, weigh
 
     def box(self, key) -> Memo:
-        return current_caches().memo(model_in(key), self.name, self.maxsize, self.big_size)
+        return current_caches().memo(model_in(key), self.name, self.maxsize, self.big_size,
+                                     self.big_bytes, self.weigh)
 
     def get(self, key, compute):
         return self.box(key).get(key, compute)
@@ -187,9 +203,11 @@ class NamedCache:
         return current_caches().computed(self.name)
 
 
-def memo(name: str, maxsize: int, big_size: int = None) -> NamedCache:
-    """A cache of `maxsize` entries per model (big_size for a big model, when given)."""
-    return NamedCache(name, maxsize, big_size)
+def memo(name: str, maxsize: int, big_size: int = None, big_bytes: int = None,
+         weigh=None) -> NamedCache:
+    """A cache of `maxsize` entries per model (big_size for a big model, when given, and at
+    most big_bytes of weigh(entry) for it)."""
+    return NamedCache(name, maxsize, big_size, big_bytes, weigh)
 
 
 def key_of(value):

@@ -13,17 +13,29 @@ import numpy as np
 from web.cache import memo, model_key
 
 KEEP = 16             # prompts remembered (a 256-token cache of the default model is ~5 MB)
-KEEP_BIG = 2          # for a big model (SmolLM2's activations of a 128-token prompt: ~150 MB)
+# A big model's runs are compact (pipeline.model.ActivationCache: each block's input kept, the
+# rest computed again when read, SmolLM2's 22-token prompt 2 MB instead of 34 MB) and kept
+# within a byte budget per worker, whatever their number.
+KEEP_BIG = 64
+KEEP_BIG_BYTES = 96 * 2**20
 
 
 @dataclass(frozen=True)
 class PromptRun:
-    ids: tuple            # the prompt's token ids (encoded as ordinary text)
-    logits: np.ndarray    # [T, V]
-    cache: dict           # activation name -> array (see pipeline.model's docstring)
+    ids: tuple               # the prompt's token ids (encoded as ordinary text)
+    next_logits: np.ndarray  # [V]: the scores for the token after the prompt
+    cache: object            # activation name -> array (see pipeline.model's docstring)
+
+    @property
+    def logits(self) -> np.ndarray:
+        """[T, V]: the scores after every position (a compact run computes them when read)."""
+        return self.cache["logits"]
+
+    def nbytes(self) -> int:
+        return self.next_logits.nbytes + self.cache.nbytes()
 
 
-_runs = memo("prompt runs", KEEP, KEEP_BIG)
+_runs = memo("prompt runs", KEEP, KEEP_BIG, big_bytes=KEEP_BIG_BYTES, weigh=PromptRun.nbytes)
 
 
 def prompt_ids(lm, prompt: str) -> tuple:
@@ -31,14 +43,16 @@ def prompt_ids(lm, prompt: str) -> tuple:
     return tuple(lm.tokenizer.encode_ordinary(prompt))
 
 
-def run_prompt(lm, prompt: str) -> PromptRun:
+def run_prompt(lm, prompt: str, compact: bool = False) -> PromptRun:
     ids = prompt_ids(lm, prompt)
-    logits, cache = lm.model.run_with_cache(list(ids))
-    for a in (logits, *cache.computed()):       # a lazy value, computed when read, is new
+    logits, cache = lm.model.run_with_cache(list(ids), compact=compact)
+    for a in (logits, *cache.computed()):       # a lazy value is read-only once computed
         a.flags.writeable = False
-    return PromptRun(ids, logits, cache)
+    return PromptRun(ids, logits[-1], cache)
 
 
 def prompt_run(lm, prompt: str) -> PromptRun:
-    """logits and the activation cache of the prompt, computed once per (model, prompt)."""
-    return _runs.get((model_key(lm.model), prompt), lambda: run_prompt(lm, prompt))
+    """logits and the activation cache of the prompt, computed once per (model, prompt): a
+    compact recording for a big model (web.explainer.BIG_MODEL_PARAMS)."""
+    return _runs.get((model_key(lm.model), prompt),
+                     lambda: run_prompt(lm, prompt, compact=lm.big))

@@ -38,10 +38,16 @@ class LoadedModel:
         return self.model.n_params()
 
     @property
+    def big(self) -> bool:
+        """A model of BIG_MODEL_PARAMS or more: fewer of its results are kept, its prompt runs
+        compact (web.forward), its prompts shorter."""
+        return self.n_params >= BIG_MODEL_PARAMS
+
+    @property
     def prompt_limit(self) -> int:
         """The longest prompt the page reads, in tokens: the context window, or for a big
         model BIG_MODEL_PROMPT_TOKENS (see above)."""
-        if self.n_params >= BIG_MODEL_PARAMS:
+        if self.big:
             return min(self.n_ctx, BIG_MODEL_PROMPT_TOKENS)
         return self.n_ctx
 

@@ -40,6 +40,8 @@ class Param:
     required: bool = False             # text: must not be empty after stripping whitespace
     resets_with_prompt: bool = False   # meaningless for another prompt: dropped when it changes
     limit: str = None                  # a name in web.limits.LIMITS: the server's cap on `max`
+    big_default: object = None         # the default for a big model (web.loaded.LoadedModel.big),
+                                       #   where `default` would make the section too slow
 
     def __post_init__(self):
         # The server's caps (web/limits.py): a section cannot ask for more than the table allows,

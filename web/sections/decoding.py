@@ -44,7 +44,7 @@ EXAMPLE_WIDTH, EXAMPLE_NEW = 3, 6
 
 PARAMS = (
     Param("b_width", "Beam width", kind="int", default=3, min=1, max=MAX_WIDTH),
-    Param("b_new", "New tokens", kind="int", default=6, min=1, max=MAX_NEW),
+    Param("b_new", "New tokens", kind="int", default=6, min=1, max=MAX_NEW, big_default=4),
     Param("b_alpha", "Length penalty", kind="float", default=1.0, min=0.0, max=2.0),
 )
 

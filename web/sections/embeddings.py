@@ -10,7 +10,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from pipeline.embedding_space import (analogy, cosine_matrix, cosine_neighbours, far_rows,
-                                      pca_2d, rank_of, unit_rows)
+                                      neighbours_of_tokens, pca_2d, rank_of, unit_rows)
 from web.cache import memoized
 from web.figures import embeddings as figures
 from web.forward import prompt_run
@@ -93,9 +93,8 @@ def build(lm, state) -> dict:
     distinct = list(dict.fromkeys(ids))[:MAX_NEIGHBOUR_ROWS]
     neighbour_rows = []
     on_map = []               # (id, text) of neighbours drawn on a density map
-    for i in distinct:
-        nids, sims = cosine_neighbours(space.unit, space.unit[i], max(k, MAP_NEIGHBOURS),
-                                       exclude=(i,))
+    for i, (nids, sims) in zip(distinct, neighbours_of_tokens(space.unit, distinct,
+                                                              max(k, MAP_NEIGHBOURS))):
         neighbour_rows.append(dict(
             id=i, pieces=token_pieces(model.tokenizer, i),
             neighbours=[dict(id=int(n), text=space.labels[n], sim=float(s))

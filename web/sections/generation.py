@@ -25,7 +25,8 @@ N_TOP = 5                  # candidates shown per step
 PARAMS = (
     Param("gen_step", "Generation step", kind="int", default=0, min=0,
           max=MAX_NEW_TOKENS - 1, resets_with_prompt=True),
-    Param("gen_max", "New-token limit", kind="int", default=20, min=1, max=MAX_NEW_TOKENS),
+    Param("gen_max", "New-token limit", kind="int", default=20, min=1, max=MAX_NEW_TOKENS,
+          big_default=8),
     Param("gen_pace", "Pause between streamed tokens (ms)", kind="int", default=50, min=0,
           max=500),
     Param("gen_choose", "Choose the next token with", default="greedy", max_chars=20),

@@ -32,7 +32,8 @@ CURVE_MODELS = ("GPT-2 small", "Llama 2 7B", "Llama 3 8B", "Falcon 7B", "Llama 3
                 "Llama 3.1 405B")
 
 PARAMS = (
-    Param("kv_new", "Tokens to generate", kind="int", default=16, min=1, max=MAX_NEW),
+    Param("kv_new", "Tokens to generate", kind="int", default=16, min=1, max=MAX_NEW,
+          big_default=6),
     Param("kv_ctx", "Context length (tokens)", kind="int", default=8192, min=1, max=MAX_CTX),
 )
 

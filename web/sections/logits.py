@@ -74,7 +74,7 @@ def confident_examples(lm) -> list:
 def build(lm, state) -> dict:
     """Template context for the logits section."""
     run = prompt_run(lm, state["prompt"])
-    logits = run.logits[-1]                                        # [V]: after the last token
+    logits = run.next_logits                                       # [V]: after the last token
     temp = state["lg_temp"]
     p1 = softmax_with_temperature(logits, 1.0)                     # [V] the model's own
     pt = softmax_with_temperature(logits, temp)                    # [V] reshaped

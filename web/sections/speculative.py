@@ -38,7 +38,8 @@ PARAMS = (
     Param("sp_mode", "Decoding", default="sample", max_chars=16),
     Param("sp_gamma", "Draft tokens per round (γ)", kind="int", default=4, min=1,
           max=MAX_GAMMA),
-    Param("sp_tokens", "New tokens", kind="int", default=12, min=4, max=MAX_TOKENS),
+    Param("sp_tokens", "New tokens", kind="int", default=12, min=4, max=MAX_TOKENS,
+          big_default=8),
     Param("sp_seed", "Seed", kind="int", default=0, min=0, max=9999),
 )
 
