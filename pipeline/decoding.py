@@ -83,15 +83,15 @@ class _Beam:
 
 
 def beam_search(model, prompt_ids, width: int, max_new_tokens: int, length_penalty=1.0,
-                allowed=None, stop_at_eos=True) -> BeamSearch:
+                allowed=None, stop_at_eos=True, start=None) -> BeamSearch:
     """Beam search from the prompt. `allowed` (token ids) restricts the tokens proposed, e.g.
     to make a brute-force check possible; log-probabilities are still the model's own over
-    the whole vocabulary."""
+    the whole vocabulary. start: the prompt already run, as for continue_batch."""
     if width < 1 or max_new_tokens < 1:
         raise ValueError("width and max_new_tokens must be >= 1")
     eos = model.config.eos_token_id if stop_at_eos else None
-    kv = model.new_kv_cache()
-    first = log_softmax(model.prefill(list(prompt_ids), kv)[-1])
+    kv, logits = start if start is not None else _prefill(model, prompt_ids)
+    first = log_softmax(logits)
     allowed = None if allowed is None else np.asarray(sorted(set(allowed)), dtype=np.int64)
     search = BeamSearch(width)
     running = [_Beam((), 0.0, -1, kv, first)]
@@ -167,14 +167,21 @@ class Continuation:
         return float(sum(self.logprobs))
 
 
-def continue_batch(model, prompt_ids, pickers, max_new_tokens, stop_at_eos=True) -> list:
+def _prefill(model, prompt_ids) -> tuple:  # -> (KV cache, the next token's logits [V])
+    kv = model.new_kv_cache()
+    return kv, model.prefill(list(prompt_ids), kv)[-1]
+
+
+def continue_batch(model, prompt_ids, pickers, max_new_tokens, stop_at_eos=True,
+                   start=None) -> list:
     """Several continuations of one prompt side by side, e.g. greedy and a few seeded samples:
     the prompt is run once, each continuation gets a copy of its KV cache, and every step runs
     all unfinished ones through `Model.decode_batch`. `pickers` are `sample(logits, tokens_so_far)
     -> int` functions (pipeline.model.greedy, pipeline.sampling.sampler(...)), as for
-    `Model.generate`, which gives the same tokens one sequence at a time."""
-    kv = model.new_kv_cache()
-    logits = model.prefill(list(prompt_ids), kv)[-1]
+    `Model.generate`, which gives the same tokens one sequence at a time.
+    start: (KV cache, logits [V]) of the prompt already run (Model.kv_from_recording): the
+    prompt is not run again (the cache is used, not copied)."""
+    kv, logits = start if start is not None else _prefill(model, prompt_ids)
     eos = model.config.eos_token_id if stop_at_eos else None
     out = [Continuation([], []) for _ in pickers]
     history = [list(prompt_ids) for _ in pickers]

@@ -125,20 +125,25 @@ class Check:
         return [s.next_token for s in self.steps]
 
 
-def cache_vs_recompute(model, prompt_ids, n_new: int, capacity: int = 64) -> Check:
+def cache_vs_recompute(model, prompt_ids, n_new: int, capacity: int = 64, start=None) -> Check:
     """Greedy generation of n_new tokens after the prompt with the KV cache (prefill, then one
     decode step per token; the cache starts with room for `capacity` tokens and doubles when
     full, KVCache.reserve), every step's logits compared with recomputing without the cache.
 
     Recomputing is one forward pass over the whole final sequence: the model is causal, so its
     row t is what a forward pass over the first t + 1 tokens gives. Nothing here is timed (a
-    step's time both ways is a prefill and a decode of that length: web.measured times them)."""
+    step's time both ways is a prefill and a decode of that length: web.measured times them).
+    start: (KV cache, logits [V]) of the prompt already run (Model.kv_from_recording), used
+    as the prefill's result."""
     seq = [int(t) for t in prompt_ids]
     n_new = min(n_new, model.config.n_ctx - len(seq))
-    kv = model.new_kv_cache(capacity)
+    kv = model.new_kv_cache(capacity) if start is None else start[0]
     cached, rows = [], []
     for i in range(n_new + 1):
-        out = model.prefill(seq, kv) if i == 0 else model.decode(seq[-1], kv)
+        if i == 0:
+            out = model.prefill(seq, kv) if start is None else start[1]
+        else:
+            out = model.decode(seq[-1], kv)
         last = np.asarray(out).reshape(-1, out.shape[-1])[-1]                    # [V]
         nxt = int(np.argmax(last))
         cached.append(last)

@@ -245,7 +245,7 @@ class ActivationCache(dict):
 
     A compact cache (`Model.run_with_cache(compact=True)`) records what each block needs to be
     run again, its input (hook_resid_pre), plus its middle and output (the residual stream
-    drawn for every block), its keys, the embeddings and the final norm; every other name of block i is computed when first read, by running block i
+    drawn for every block), its keys and values, the embeddings and the final norm; every other name of block i is computed when first read, by running block i
     again from its recorded input (the same arithmetic on the same numbers: the same values as a
     full recording), and the logits [T, V] from the final norm. A 135 M-parameter model's
     recording of a 22-token prompt is then 2 MB instead of 34 MB, so many prompts can be kept."""
@@ -333,7 +333,7 @@ class CompactHooks(Hooks):
     and the keys it caches (the KV cache's keys: small, and drawn for every block) are kept,
     its other names deferred to `cache.from_block`, the logits to the final norm."""
     KEPT = ("hook_resid_pre", "hook_resid_mid", "hook_resid_post", "attn.hook_k",
-            "attn.hook_rot_k")
+            "attn.hook_rot_k", "attn.hook_v")
 
     def __init__(self, cache, unembed, prefix="", block=None):
         self.cache, self.unembed, self.prefix, self.block = cache, unembed, prefix, block
@@ -505,6 +505,20 @@ class Model:
                            NO_HOOKS if cache is None else RecordingHooks(cache))
         kv.n_tokens += len(tokens)
         return logits
+
+    def kv_from_recording(self, cache, n_tokens: int, capacity: int = 64) -> KVCache:
+        """The KV cache a prefill of the recorded tokens leaves (a recording of a pass over
+        `n_tokens` from position 0, full or compact): each layer's keys (after RoPE) and
+        values, the very numbers `prefill` stores. A decode loop can start from it without
+        running the prompt again."""
+        kv = self.new_kv_cache(capacity)
+        kv.reserve(n_tokens)                     # as prefill grows it: the same capacity
+        key = "hook_rot_k" if self.config.positions == "rope" else "hook_k"
+        for i in range(self.config.n_layers):
+            kv.k[i, :n_tokens] = cache[f"blocks.{i}.attn.{key}"]
+            kv.v[i, :n_tokens] = cache[f"blocks.{i}.attn.hook_v"]
+        kv.n_tokens = n_tokens
+        return kv
 
     def decode(self, token: int, kv: KVCache, cache: dict = None):
         """One step: the next token's logits [V], attending over everything in the cache

@@ -268,3 +268,21 @@ def test_compact_recording_is_read_safely_from_threads(model):
         t.join()
     for n in range(1, 4):
         assert all(a is b for a, b in zip(got[0], got[n]))
+
+
+@pytest.mark.parametrize("compact", [False, True])
+def test_a_kv_cache_from_a_recording_is_the_one_prefill_leaves(model, compact):
+    """Decoding can start from the prompt's recorded keys and values (web.forward.prefilled):
+    the same cache, bit for bit, as a prefill, and the same next steps."""
+    tokens = tokens_for(model, 10)
+    logits, cache = model.run_with_cache(tokens, compact=compact)
+    for capacity in (4, 64):
+        kv = model.new_kv_cache(capacity)
+        prefill_logits = model.prefill(tokens, kv)
+        np.testing.assert_array_equal(logits[-1], prefill_logits[-1])
+        built = model.kv_from_recording(cache, len(tokens), capacity)
+        assert len(built) == len(kv) and built.k.shape == kv.k.shape
+        np.testing.assert_array_equal(built.k, kv.k)
+        np.testing.assert_array_equal(built.v, kv.v)
+        for t in (5, 9, 2):
+            np.testing.assert_array_equal(model.decode(t, built), model.decode(t, kv))

@@ -79,6 +79,18 @@ def test_least_recently_used_entries_go_first():
     assert "a" in memo and "c" in memo and "b" not in memo
 
 
+def test_a_byte_budget_drops_the_oldest_entries_as_kept_ones_grow():
+    memo = Memo("test", 10, max_bytes=100, weigh=len)
+    a, b = [0] * 40, [0] * 40
+    memo.get("a", lambda: a), memo.get("b", lambda: b)
+    assert "a" in memo and "b" in memo                  # 80 bytes: both kept
+    a.extend([0] * 30)                                  # a kept entry grows (a run read lazily)
+    memo.get("c", lambda: [0] * 10)                     # 70 + 40 + 10 > 100: a goes
+    assert "a" not in memo and "b" in memo and "c" in memo
+    memo.get("huge", lambda: [0] * 500)                 # the newest is always kept
+    assert list(memo._entries) == ["huge"]
+
+
 def test_memoized_keys_a_model_by_its_directory(model):
     calls = []
 

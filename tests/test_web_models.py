@@ -205,6 +205,28 @@ def test_every_section_answers_on_smollm2(smol, section):
 
 
 @needs_smollm2
+def test_a_big_model_has_its_own_defaults_for_controls_that_generate_text(smol):
+    """SmolLM2 generates 8 tokens where Austen generates 20 (Param.big_default): its controls
+    show its default, a shared link leaves it out, and a value given in the URL wins."""
+    from web.registry import all_params
+    big = {p.name: p for p in all_params() if p.big_default is not None}
+    assert {"gen_max", "kv_new", "b_new", "sp_tokens"} <= set(big)
+    c = smol.test_client()
+    for model, expect in (("smollm2", "big_default"), ("austen", "default")):
+        page = text_of(c.get("/section/generation", query_string={"model": model},
+                             headers={**HX, "HX-Target": "generation"}))
+        value = getattr(big["gen_max"], expect)
+        assert re.search(rf'name="gen_max"[^>]*value="{value}"', page), (model, value)
+    r = c.get("/section/generation", query_string={"model": "smollm2", "gen_max": 12},
+              headers={**HX, "HX-Target": "generation"})
+    assert re.search(r'name="gen_max"[^>]*value="12"', text_of(r))
+    with smol.test_request_context("/?model=smollm2"):
+        from web.request_state import current_state
+        _, state = current_state()
+        assert state["gen_max"] == 8 and "gen_max" not in state.query_string()
+
+
+@needs_smollm2
 def test_smollm2_reads_at_most_its_page_limit_and_says_why(smol):
     lm = smol.extensions["explainer"].models["smollm2"]
     long = "one two three four five six seven eight nine ten " * 20

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from web.cache import memo, model_key
+from web.explainer import BIG_MODEL_PARAMS
 
 KEEP = 16             # prompts remembered (a 256-token cache of the default model is ~5 MB)
 # A big model's runs are compact (pipeline.model.ActivationCache: each block's input kept, the
@@ -43,16 +44,29 @@ def prompt_ids(lm, prompt: str) -> tuple:
     return tuple(lm.tokenizer.encode_ordinary(prompt))
 
 
-def run_prompt(lm, prompt: str, compact: bool = False) -> PromptRun:
-    ids = prompt_ids(lm, prompt)
-    logits, cache = lm.model.run_with_cache(list(ids), compact=compact)
+def run_prompt(model, ids: tuple) -> PromptRun:
+    compact = model.n_params() >= BIG_MODEL_PARAMS
+    logits, cache = model.run_with_cache(list(ids), compact=compact)
     for a in (logits, *cache.computed()):       # a lazy value is read-only once computed
         a.flags.writeable = False
     return PromptRun(ids, logits[-1], cache)
 
 
+def ids_run(model, ids: tuple) -> PromptRun:
+    """The run of these token ids, computed once per (model, ids): a compact recording for a
+    big model (web.explainer.BIG_MODEL_PARAMS)."""
+    return _runs.get((model_key(model), tuple(ids)), lambda: run_prompt(model, tuple(ids)))
+
+
 def prompt_run(lm, prompt: str) -> PromptRun:
-    """logits and the activation cache of the prompt, computed once per (model, prompt): a
-    compact recording for a big model (web.explainer.BIG_MODEL_PARAMS)."""
-    return _runs.get((model_key(lm.model), prompt),
-                     lambda: run_prompt(lm, prompt, compact=lm.big))
+    """logits and the activation cache of the prompt, computed once per (model, prompt)."""
+    return ids_run(lm.model, prompt_ids(lm, prompt))
+
+
+def prefilled(model, ids: tuple, capacity: int = 64) -> tuple:
+    """(a KV cache holding the prompt, the next token's logits [V]): what `Model.prefill` of
+    the prompt gives, taken from the prompt's shared run instead of running it again. Each call
+    gets its own cache to append to. For loops that are not timed (a timed loop runs its own
+    prefill, so that its prefill time is measured)."""
+    run = ids_run(model, ids)
+    return model.kv_from_recording(run.cache, len(ids), capacity), run.next_logits

@@ -17,7 +17,7 @@ from pipeline.model import greedy
 from pipeline.sampling import SamplerSettings, sampler
 from web.cache import memoized
 from web.figures import decoding as figures
-from web.forward import prompt_ids
+from web.forward import prefilled, prompt_ids
 from web.params import Param
 from web.sampler_settings import settings_from
 from web.tokens import token_plain, token_string
@@ -61,21 +61,24 @@ class Line:
     ended: bool = False   # stopped at end-of-text
 
 
+# Each search starts from the prompt's shared run (web.forward.prefilled): the prompt is not
+# run again for every width, length or seed.
 @memoized(32)
 def cached_search(model, ids: tuple, width: int, n: int, alpha: float):
-    return beam_search(model, ids, width, n, length_penalty=alpha)
+    return beam_search(model, ids, width, n, length_penalty=alpha, start=prefilled(model, ids))
 
 
 @memoized(32)
 def cached_greedy(model, ids: tuple, n: int):
     """Greedy's continuation: it does not depend on the sampling section's settings."""
-    return continue_batch(model, ids, [greedy], n)[0]
+    return continue_batch(model, ids, [greedy], n, start=prefilled(model, ids))[0]
 
 
 @memoized(32)
 def cached_samples(model, ids: tuple, n: int, settings: SamplerSettings, seed: int):
     """N_SAMPLES seeded samples (seeds seed, seed + 1, ...), run side by side."""
-    return continue_batch(model, ids, [sampler(settings, seed + i) for i in range(N_SAMPLES)], n)
+    return continue_batch(model, ids, [sampler(settings, seed + i) for i in range(N_SAMPLES)], n,
+                          start=prefilled(model, ids))
 
 
 def samples_shown(state) -> bool:

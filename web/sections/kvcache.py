@@ -15,7 +15,7 @@ from pipeline.kvcache import (BYTES_PER_VALUE, Check, attention_kind, cache_vs_r
                               context_lengths, kv_bytes_per_token, kv_cache_bytes)
 from pipeline.published import KV_ONLY, PUBLISHED, attention_config
 from web.figures import kvcache as figures
-from web.forward import prompt_ids
+from web.forward import prefilled, prompt_ids
 from web.cache import memo
 from web.measured import model_key, prefill_decode_timings
 from web.params import Param
@@ -44,7 +44,8 @@ _checks = memo("kvcache checks", 32)
 def cache_check(model, ids: tuple, n_new: int) -> Check:
     """The checked run for this prompt and length, computed once per (model, prompt, length)."""
     return _checks.get((model_key(model), ids, n_new, START_CAPACITY),
-                       lambda: cache_vs_recompute(model, ids, n_new, START_CAPACITY))
+                       lambda: cache_vs_recompute(model, ids, n_new, START_CAPACITY,
+                                                  start=prefilled(model, ids, START_CAPACITY)))
 
 
 @dataclass(frozen=True)

@@ -16,13 +16,15 @@ import os
 import numpy as np
 
 from pipeline import quantize
+from pipeline.decoding import continue_batch
 from pipeline.gguf_file import read_stored_bytes
+from pipeline.model import greedy
 from pipeline.published import published
 from pipeline.sizes import parameter_counts
 from web.cache import memoized
 from web.explainer import BIG_MODEL_PARAMS
 from web.figures import quantization as figures
-from web.forward import prompt_run
+from web.forward import prefilled, prompt_run
 from web.params import Param
 from web.tokens import token_plain
 
@@ -92,6 +94,9 @@ def prompt_logits(model, scheme_name: str, ids: tuple):
 def greedy_tokens(model, scheme_name, ids: tuple) -> tuple:
     if scheme_name is not None and big(model):
         return checked_greedy(model, scheme_name, ids)[0]
+    if scheme_name is None:           # float32: from the prompt's shared run
+        return tuple(continue_batch(model, ids, [greedy], greedy_length(model),
+                                    start=prefilled(model, ids))[0].tokens)
     return tuple(scheme_model(model, scheme_name).generate(list(ids), greedy_length(model)))
 
 
