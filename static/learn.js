@@ -101,20 +101,11 @@
       var slide = presenting() && document.querySelector(".section.current");
       if (!slide) return;
       slide.classList.add("slide-fit");
-      if (overflow() <= 0) return;
-      var lo = MIN_ZOOM, hi = 1;
-      slide.style.zoom = String(lo);
-      if (overflow() > 0) return;                  // at the smallest readable size: it scrolls
-      for (var i = 0; i < 7; i++) {
-        var mid = (lo + hi) / 2;
-        slide.style.zoom = String(mid);
-        if (overflow() > 0) hi = mid; else lo = mid;
-      }
-      // rounded down: a factor rounded up may be just past a step of the height (a line that
-      // wraps again) and scroll
-      slide.style.zoom = (Math.floor(lo * 1000) / 1000).toFixed(3);
-      // the figures redrawn at the new width may be a little taller: once they are, fit again
-      // (without redrawing them again)
+      if (overflow() > 0) zoomToFit(slide);
+      // The slide's figures are drawn again at their boxes' width, zoomed or not: a figure
+      // drawn while its section was hidden (another slide on screen) got Plotly's default
+      // width, 700 px, and would stick out of its box and widen the page. The figures redrawn
+      // may be a little taller: once they are, fit again (without redrawing them again).
       if (settled !== true) {
         Promise.all(resizePlots(slide)).then(function () {
           if (presenting() && overflow() > 0) fitSlide(true);
@@ -123,6 +114,21 @@
     } finally {
       fitting = false;
     }
+  }
+  // The largest zoom factor at which the page needs no vertical scrolling, not below MIN_ZOOM
+  // (there, it scrolls).
+  function zoomToFit(slide) {
+    var lo = MIN_ZOOM, hi = 1;
+    slide.style.zoom = String(lo);
+    if (overflow() > 0) return;                    // at the smallest readable size: it scrolls
+    for (var i = 0; i < 7; i++) {
+      var mid = (lo + hi) / 2;
+      slide.style.zoom = String(mid);
+      if (overflow() > 0) hi = mid; else lo = mid;
+    }
+    // rounded down: a factor rounded up may be just past a step of the height (a line that
+    // wraps again) and scroll
+    slide.style.zoom = (Math.floor(lo * 1000) / 1000).toFixed(3);
   }
   // Plotly sizes a figure to its box when drawn and on window resizes; a slide's zoom changes
   // the box's width otherwise, so its figures are redrawn at the new size.

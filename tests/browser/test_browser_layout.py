@@ -13,6 +13,8 @@ over the DOM collects every defect, named by size, section and element:
 - two labels of one figure (annotations, tick labels, axis titles, the title, legend items, text
   of text traces) whose boxes overlap by more than 2 px;
 - a figure's title or axis title running past an edge of the drawing (cut off);
+- a table wider than its box that is cut with no cue that there is more (its box does not
+  scroll, or scrolls with no shadow on the side that has more);
 - anything that sticks out of the window to the right (the page scrolls sideways);
 - the text of a failed environment probe ("... downloads it ... and that failed", a traceback).
 The test fails listing them all.
@@ -231,6 +233,25 @@ CHECKS = """(limits) => {
       add(p, `figure "${name}": ${overlaps - limits.perFigure} more overlapping pairs of labels`);
   });
 
+  // --- a table wider than its box, cut with no cue that there is more: the box that clips it
+  // (the table itself on a phone, else its nearest ancestor that clips or scrolls) must scroll
+  // and show a cue, a shadow that scrolls with the content (a background attached "local") ---
+  document.querySelectorAll('main table').forEach(t => {
+    if (!visible(t)) return;
+    let box = null;
+    for (let a = t; a && a !== document.body && !box; a = a.parentElement)
+      if (getComputedStyle(a).overflowX !== 'visible') box = a;
+    if (!box || box.scrollWidth <= box.clientWidth + 1) return;   // no box: the check below
+    const cs = getComputedStyle(box);
+    const scrolls = cs.overflowX === 'auto' || cs.overflowX === 'scroll';
+    const cue = /gradient/.test(cs.backgroundImage) && /local/.test(cs.backgroundAttachment);
+    if (scrolls && cue) return;
+    const name = t.getAttribute('aria-label') || (t.caption && short(t.caption.textContent, 50))
+      || (t.className ? 'table.' + t.className.split(' ').join('.') : 'a table');
+    add(t, `${name}: ${box.scrollWidth} px of table in a ${box.clientWidth} px box, cut with no ` +
+        `cue that there is more (${scrolls ? 'it scrolls, with no shadow on the side that has more' : 'the box does not scroll'})`);
+  });
+
   // --- anything that sticks out of the window to the right (the page scrolls sideways) ---
   const right = window.innerWidth + 1;
   const clipped = el => {
@@ -352,6 +373,8 @@ PLANT = """async () => {
     <table aria-label="planted table" style="table-layout: fixed; width: 120px">
       <tr><td style="white-space: nowrap; width: 40px; overflow: hidden">a long unbroken cell text</td>
           <td style="width: 20px">GPT-2 small</td></tr></table>
+    <div style="overflow-x: auto; width: 100px"><table aria-label="planted wide table">
+      <tr><td style="white-space: nowrap">a table wider than its box</td></tr></table></div>
     <p>gpt2: not available on this machine (tiktoken downloads it from the internet on first use,
        and that failed)</p>`;
   document.querySelector('main').appendChild(s);
@@ -386,6 +409,8 @@ def test_the_checks_find_planted_defects(browser, base_url):
         'lines: "GPT-2 small"',
         'figure "planted figure": the y axis repeats "0"',
         'figure "planted figure": annotation "one label" and annotation "another label" overlap',
+        'planted wide table: ',
+        'cut with no cue that there is more (it scrolls, with no shadow on the side that has more)',
         'says "',
     )
     for text in expected:

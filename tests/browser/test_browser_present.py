@@ -133,3 +133,44 @@ def test_a_presenters_saved_guess_stays_hidden_and_r_reveals_the_answer(page):
     page.locator("body").press("p")                   # back: concealed again for the room
     expect(reveal).to_be_hidden()
     expect(page.locator("#lg-live")).to_have_class(re.compile(r"\bgated\b"))
+
+
+# How far the slide on screen makes the page wider than the window, and its figures drawn wider
+# than their boxes: [id, scrollWidth - innerWidth, ["figure: drawn px in box px", ...]].
+WIDE = """() => {
+  const s = document.querySelector('main .section.current');
+  const plots = s ? Array.from(s.querySelectorAll('.plot[data-figure]')) : [];
+  const wide = plots.filter(p => p.getClientRects().length && p.querySelector('.main-svg'))
+    .map(p => [p.getAttribute('aria-label') || p.id, p.getBoundingClientRect().width,
+               p.querySelector('.main-svg').getBoundingClientRect().width])
+    .filter(([, box, drawn]) => drawn > box + 2)
+    .map(([name, box, drawn]) => `${name.slice(0, 50)}: drawn ${Math.round(drawn)} px in ${Math.round(box)} px`);
+  return [s ? s.id : '', document.scrollingElement.scrollWidth - window.innerWidth, wide];
+}"""
+
+
+def test_no_slide_is_wider_than_a_projector(browser, base_url):
+    """Every slide at 1024x768 (150% zoom): the page never scrolls sideways, and every figure
+    is drawn at its box's width (one drawn while its section was hidden, as another slide was
+    on screen, is redrawn for the slide's width when its slide comes)."""
+    context = browser.new_context(base_url=base_url, **PROJECTOR)
+    wide = []
+    try:
+        page = context.new_page()
+        page.goto("/?present=1&tour=1")
+        for step in STEPS:
+            slide_fits(page)
+            state = page.evaluate(WIDE)
+            for _ in range(15):                     # the figures are redrawn: at most 3 s
+                if state[1] <= 1 and not state[2]:
+                    break
+                page.wait_for_timeout(200)
+                state = page.evaluate(WIDE)
+            shown, over, figures = state
+            if over > 1 or figures:
+                wide.append(f"slide {step.number} ({shown}): the page is {over} px wider than "
+                            f"the window; " + "; ".join(figures))
+            page.keyboard.press("ArrowRight")
+    finally:
+        context.close()
+    assert not wide, "slides wider than a projector at 1024x768:\n" + "\n".join(wide)

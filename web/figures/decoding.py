@@ -3,8 +3,12 @@ from web.figures import ACCENT, INK, MUTED, PALETTE, base_layout, figure_json, l
 
 KEPT, PRUNED, FINISHED, GREEDY, BEST = PALETTE[0], "#c3cad6", PALETTE[3], PALETTE[2], ACCENT
 TOKEN_SIZE, TOTAL_SIZE = 13, 11    # px: a box's token and its total
-RANK_PX = 39                       # px between two ranks: a box is about 35 px tall
+RANK_PX = 46                       # px between two ranks: a box is about 35 px tall, so two
+#                                    boxes one rank apart keep a clear gap
 PAD = "\u202f"                     # a narrow space each side of a line, inside its box
+TREE_MIN_PX = 740                  # the tree's narrowest plot (static/style.css: .dec-tree-scroll
+#                                    draws it at least 48rem wide, and scrolls on a phone)
+CHAR_PX = 7.5                      # about, for a token in its box (TOKEN_SIZE)
 
 
 def tree_figure(search, names, greedy_nodes, best_nodes) -> str:
@@ -16,10 +20,22 @@ def tree_figure(search, names, greedy_nodes, best_nodes) -> str:
     by_step = {}
     for node in search.nodes:
         by_step.setdefault(node.step, []).append(node)
-    y = {}
+    rank = {}
     for step, nodes in by_step.items():
-        for rank, node in enumerate(sorted(nodes, key=lambda nd: (-nd.total, nd.id))):
-            y[node.id] = -rank
+        for r, node in enumerate(sorted(nodes, key=lambda nd: (-nd.total, nd.id))):
+            rank[node.id] = r
+    depth = max(1, max(rank.values(), default=0))
+    # The kept beams are the top ranks; the best pruned proposal sits just below them. The plot
+    # shows those ranks with room for their labels; the proposals ranked lower are gathered on
+    # one row at the bottom, a dot per step with how many it holds, so that no edge runs out of
+    # the plot.
+    shown = min(depth, search.width)
+    lower = shown + 1                  # the bottom row's rank, if any proposal is below `shown`
+    y = {i: -min(r, lower) for i, r in rank.items()}
+    hidden = {}
+    for i, r in rank.items():
+        if r > shown:
+            hidden[search.nodes[i].step] = hidden.get(search.nodes[i].step, 0) + 1
     root_y = 0
 
     def xy(node_id):
@@ -45,11 +61,17 @@ def tree_figure(search, names, greedy_nodes, best_nodes) -> str:
                                f"total = {p.total:.3f}<br>{p.status}" for p in pts],
                     hoverinfo="text")
 
+    # a token longer than its step's room is cut in its box (…); its hover is whole
+    room = max(4, min(14, int((TREE_MIN_PX / (search.steps + 1) - 16) / CHAR_PX)))
+
+    def short(text):
+        return text if len(text) <= room else text[:room - 1] + "…"
+
     def boxes(node_ids, colour):
         """A kept or finished proposal as a box on its node: its token over the path's total
         log p so far. Boxes are drawn over the edges, so no edge runs through a label."""
         return [dict(x=search.nodes[i].step, y=y[i], xref="x", yref="y", showarrow=False,
-                     text=(f"{PAD}{label(names[i])}{PAD}<br><span style='font-size:"
+                     text=(f"{PAD}{label(short(names[i]))}{PAD}<br><span style='font-size:"
                            f"{TOTAL_SIZE}px'>{PAD}{search.nodes[i].total:.2f}{PAD}</span>"),
                      font=dict(size=TOKEN_SIZE, color=INK), align="center",
                      bgcolor="white", bordercolor=colour, borderwidth=1.5, borderpad=1)
@@ -69,21 +91,26 @@ def tree_figure(search, names, greedy_nodes, best_nodes) -> str:
         dict(type="scatter", mode="markers", x=[-1], y=[root_y],     # the x axis names it
              marker=dict(color=INK, size=12), hoverinfo="skip", showlegend=False),
     ]
-    depth = max(1, max((-v for v in y.values()), default=0))
-    # The kept beams are the top ranks; the best pruned proposal sits just below them. The plot
-    # shows those ranks with room for their labels; the rest run off the bottom (pan to see them).
-    shown = min(depth, search.width)
-    note = ("every proposal" if shown == depth else f"top {shown + 1} of {depth + 1} per step")
+    if hidden:
+        # how many proposals each step's bottom dot stands for, beside it
+        steps = sorted(hidden)
+        data.append(dict(type="scatter", mode="text", x=steps, y=[-lower] * len(steps),
+                         text=[f"+{hidden[s]}" for s in steps], textposition="middle right",
+                         textfont=dict(size=TOTAL_SIZE, color=MUTED), hoverinfo="skip",
+                         showlegend=False))
+    note = ("every proposal" if not hidden else
+            f"top {shown + 1} of {depth + 1} per step; the lower ones on the bottom row")
     # A box is centred on its node: half a box above rank 0, the pruned row's dots at the
     # bottom; RANK_PX per rank leaves a gap between two boxes one rank apart.
-    span = shown + 0.15 + 0.6
+    bottom = lower if hidden else shown
+    span = bottom + 0.3 + 0.6
     layout = base_layout(
         height=round(54 + RANK_PX * span), hovermode="closest", showlegend=False,
         xaxis=dict(tickmode="array",
                    tickvals=list(range(-1, search.steps)),
                    ticktext=["prompt"] + [str(s + 1) for s in range(search.steps)],
                    range=[-1.5, search.steps - 0.5], zeroline=False),
-        yaxis=dict(title=dict(text="rank"), range=[-shown - 0.15, 0.6],
+        yaxis=dict(title=dict(text="rank"), range=[-bottom - 0.3, 0.6],
                    showticklabels=False, zeroline=False),
         annotations=[dict(text=f"rank by total log p ({note}); a box: token over total log p "
                           "so far", xref="paper", yref="paper", x=0, y=1, xanchor="left",

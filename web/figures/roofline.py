@@ -6,6 +6,9 @@ from web.figures import ACCENT, INK, PALETTE, TEXT_SIZE, base_layout, figure_jso
 
 # the published chips' roofs, then this server's in ACCENT like its measured stars
 ROOF_COLOURS = tuple(PALETTE[i] for i in (0, 2, 3, 5, 6)) + (ACCENT,)
+# the phases' labels: placed apart on a phone's plot, the narrowest (px across); a label's two
+# lines take ROW_PX in height, a character about LABEL_PX_PER_CHAR across
+PLOT_PX, ROW_PX, LABEL_PX_PER_CHAR = 250, 36, 8.0
 
 
 def short_name(name: str) -> str:
@@ -38,31 +41,50 @@ def roofline_figure(roofs, points, machine_points, stars_name="measured") -> str
     xs = [x for _, xs, _ in roofs for x in xs] + [x for _, x in points]
     lo, hi = float(np.log10(min(xs))), float(np.log10(max(xs)))
     shapes, annotations = [], []
-    for i, (text, intensity) in enumerate(sorted(points, key=lambda p: p[1])):
+    # The phases' labels stand in a band above the plot, each at the top of its dotted line,
+    # so that no label covers a roof, a star or another label: labels that would touch on a
+    # phone's plot (the narrowest, PLOT_PX across) go on rows of their own.
+    rows = []                      # per row: the (left, right) px extents taken
+    for text, intensity in sorted(points, key=lambda p: p[1]):
         shapes.append(dict(type="line", x0=intensity, x1=intensity, xref="x", y0=0, y1=1,
                            yref="paper", line=dict(color=INK, width=1, dash="dot")))
-        # horizontal labels, each a step higher than the one to its left, so none overlap;
-        # to the right of its line (to the left in the plot's right part), on two lines
-        # ("decode" over "16 sequences"), narrow enough for a phone's plot
-        right = (np.log10(intensity) - lo) / (hi - lo) > 0.6
         head, _, tail = text.partition(" ")
+        head = head.rstrip(",")
+        at = (np.log10(intensity) - lo) / (hi - lo) * PLOT_PX
+        width = LABEL_PX_PER_CHAR * max(len(head), len(tail)) + 6
+        # to the right of its line, or to its left where the plot ends first
+        right = at + width > PLOT_PX
+        extent = (at - width, at) if right else (at, at + width)
+        row = next((r for r, taken in enumerate(rows)
+                    if all(extent[1] + 4 < a or extent[0] > b + 4 for a, b in taken)), None)
+        if row is None:
+            rows.append([])
+            row = len(rows) - 1
+        rows[row].append(extent)
+        # the dotted line goes on up through the band to its label (px above the plot)
+        shapes.append(dict(type="line", x0=intensity, x1=intensity, xref="x", yref="paper",
+                           ysizemode="pixel", yanchor=1, y0=0, y1=4 + ROW_PX * (row + 1) - 4,
+                           line=dict(color=INK, width=1, dash="dot")))
         annotations.append(dict(
-            x=float(np.log10(intensity)), xref="x", y=0.03 + 0.25 * i, yref="paper",
-            text=label(head.rstrip(",")) + "<br>" + label(tail), showarrow=False,
+            x=float(np.log10(intensity)), xref="x", y=1, yref="paper",
+            yshift=4 + ROW_PX * row, text=label(head) + "<br>" + label(tail), showarrow=False,
             align="right" if right else "left", xanchor="right" if right else "left",
-            yanchor="bottom", xshift=-4 if right else 4,
-            font=dict(size=TEXT_SIZE, color=INK), bgcolor="rgba(255,255,255,0.85)"))
+            yanchor="bottom", xshift=-3 if right else 3,
+            font=dict(size=TEXT_SIZE, color=INK)))
     # one label per power of ten, with SI prefixes up to P (plotly writes 10^15 past T)
     ys = [y for _, _, ys in roofs for y in ys] + [y for _, _, y in machine_points]
     powers = range(int(np.floor(np.log10(min(ys)))), int(np.ceil(np.log10(max(ys)))) + 1)
     prefixes = {0: "", 3: "k", 6: "M", 9: "G", 12: "T", 15: "P", 18: "E"}
     ticktext = [f"{10 ** (e % 3)}{prefixes.get(e - e % 3, 'e%d' % (e - e % 3))}" for e in powers]
+    band = 8 + ROW_PX * max(1, len(rows))
     return figure_json(data, base_layout(
-        height=330, margin=dict(l=10, r=10, t=10, b=10),
+        height=330 + band, margin=dict(l=10, r=10, t=band, b=10),
         shapes=shapes, annotations=annotations,
         xaxis=dict(title=dict(text="intensity (FLOP per byte moved)"), type="log",
                    exponentformat="SI", range=[lo, hi]),
         yaxis=dict(title=dict(text="FLOP per second"), type="log",
                    tickmode="array", tickvals=[10.0 ** e for e in powers], ticktext=ticktext),
-        # above the plot (it has no title), clear of the axis title however many lines it takes
-        legend=dict(orientation="h", x=0, y=1.02, yanchor="bottom")))
+        # under the plot, below the axis title, however many lines it takes: the band above
+        # the plot is the phases'
+        legend=dict(orientation="h", x=0, xref="container", y=0, yref="container",
+                    yanchor="bottom")))
