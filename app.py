@@ -52,7 +52,8 @@ def create_app(test_config=None):
                             DRAFT_MODEL_PATH=os.environ.get("LLM_EXPLAINER_DRAFT_MODEL") or None,
                             PROBE_ENCODINGS=True,
                             MAX_CONTENT_LENGTH=limits.MAX_CONTENT_LENGTH,
-                            GATE_SLOTS=limits.GATE_SLOTS, GATE_WAITING=limits.GATE_WAITING,
+                            GATE_SLOTS=limits.GATE_SLOTS, GATE_SLOTS_BIG=limits.GATE_SLOTS_BIG,
+                            GATE_WAITING=limits.GATE_WAITING,
                             GATE_WAIT_SECONDS=limits.GATE_WAIT_SECONDS,
                             CLASSROOM_STORE=os.environ.get("LLM_EXPLAINER_STORE") or "sqlite",
                             CLASSROOM_DATA_DIR=os.environ.get("LLM_EXPLAINER_DATA_DIR")

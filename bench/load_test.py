@@ -49,6 +49,7 @@ sys.path.insert(0, os.path.join(ROOT, "bench"))
 
 from local_server import (loopback_only, save_result, serve, server_memory,  # noqa: E402
                           stop_server)
+from web.registry import all_params  # noqa: E402
 
 HELD_OUT = os.path.join(ROOT, "tests", "data", "heldout_pride_and_prejudice_ch10.txt")
 PROMPTS = [
@@ -94,6 +95,9 @@ MOVES = [
     ("roofline", "rf_len", [256, 1024, 4096, 8192]),   # the default model (Llama 3 8B) reads 8,192
 ]
 NEW_PROMPT_SHARE = 0.1
+# SmolLM2's generation section runs 8 tokens by default (web.sections.generation's big_default):
+# its students step through those.
+BIG_GEN_MAX = next(p.big_default for p in all_params() if p.name == "gen_max")
 
 
 SECTION_ORDER = [m[0] for m in MOVES]
@@ -158,6 +162,8 @@ class Student(threading.Thread):
         else:
             section, name, values = self.rng.choice(
                 [m for m in MOVES if m[0] == self.section])
+            if self.model and name == "gen_step":
+                values = range(0, BIG_GEN_MAX)     # steps of the big model's shorter run
             self.state[name] = self.rng.choice(list(values))
             path, kind = f"/section/{section}", section
         chosen = {"model": self.model} if self.model else {}

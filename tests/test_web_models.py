@@ -227,6 +227,34 @@ def test_a_big_model_has_its_own_defaults_for_controls_that_generate_text(smol):
 
 
 @needs_smollm2
+def test_the_big_model_has_a_gate_of_its_own_so_the_small_one_never_waits_behind_it():
+    from app import create_app
+    from web import limits
+    app = create_app({"MODEL": get_model("default"), "INSTALLED_MODELS": True, "TESTING": True,
+                      "PROBE_ENCODINGS": False, "WARM_CACHES": False, "GATE_WAITING": 0})
+    big, small = app.extensions["explainer_big_gate"], app.extensions["explainer_gate"]
+    assert big is not small and big.slots == limits.GATE_SLOTS_BIG
+    c = app.test_client()
+    big.acquire()                          # a SmolLM2 request is computing
+    try:
+        r = c.get("/section/logits", query_string={"model": "smollm2"}, headers=HX)
+        assert r.status_code == 503 and text_of(r) == limits.BUSY_MESSAGE
+        for query in ({}, {"model": "austen"}):
+            assert c.get("/section/logits", query_string=query, headers=HX).status_code == 200
+    finally:
+        big.release()
+    for _ in range(small.slots):
+        small.acquire()                    # the small model's slots are all taken
+    try:
+        assert c.get("/section/logits", headers=HX).status_code == 503
+        assert c.get("/section/logits", query_string={"model": "smollm2"},
+                     headers=HX).status_code == 200
+    finally:
+        for _ in range(small.slots):
+            small.release()
+
+
+@needs_smollm2
 def test_smollm2_reads_at_most_its_page_limit_and_says_why(smol):
     lm = smol.extensions["explainer"].models["smollm2"]
     long = "one two three four five six seven eight nine ten " * 20

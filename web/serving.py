@@ -50,21 +50,36 @@ def gated(endpoint) -> bool:
 def init_app(app):
     """Put `app`'s computing routes behind a limits.Gate sized by app.config (GATE_SLOTS,
     GATE_WAITING, GATE_WAIT_SECONDS): a request that finds no slot in time gets a 503 with
-    Retry-After at once (a text line for htmx, the busy page otherwise)."""
+    Retry-After at once (a text line for htmx, the busy page otherwise).
+
+    A big model's requests (web.loaded.LoadedModel.big: `model=` names it) pass a gate of their
+    own with GATE_SLOTS_BIG slots: they take tens of times longer than the small model's, and
+    a class reading the small model must not wait behind them (each worker computes at most
+    that many of them at once, beside the small model's own slots)."""
     gate = limits.Gate(app.config["GATE_SLOTS"], app.config["GATE_WAITING"],
                        app.config["GATE_WAIT_SECONDS"])
     app.extensions["explainer_gate"] = gate
+    big_gate = limits.Gate(app.config["GATE_SLOTS_BIG"], app.config["GATE_WAITING"],
+                           app.config["GATE_WAIT_SECONDS"])
+    app.extensions["explainer_big_gate"] = big_gate
+
+    def gate_for_request():
+        key = request.args.get("model")
+        lm = app.extensions["explainer"].get(key) if key else None
+        return big_gate if lm is not None and lm.big else gate
 
     @app.before_request
     def enter_gate():
         if gated(request.endpoint):
-            gate.acquire()                       # raises limits.Busy: a 503 at once
-            g.holds_gate_slot = True
+            chosen = gate_for_request()
+            chosen.acquire()                     # raises limits.Busy: a 503 at once
+            g.gate_slot = chosen
 
     @app.teardown_request
     def leave_gate(exc=None):
-        if g.pop("holds_gate_slot", False):
-            gate.release()
+        held = g.pop("gate_slot", None)
+        if held is not None:
+            held.release()
 
     @app.errorhandler(limits.Busy)
     def busy(e):
