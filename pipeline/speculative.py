@@ -283,7 +283,7 @@ def drafter_for(draft):
 
 def speculative_generate(target: Model, draft, prompt, max_new_tokens: int, gamma: int,
                          temperature: float = 1.0, rng: np.random.Generator = None,
-                         stop_at_eos: bool = True) -> SpeculativeRun:
+                         stop_at_eos: bool = True, prompt_kv=None) -> SpeculativeRun:
     """Generate up to max_new_tokens with the draft proposing and the target verifying.
 
     `draft` is a Model with the target's tokenizer (check_draft) or an NgramDraft (prompt
@@ -293,6 +293,9 @@ def speculative_generate(target: Model, draft, prompt, max_new_tokens: int, gamm
     after the end-of-sequence token, or when the context window is full. A round proposes at
     most as many tokens as are still wanted minus one (its own token ends it), so nothing is
     generated and thrown away.
+
+    prompt_kv: a KV cache of the target holding the whole prompt (Model.kv_from_recording), used
+    instead of running the prompt again (its prefill time is then not measured).
     """
     if gamma < 1:
         raise ValueError(f"gamma must be at least 1, not {gamma}")
@@ -302,9 +305,13 @@ def speculative_generate(target: Model, draft, prompt, max_new_tokens: int, gamm
     run = SpeculativeRun(list(x), gamma)
     start = time.perf_counter()
     drafter = drafter_for(draft)
-    t_kv = target.new_kv_cache()
-    if len(x) > 1:                       # each cache holds all of x but its last token
-        target.prefill(x[:-1], t_kv)
+    if prompt_kv is not None:            # each cache holds all of x but its last token
+        t_kv = prompt_kv
+        t_kv.truncate(len(x) - 1)
+    else:
+        t_kv = target.new_kv_cache()
+        if len(x) > 1:
+            target.prefill(x[:-1], t_kv)
     drafter.prefill(x)
     run.prefill_seconds = time.perf_counter() - start
     t_ctx, size = target.config.n_ctx, target.config.vocab_size

@@ -154,6 +154,25 @@ def test_greedy_speculative_is_the_targets_greedy_text(austen_pair, prompt, gamm
     assert len(run.rounds) < 40                        # the draft did save passes
 
 
+@pytest.mark.parametrize("prompt", ["It is a truth universally acknowledged, that a single",
+                                    "E"])
+def test_starting_from_the_prompts_recorded_cache_changes_nothing(austen_pair, prompt):
+    """The page starts a run from the prompt's shared recording (Model.kv_from_recording)
+    instead of a prefill: the same rounds, draws and tokens."""
+    target, draft = austen_pair
+    ids = target.tokenizer.encode_ordinary(prompt)
+    for drafter in (draft, speculative.NgramDraft()):
+        plain = speculative.speculative_generate(target, drafter, ids, 16, 3, 1.0,
+                                                 np.random.default_rng(5))
+        _, cache = target.run_with_cache(ids, compact=True)
+        kv = target.kv_from_recording(cache, len(ids))
+        started = speculative.speculative_generate(target, drafter, ids, 16, 3, 1.0,
+                                                   np.random.default_rng(5), prompt_kv=kv)
+        assert started.tokens == plain.tokens
+        assert [(r.n_accepted, len(r.proposals)) for r in started.rounds] == \
+            [(r.n_accepted, len(r.proposals)) for r in plain.rounds]
+
+
 def test_greedy_at_the_end_of_the_context(austen_pair):
     target, draft = austen_pair
     ids = target.tokenizer.encode_ordinary(" the" * 250)[:250]

@@ -20,11 +20,14 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from pipeline.speculative import (DraftMismatch, NgramDraft, check_draft, expected_speedup,
+from pipeline.decoding import continue_batch
+from pipeline.sampling import draw
+from pipeline.speculative import (DraftMismatch, NgramDraft, check_draft, distribution_at,
+                                  expected_speedup,
                                   expected_tokens_per_pass, speculative_generate, time_passes,
                                   timed_generate)
 from web.figures import speculative as figures
-from web.forward import prompt_ids
+from web.forward import prefilled, prompt_ids
 from web.cache import memo
 from web.measured import measured, model_key, stamp
 from web.params import Param
@@ -66,10 +69,13 @@ def live_run(target, draft, ids: tuple, gamma: int, n_tokens: int, mode: str, se
     temperature = MODES[mode]
 
     def run():
+        # both start from the prompt's shared run (web.forward.prefilled): nothing here is timed
         spec = speculative_generate(target, draft, list(ids), n_tokens, gamma, temperature,
-                                    np.random.default_rng(seed))
-        alone = timed_generate(target, list(ids), n_tokens, temperature,
-                               np.random.default_rng(seed))
+                                    np.random.default_rng(seed),
+                                    prompt_kv=prefilled(target, ids)[0])
+        rng, probs = np.random.default_rng(seed), distribution_at(temperature)
+        alone = continue_batch(target, ids, [lambda logits, _: draw(probs(logits), rng)],
+                               n_tokens, start=prefilled(target, ids))[0]
         return spec, tuple(alone.tokens)
     key = (model_key(target), draft_key(draft), ids, gamma, n_tokens, mode, seed)
     return _runs.get(key, run)
