@@ -33,7 +33,11 @@ def residual_norms(cache: dict, n_layers: int) -> tuple:
 def unembed(model, x) -> np.ndarray:  # [..., d] -> [..., V]
     """The model's final norm, then its unembedding: the last two steps of its forward pass."""
     c, p = model.config, model.params
-    return NORMS[c.norm](x, **p["ln_f"], eps=c.norm_eps) @ p["unembed"]
+    normed = NORMS[c.norm](x, **p["ln_f"], eps=c.norm_eps)
+    # one [rows, d] x [d, V] product: a stacked [N + 1, T', d] operand would be N + 1 separate
+    # products, each reading the whole unembedding (113 MB for SmolLM2)
+    flat = normed.reshape(-1, normed.shape[-1]) @ p["unembed"]
+    return flat.reshape(*normed.shape[:-1], flat.shape[-1])
 
 
 def logit_lens(model, cache: dict, positions=None) -> np.ndarray:  # -> [N + 1, T', V]
