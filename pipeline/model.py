@@ -189,16 +189,25 @@ NORMS = {"layer_norm": layer_norm, "rms_norm": rms_norm}
 MLPS = {"gelu": gelu_mlp, "swiglu": swiglu_ffn}
 
 
-def transformer_block(x, ln_1, attn, ln_2, mlp, *, cfg, rope_cs, kv, hook):  # [T, d] -> [T, d]
-    norm, ffn = NORMS[cfg.norm], MLPS[cfg.mlp]
-    resid_pre = hook("hook_resid_pre", x)
-    normed = hook("ln1.hook_normalized", norm(resid_pre, **ln_1, eps=cfg.norm_eps))
-    attn_out = hook("hook_attn_out", attention_layer(
+def attention_half(resid_pre, ln_1, attn, *, cfg, rope_cs, kv, hook):  # [T, d] -> [T, d]
+    """A block's first half: norm, attention; returns attn_out."""
+    normed = hook("ln1.hook_normalized", NORMS[cfg.norm](resid_pre, **ln_1, eps=cfg.norm_eps))
+    return hook("hook_attn_out", attention_layer(
         normed, **attn, n_heads=cfg.n_heads, n_kv_heads=cfg.n_kv_heads, rope_cs=rope_cs, kv=kv,
         hook=hook.scope("attn.")))
+
+
+def ffn_half(resid_mid, ln_2, mlp, *, cfg, hook):  # [T, d] -> [T, d]
+    """A block's second half: norm, feed-forward; returns mlp_out."""
+    normed = hook("ln2.hook_normalized", NORMS[cfg.norm](resid_mid, **ln_2, eps=cfg.norm_eps))
+    return hook("hook_mlp_out", MLPS[cfg.mlp](normed, **mlp, hook=hook.scope("mlp.")))
+
+
+def transformer_block(x, ln_1, attn, ln_2, mlp, *, cfg, rope_cs, kv, hook):  # [T, d] -> [T, d]
+    resid_pre = hook("hook_resid_pre", x)
+    attn_out = attention_half(resid_pre, ln_1, attn, cfg=cfg, rope_cs=rope_cs, kv=kv, hook=hook)
     resid_mid = hook("hook_resid_mid", resid_pre + attn_out)
-    normed = hook("ln2.hook_normalized", norm(resid_mid, **ln_2, eps=cfg.norm_eps))
-    mlp_out = hook("hook_mlp_out", ffn(normed, **mlp, hook=hook.scope("mlp.")))
+    mlp_out = ffn_half(resid_mid, ln_2, mlp, cfg=cfg, hook=hook)
     return hook("hook_resid_post", resid_mid + mlp_out)
 
 
@@ -245,16 +254,18 @@ class ActivationCache(dict):
 
     A compact cache (`Model.run_with_cache(compact=True)`) records what each block needs to be
     run again, its input (hook_resid_pre), plus its middle and output (the residual stream
-    drawn for every block), its keys and values, the embeddings and the final norm; every other name of block i is computed when first read, by running block i
-    again from its recorded input (the same arithmetic on the same numbers: the same values as a
-    full recording), and the logits [T, V] from the final norm. A 135 M-parameter model's
-    recording of a 22-token prompt is then 2 MB instead of 34 MB, so many prompts can be kept."""
+    drawn for every block), its keys and values, the embeddings and the final norm. Every
+    other name of block i is computed when first read, by running the half of block i that
+    computes it (attention or feed-forward) again from its recorded input: the same arithmetic
+    on the same numbers, so the same values as a full recording. The logits [T, V] come from
+    the final norm. A 135 M-parameter model's recording of a 22-token prompt is then 2 MB
+    instead of 34 MB, so many prompts can be kept."""
 
     def __init__(self):
         super().__init__()
         self.deferred = {}
         self.rerun = None               # compact: block index -> that block's own recording
-        self._last_block = None         # (index, recording) of the block last run again
+        self._last_block = None         # (index, half, recording) of the half last run again
         self._lock = threading.RLock()
 
     def __missing__(self, name):
@@ -272,10 +283,12 @@ class ActivationCache(dict):
             return value
 
     def from_block(self, i, name):
-        """A deferred name of block i in a compact cache: block i run again from its input."""
-        if self._last_block is None or self._last_block[0] != i:
-            self._last_block = (i, self.rerun(i))
-        return self._last_block[1][name]
+        """A deferred name of block i in a compact cache: the half of block i that computes it
+        (attention, or the feed-forward) run again from its recorded input."""
+        half = "mlp" if name.split(".", 2)[2].startswith(FFN_HALF_NAMES) else "attn"
+        if self._last_block is None or self._last_block[:2] != (i, half):
+            self._last_block = (i, half, self.rerun(i, half))
+        return self._last_block[2][name]
 
     def __contains__(self, name):
         return dict.__contains__(self, name) or name in self.deferred
@@ -306,7 +319,7 @@ class ActivationCache(dict):
         """Bytes of the arrays held now (the block last run again included)."""
         held = sum(v.nbytes for v in dict.values(self) if isinstance(v, np.ndarray))
         if self._last_block is not None:
-            held += sum(v.nbytes for v in self._last_block[1].computed())
+            held += sum(v.nbytes for v in self._last_block[2].computed())
         return held
 
 
@@ -326,6 +339,9 @@ class RecordingHooks(Hooks):
             self.cache.deferred[self.prefix + name] = (fn, args)
         else:
             self.cache[self.prefix + name] = fn(*args)
+
+
+FFN_HALF_NAMES = ("ln2.", "mlp.", "hook_mlp_out")   # a block's names its second half records
 
 
 class CompactHooks(Hooks):
@@ -469,11 +485,15 @@ class Model:
         if positions is not None and self.config.positions == "rope":
             rope_cs = rope_cos_sin(positions, self.inv_freq)
 
-        def rerun(i):
-            own = ActivationCache()
-            transformer_block(cache[f"blocks.{i}.hook_resid_pre"], **self.params["blocks"][i],
-                              cfg=self.config, rope_cs=rope_cs, kv=NoCache(),
-                              hook=RecordingHooks(own, f"blocks.{i}."))
+        def rerun(i, half):
+            own, block = ActivationCache(), self.params["blocks"][i]
+            hook = RecordingHooks(own, f"blocks.{i}.")
+            if half == "attn":
+                attention_half(cache[f"blocks.{i}.hook_resid_pre"], block["ln_1"], block["attn"],
+                               cfg=self.config, rope_cs=rope_cs, kv=NoCache(), hook=hook)
+            else:
+                ffn_half(cache[f"blocks.{i}.hook_resid_mid"], block["ln_2"], block["mlp"],
+                         cfg=self.config, hook=hook)
             return own
         cache.rerun = rerun
         logits = self._forward(tokens, use_positions, n_layers,
