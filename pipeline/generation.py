@@ -91,32 +91,39 @@ class Pass(LoopStep):
 
 
 def decode_loop(model, prompt_ids, max_new_tokens: int, sample=None, stop_at_eos: bool = True,
-                should_stop=None, record: bool = False):
+                should_stop=None, record: bool = False, start=None):
     """Prefill the prompt, then choose a token and decode it, until finish_reason says stop.
 
     `sample(logits [V], tokens_so_far: list[int]) -> int` picks each token (greedy when None).
     Yields a Pass per new token; `should_stop()`, when given, is asked before every model pass.
     record=True: each decode step's Pass holds that step's activation cache and the KV cache.
+    start: (KV cache holding the prompt, its logits [V]) when the prompt was already run
+    (Model.kv_from_recording): the prefill pass is not run again, and its times are NaN (not
+    measured here).
     """
     sample = sample or greedy
     history = [int(t) for t in prompt_ids]
     eos = model.config.eos_token_id if stop_at_eos else None
-    kv = model.new_kv_cache()
+    kv = model.new_kv_cache() if start is None else start[0]
     inputs, phase = tuple(history), "prefill"
     for index in range(max_new_tokens):
         if should_stop is not None and should_stop():
             return
         cache = {} if record and phase == "decode" else None
-        start = time.perf_counter()
-        if phase == "prefill":
+        began = time.perf_counter()
+        if phase == "prefill" and start is not None:
+            logits = start[1]
+        elif phase == "prefill":
             logits = model.prefill(list(inputs), kv)[-1]                       # [V]
         elif cache is None:
             logits = model.decode(inputs[0], kv)
         else:
             logits = model.decode(inputs[0], kv, cache=cache)
-        forward = time.perf_counter() - start
+        forward = time.perf_counter() - began
         token = int(sample(logits, history))
-        step_seconds = time.perf_counter() - start
+        step_seconds = time.perf_counter() - began
+        if phase == "prefill" and start is not None:
+            forward = step_seconds = float("nan")
         history.append(token)
         finish = finish_reason(token, len(history), index + 1, max_new_tokens,
                                model.config.n_ctx, eos)

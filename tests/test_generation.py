@@ -155,3 +155,21 @@ def _broken(b):
         return False
     except UnicodeDecodeError:
         return True
+
+
+@pytest.mark.parametrize("name", all_models())
+def test_a_loop_started_from_the_prompts_recording_is_the_same_loop(name):
+    """The overview's loop starts from the prompt's shared run (start=): the same tokens and
+    logits at every step, and its prefill pass says it was not timed (NaN), not 0."""
+    model = get_model(name)
+    ids = prompt_ids(model)
+    _, cache = model.run_with_cache(ids, compact=True)
+    start = (model.kv_from_recording(cache, len(ids)), model.forward(ids)[-1])
+    plain = list(decode_loop(model, ids, 6, stop_at_eos=False, record=True))
+    started = list(decode_loop(model, ids, 6, stop_at_eos=False, record=True, start=start))
+    assert [p.token for p in started] == [p.token for p in plain]
+    for a, b in zip(started, plain):
+        np.testing.assert_array_equal(a.logits, b.logits)
+        assert a.phase == b.phase and a.n_context == b.n_context
+    assert np.isnan(started[0].forward_seconds) and np.isnan(started[0].step_seconds)
+    assert all(p.forward_seconds > 0 for p in started[1:])

@@ -35,7 +35,7 @@ from pipeline.ranking import top_k
 from pipeline.sampling import TEMPERATURE_MAX, SamplerSettings, final_distribution, sampler
 from web.cache import memo, model_key
 from web.figures import overview as figures
-from web.forward import prompt_ids, prompt_run
+from web.forward import prefilled, prompt_ids, prompt_run
 from web.params import Param
 from web.sampler_settings import DEFAULT_TEMPERATURE
 from web.shading import POSITIVE, blend
@@ -107,8 +107,9 @@ class Loop:
 
     def __init__(self, model, ids, settings):
         self.model = model
+        # from the prompt's shared run (web.forward.prefilled): the overview shows no times
         self.steps = decode_loop(model, ids, OV_LIMIT + 1, sampler(settings, OV_SEED),
-                                 stop_at_eos=False, record=True)
+                                 stop_at_eos=False, record=True, start=prefilled(model, ids))
         self.passes = []
         self.lock = threading.Lock()
 
