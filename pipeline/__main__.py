@@ -12,7 +12,7 @@ import argparse
 import json
 import sys
 
-from .generation import TextStream
+from .generation import TextStream, decode_loop
 from .loader import ModelLoadError, load_model
 from .model import softmax
 from .ranking import top_k
@@ -26,7 +26,7 @@ def generate(model, prompt: str, max_new_tokens: int, out=sys.stdout) -> None:
     text = TextStream(tok)
     out.write(prompt)
     out.flush()
-    for token in model.generate(ids, max_new_tokens):
+    for token in (p.token for p in decode_loop(model, ids, max_new_tokens)):
         if token == model.config.eos_token_id:
             break
         out.write(text.push(token))

@@ -7,8 +7,8 @@
 `decode_loop` is the loop itself, the only one in the app that runs a single sequence: it
 yields a `Pass` per new token (its input, the logits, the chosen token, the wall-clock time of
 the model pass, why it stopped) and leaves the choice of the token to the caller's `sample`.
-`Model.generate` yields just the tokens; `generation_steps` keeps what a learner wants to see:
-the model's top candidates and the chosen token's probability.
+`generation_steps` keeps what a learner wants to see: the model's top candidates and the chosen
+token's probability.
 
 `finish_reason` holds the stop rules (end-of-text, a full context window, the new-token limit);
 the loops that run several sequences at once (beam search and continue_batch in

@@ -564,14 +564,3 @@ class Model:
         for kv in kvs:
             kv.n_tokens += 1
         return logits
-
-    def generate(self, tokens, max_new_tokens, sample=None, stop_at_eos=True):
-        """Yield new token ids one at a time (greedy unless `sample` is given).
-
-        `sample(logits [V], tokens_so_far: list[int]) -> int` picks each token. Stops after
-        max_new_tokens, after yielding the end-of-sequence token, or when the context is full
-        (pipeline.generation.finish_reason): the tokens of pipeline.generation.decode_loop.
-        """
-        from pipeline.generation import decode_loop     # here: that module imports this one
-        for step in decode_loop(self, tokens, max_new_tokens, sample, stop_at_eos):
-            yield step.token

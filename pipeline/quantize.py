@@ -33,7 +33,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from pipeline.generation import finish_reason
+from pipeline.generation import decode_loop, finish_reason
 from pipeline.model import Model
 
 SCALE_BITS = 16                       # every scale is a float16
@@ -376,14 +376,14 @@ def heldout_perplexity(model: Model, windows: list) -> HeldoutResult:
 
 def greedy_by_checking(model: Model, prompt_ids, max_new_tokens: int, guess,
                        stop_at_eos: bool = True) -> tuple:
-    """model's greedy continuation, the tokens `model.generate` gives (at most max_new_tokens,
+    """model's greedy continuation, the tokens `decode_loop` gives (at most max_new_tokens,
     ending after the end-of-text token or when the context is full), checked against a guess
     in one forward pass: speculative decoding's check with greedy acceptance, once.
 
     guess: token ids that may continue prompt_ids (float32's greedy text, for a quantized
     model). One model.forward over the prompt and the guess; the guess's tokens are kept while
     each is model's own argmax at its position; the first that is not is replaced by model's
-    argmax (when all are kept, model's argmax after the last is added), and model.generate
+    argmax (when all are kept, model's argmax after the last is added), and decode_loop
     makes the rest. Every token is model's argmax given the tokens before it. A quantized
     model dequantized on the fly pays for its weights once per pass, so one pass for the
     tokens it shares with float32 saves a pass per token.
@@ -401,7 +401,8 @@ def greedy_by_checking(model: Model, prompt_ids, max_new_tokens: int, guess,
             return out, logits
         if j < len(g) and pick != g[j]:
             break
-    out += model.generate(ids + out, max_new_tokens - len(out), stop_at_eos=stop_at_eos)
+    out += [p.token for p in decode_loop(model, ids + out, max_new_tokens - len(out),
+                                         stop_at_eos=stop_at_eos)]
     return out, logits
 
 

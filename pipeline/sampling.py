@@ -231,7 +231,7 @@ def sample_next(logits, context_ids, settings: SamplerSettings, rng: np.random.G
 
 
 def sampler(settings: SamplerSettings, seed: int):
-    """A `sample(logits [V], tokens_so_far) -> int` for `Model.generate`: its own generator,
+    """A `sample(logits [V], tokens_so_far) -> int` for `decode_loop`: its own generator,
     seeded, so the same seed gives the same tokens. The context for the repetition penalty is
     every token so far, prompt included (as in Hugging Face)."""
     rng = np.random.default_rng(seed)

@@ -39,7 +39,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from pipeline.generation import finish_reason
+from pipeline.generation import decode_loop, finish_reason
 from pipeline.loader import ModelLoadError, load_model
 from pipeline.model import Model
 from pipeline.sampling import draw, softmax_with_temperature
@@ -289,7 +289,7 @@ def speculative_generate(target: Model, draft, prompt, max_new_tokens: int, gamm
     `draft` is a Model with the target's tokenizer (check_draft) or an NgramDraft (prompt
     lookup); both go through the same verification (accept_or_resample).
 
-    Stops like `Model.generate`, by pipeline.generation.finish_reason: after max_new_tokens,
+    Stops like `decode_loop`, by pipeline.generation.finish_reason: after max_new_tokens,
     after the end-of-sequence token, or when the context window is full. A round proposes at
     most as many tokens as are still wanted minus one (its own token ends it), so nothing is
     generated and thrown away.
@@ -374,7 +374,7 @@ class TimedGeneration:
 
 def timed_generate(model: Model, prompt, max_new_tokens: int, temperature: float = 1.0,
                    rng: np.random.Generator = None, stop_at_eos: bool = True) -> TimedGeneration:
-    """A model alone, token by token with `Model.generate`, each step timed: the baseline."""
+    """A model alone, token by token with `decode_loop`, each step timed: the baseline."""
     rng = rng if rng is not None else np.random.default_rng()
     probs = distribution_at(temperature)
     stamps = []
@@ -384,7 +384,8 @@ def timed_generate(model: Model, prompt, max_new_tokens: int, temperature: float
         return draw(probs(logits), rng)
 
     start = time.perf_counter()
-    tokens = list(model.generate(prompt, max_new_tokens, sample, stop_at_eos=stop_at_eos))
+    tokens = [p.token for p in decode_loop(model, prompt, max_new_tokens, sample,
+                                           stop_at_eos=stop_at_eos)]
     seconds = time.perf_counter() - start
     return TimedGeneration(tokens, seconds, list(np.diff(stamps)))
 

@@ -6,6 +6,7 @@ from hypothesis import given, settings, strategies as st
 from engine_support import get_model
 from pipeline.batching import (Request, blocks_for, generate_request, generate_requests,
                                make_queue, measure_step_costs, page_snapshots, simulate)
+from pipeline.generation import decode_loop
 from pipeline.sampling import SamplerSettings, sampler
 
 COSTS = (1.0, 2.0, 2.5, 3.0)       # hand-made ms per step for 1..4 rows
@@ -191,8 +192,8 @@ def test_paged_memory_is_for_continuous_schedules():
 def test_a_generation_is_the_models_own_and_stops_where_it_says():
     model = get_model("default")
     g = generate_request(model, "Mr. Darcy", 64, seed=0)
-    expected = list(model.generate(list(g.prompt_ids), len(g.output_ids),
-                                   sample=sampler(SamplerSettings(temperature=0.8), 0)))
+    expected = [p.token for p in decode_loop(model, list(g.prompt_ids), len(g.output_ids),
+                                   sample=sampler(SamplerSettings(temperature=0.8), 0))]
     assert list(g.output_ids) == expected
     newline = [b"\n" in model.tokenizer.decode_single_token_bytes(t) for t in g.output_ids]
     if g.stop == "end of paragraph":

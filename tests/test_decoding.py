@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 
 from pipeline.decoding import beam_search, length_penalised, log_softmax, sequence_logprobs
+from pipeline.generation import decode_loop
 from pipeline.model import softmax
 from engine_support import get_model
 
@@ -25,7 +26,7 @@ def test_log_softmax_is_the_log_of_softmax_and_does_not_underflow():
 def test_width_one_is_greedy(name, prompt):
     lm = get_model(name)
     ids = lm.tokenizer.encode_ordinary(prompt)
-    greedy = list(lm.generate(ids, 8))
+    greedy = [p.token for p in decode_loop(lm, ids, 8)]
     search = beam_search(lm, ids, width=1, max_new_tokens=8)
     assert list(search.final[0].tokens) == greedy
     kept = [n for n in search.nodes if n.status in ("kept", "finished")]
@@ -100,9 +101,9 @@ def test_continue_batch_gives_what_generate_gives_one_at_a_time():
     ids = lm.tokenizer.encode_ordinary("It was a beautiful")
     s = SamplerSettings(temperature=1.1, top_p=0.95)
     got = continue_batch(lm, ids, [greedy, sampler(s, 1), sampler(s, 2)], 7)
-    assert got[0].tokens == list(lm.generate(ids, 7))
+    assert got[0].tokens == [p.token for p in decode_loop(lm, ids, 7)]
     for seed, cont in zip((1, 2), got[1:]):
-        assert cont.tokens == list(lm.generate(ids, 7, sample=sampler(s, seed)))
+        assert cont.tokens == [p.token for p in decode_loop(lm, ids, 7, sample=sampler(s, seed))]
         lps = sequence_logprobs(lm, ids, cont.tokens)
         np.testing.assert_allclose(cont.logprobs, lps, atol=5e-4)
 
@@ -115,7 +116,7 @@ def test_continue_batch_stops_a_sequence_at_end_of_text():
     second = lambda logits, hist: int(np.argsort(-logits)[1])   # noqa: E731
     a, b = continue_batch(lm, [5, 6, 7], [always_eos, second], 5)
     assert a.tokens == [eos] and len(b.tokens) == 5
-    assert b.tokens == list(lm.generate([5, 6, 7], 5, sample=second))
+    assert b.tokens == [p.token for p in decode_loop(lm, [5, 6, 7], 5, sample=second)]
 
 
 @pytest.mark.parametrize("room", [0, 2])
@@ -127,7 +128,7 @@ def test_beam_search_and_continue_batch_stop_where_generate_stops(room):
     lm = get_model("default")
     n_ctx = lm.config.n_ctx
     ids = lm.tokenizer.encode_ordinary(" the" * n_ctx)[: n_ctx - room]
-    expected = list(lm.generate(ids, 12))
+    expected = [p.token for p in decode_loop(lm, ids, 12)]
     assert len(expected) == room + 1
     search = beam_search(lm, ids, width=1, max_new_tokens=12)
     assert list(search.final[0].tokens) == expected and search.steps == room + 1

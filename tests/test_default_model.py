@@ -14,6 +14,7 @@ import numpy as np
 import pytest
 
 from pipeline import load_model
+from pipeline.generation import decode_loop
 from tests.golden import regenerate as golden
 
 ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..")
@@ -56,7 +57,8 @@ def test_engine_matches_stored_transformers_logits(named_model):
         assert m.tokenizer.encode(ref["prompt"]) == ref["input_ids"]
         logits = m.forward(ref["input_ids"])[-1]
         np.testing.assert_allclose(logits, ref["last_logits"], atol=1e-4)
-        assert list(m.generate(ref["input_ids"], 20, stop_at_eos=False)) == ref["greedy_ids"]
+        tokens = [p.token for p in decode_loop(m, ref["input_ids"], 20, stop_at_eos=False)]
+        assert tokens == ref["greedy_ids"]
 
 
 def test_engine_matches_transformers_live(named_model):
@@ -111,7 +113,8 @@ def test_model_card_matches_measurements():
 
 def test_golden_greedy_continuations(model):
     for case in json.load(open(golden.GOLDEN, encoding="utf-8")):
-        ids = list(model.generate(model.tokenizer.encode(case["prompt"]), golden.N_NEW))
+        prompt_ids = model.tokenizer.encode(case["prompt"])
+        ids = [p.token for p in decode_loop(model, prompt_ids, golden.N_NEW)]
         assert ids == case["ids"], case["prompt"]
         assert model.tokenizer.decode(ids) == case["text"]
 
@@ -121,6 +124,6 @@ def test_cli_generates_with_no_model_flag():
                           "It is a truth universally acknowledged"], cwd=ROOT,
                          capture_output=True, text=True, timeout=60)
     assert out.returncode == 0, out.stderr
-    expected = load_model().tokenizer.decode(list(load_model().generate(
-        load_model().tokenizer.encode("It is a truth universally acknowledged"), 8)))
+    expected = load_model().tokenizer.decode([p.token for p in decode_loop(load_model(), 
+        load_model().tokenizer.encode("It is a truth universally acknowledged"), 8)])
     assert expected.strip() and expected.strip() in out.stdout

@@ -10,6 +10,7 @@ import pytest
 
 from engine_support import TESTS, all_models, get_model, has_default_model, model_dir
 from pipeline.__main__ import generate
+from pipeline.generation import decode_loop
 
 ROOT = os.path.dirname(TESTS)
 CLI_MODELS = [m for m in all_models() if m in ("default", "gpt2", "llama_mha")]
@@ -60,7 +61,7 @@ def test_generate_streams_text(name):
         return  # (see above)
     model = get_model(name)
     ids = model.tokenizer.encode("It is a truth")
-    new = [t for t in model.generate(ids, 12) if t != model.config.eos_token_id]
+    new = [p.token for p in decode_loop(model, ids, 12) if p.token != model.config.eos_token_id]
     assert run.stdout == "It is a truth" + model.tokenizer.decode(new) + "\n"
 
 
@@ -78,19 +79,33 @@ def test_generate_holds_back_partial_utf8():
     text = "é😀✓"
     byte_ids = [tok.encode_single_token(bytes([b])) for b in text.encode("utf-8")]
 
-    class OneByteAtATime:  # a stand-in model that "generates" the text byte by byte
+    class OneByteAtATime:  # a stand-in model whose greedy choices spell the text byte by byte
         tokenizer = tok
 
         class config:
             eos_token_id = None
+            n_ctx = 1024
 
-        def generate(self, ids, max_new_tokens):
-            yield from byte_ids
+        def new_kv_cache(self):
+            return []
+
+        def next_logits(self, kv):  # [V]: the next byte of the text scores highest
+            logits = np.zeros(tok.n_vocab, np.float32)
+            logits[byte_ids[len(kv) - 1]] = 1.0
+            return logits
+
+        def prefill(self, ids, kv):
+            kv.extend(ids)
+            return self.next_logits(kv)[None]
+
+        def decode(self, token, kv):
+            kv.append(token)
+            return self.next_logits(kv)
 
     out = io.StringIO()
     writes = []
     out.write = lambda s, w=out.write: (writes.append(s), w(s))[1]
-    generate(OneByteAtATime(), "x", 50, out=out)
+    generate(OneByteAtATime(), "x", len(byte_ids), out=out)
     assert out.getvalue() == "x" + text + "\n"
     assert "\ufffd" not in "".join(writes)
     assert [w for w in writes if w] == ["x", "é", "😀", "✓", "\n"]

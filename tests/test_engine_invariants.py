@@ -11,6 +11,7 @@ import pytest
 import pipeline.model
 from engine_support import all_models, get_model
 from pipeline import Model
+from pipeline.generation import decode_loop
 
 MODELS = all_models()
 PROMPT = [11, 40, 7, 200, 33, 40, 150, 2, 99, 64, 11, 5, 120, 40, 3, 70]
@@ -192,7 +193,7 @@ def test_kv_cache_bytes_follow_the_formula(model):
 
 def test_generate_is_greedy_and_stops(model):
     tokens = tokens_for(model, 5)
-    out = list(model.generate(tokens, 8, stop_at_eos=False))
+    out = [p.token for p in decode_loop(model, tokens, 8, stop_at_eos=False)]
     assert len(out) == 8
     full = list(tokens)
     for t in out:
@@ -205,7 +206,7 @@ def test_generate_is_greedy_and_stops(model):
     def always_eos(logits, history):
         seen.append(len(history))
         return eos
-    assert list(model.generate(tokens, 8, sample=always_eos)) == [eos]
+    assert [p.token for p in decode_loop(model, tokens, 8, sample=always_eos)] == [eos]
     assert seen == [len(tokens)]
 
 

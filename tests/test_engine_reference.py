@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 
 from engine_support import FIXTURES, fixture_names, get_model
+from pipeline.generation import decode_loop
 
 pytestmark = pytest.mark.skipif(not fixture_names(), reason="no fixture checkpoints yet")
 
@@ -29,5 +30,6 @@ def test_logits_match_transformers(name):
 @pytest.mark.parametrize("name", fixture_names())
 def test_greedy_tokens_match_transformers(name):
     ref, model = reference(name), get_model(name)
-    ids = list(model.generate(ref["input_ids"], len(ref["greedy_ids"]), stop_at_eos=False))
+    ids = [p.token for p in decode_loop(model, ref["input_ids"], len(ref["greedy_ids"]),
+                                        stop_at_eos=False)]
     assert ids == ref["greedy_ids"]

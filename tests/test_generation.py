@@ -1,4 +1,4 @@
-"""pipeline/generation.py: the stepped loop is Model.generate, with what happened at each step."""
+"""pipeline/generation.py: decode_loop and the stepped loop, with what happened at each step."""
 import numpy as np
 import pytest
 
@@ -19,7 +19,7 @@ def test_stepped_tokens_are_generates_greedy_tokens(name):
     model = get_model(name)
     ids = prompt_ids(model)[: model.config.n_ctx // 2]
     steps = list(generation_steps(model, ids, 24))
-    assert [s.token for s in steps] == list(model.generate(ids, 24))
+    assert [s.token for s in steps] == [p.token for p in decode_loop(model, ids, 24)]
 
 
 def test_each_step_reads_what_the_loop_says_and_its_candidates_are_the_models():
@@ -59,7 +59,8 @@ def test_stops_on_end_of_text_like_generate():
         return eos if len(history) == len(ids) + 2 else int(np.argmax(logits))
 
     steps = list(generation_steps(model, ids, 50, sample=eos_at_third))
-    assert [s.token for s in steps] == list(model.generate(ids, 50, sample=eos_at_third))
+    assert [s.token for s in steps] == [p.token for p in decode_loop(model, ids, 50,
+                                                                     sample=eos_at_third)]
     assert len(steps) == 3 and steps[-1].token == eos and steps[-1].finish == "eos"
     # without the end-of-text rule the loop goes on to the limit
     more = list(generation_steps(model, ids, 5, sample=eos_at_third, stop_at_eos=False))
@@ -73,7 +74,7 @@ def test_stops_at_the_limit_and_when_the_context_is_full():
     assert list(generation_steps(model, prompt_ids(model), 0)) == []
     ids = (prompt_ids(model) * n_ctx)[: n_ctx - 3]
     steps = list(generation_steps(model, ids, 50))
-    assert len(steps) == 4 == len(list(model.generate(ids, 50)))
+    assert len(steps) == 4 == len([p.token for p in decode_loop(model, ids, 50)])
     assert steps[-1].finish == "context" and steps[-1].n_context == n_ctx
 
 
@@ -91,13 +92,13 @@ def test_finish_reason_is_eos_then_context_then_limit():
 
 @pytest.mark.parametrize("room", [0, 1, 3])
 def test_the_loops_agree_at_the_end_of_the_context(room):
-    """Model.generate, decode_loop, generation_steps and most_new_tokens: one rule."""
+    """decode_loop, generation_steps and most_new_tokens: one rule."""
     model = get_model("default")
     n_ctx = model.config.n_ctx
     ids = (prompt_ids(model) * n_ctx)[: n_ctx - room]
     passes = list(decode_loop(model, ids, 50))
     assert len(passes) == most_new_tokens(len(ids), n_ctx) == room + 1
-    assert [p.token for p in passes] == list(model.generate(ids, 50))
+    assert [p.token for p in passes] == [p.token for p in decode_loop(model, ids, 50)]
     assert [s.token for s in generation_steps(model, ids, 50)] == [p.token for p in passes]
     assert [p.finish for p in passes] == [None] * room + ["context"]
     assert [p.n_context for p in passes] == list(range(len(ids), n_ctx + 1))

@@ -22,6 +22,7 @@ from gguf_support import (CHECKPOINTS, TESTS_DIR, hf_weights, permute_rope_rows,
                           write_checkpoint)
 from pipeline import ModelLoadError, load_model
 from pipeline.bpe import GPT2_PAT
+from pipeline.generation import decode_loop
 from pipeline.gguf_file import SMOLLM_PAT, StoredTensor, read_stored_bytes, unpermute_rope_rows
 from pipeline.model import softmax
 from pipeline.tokenizer import is_tiktoken_dir, pretokenizer_pattern
@@ -81,7 +82,8 @@ def test_logits_match_transformers(tiny, name):
 @pytest.mark.parametrize("name", TINY)
 def test_greedy_tokens_match_transformers(tiny, name):
     ref, model = REF["tiny"][name], tiny(name)
-    ids = list(model.generate(ref["input_ids"], len(ref["greedy_ids"]), stop_at_eos=False))
+    ids = [p.token for p in decode_loop(model, ref["input_ids"], len(ref["greedy_ids"]),
+                                        stop_at_eos=False)]
     assert ids == ref["greedy_ids"]
 
 
@@ -282,7 +284,8 @@ def test_smollm2_matches_transformers(n):
     top5 = [int(i) for i in np.argsort(-logits)[:5]]
     assert top5 == ref["top5_ids"]
     np.testing.assert_allclose(probs[top5], ref["top5_probs"], atol=1e-4)
-    greedy = list(model.generate(ref["input_ids"], len(ref["greedy_ids"]), stop_at_eos=False))
+    greedy = [p.token for p in decode_loop(model, ref["input_ids"], len(ref["greedy_ids"]),
+                                           stop_at_eos=False)]
     assert greedy == ref["greedy_ids"]
 
 

@@ -4,6 +4,7 @@ import numpy as np
 import pytest
 
 from engine_support import all_models, get_model
+from pipeline.generation import decode_loop
 from pipeline.kvcache import (BYTES_PER_VALUE, KVCache, attention_kind, cache_vs_recompute,
                               context_lengths, kv_bytes_per_token, kv_cache_bytes)
 from pipeline.published import (KV_ONLY, PUBLISHED, AttentionShape, attention_config,
@@ -54,8 +55,8 @@ def test_cached_and_recomputed_generation_agree(model):
     assert [s.n_tokens for s in run.steps] == list(range(7, 14))
     assert run.max_abs_diff < 1e-4
     assert all(s.same_argmax for s in run.steps)
-    # the tokens are greedy generation's, computed independently by Model.generate
-    assert run.generated[:6] == list(model.generate(prompt, 6, stop_at_eos=False))
+    # the tokens are greedy generation's, computed independently by decode_loop
+    assert run.generated[:6] == [p.token for p in decode_loop(model, prompt, 6, stop_at_eos=False)]
     # step 3's difference is between decoding the 3rd generated token after prefilling the
     # prompt and recomputing: the row of that token in one forward pass over the whole final
     # sequence (the model is causal, so that row is a forward pass over the prefix's last row,

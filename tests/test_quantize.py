@@ -9,6 +9,7 @@ import pytest
 
 from pipeline import load_model
 from pipeline import quantize
+from pipeline.generation import decode_loop
 from pipeline.published import PUBLISHED
 from pipeline.sizes import parameter_counts
 from web_support import has_default_model
@@ -267,7 +268,8 @@ def test_on_the_fly_is_the_held_copy_bit_for_bit(name, s):
     np.testing.assert_array_equal(lazy.model.forward(ids), held.model.forward(ids))
     np.testing.assert_array_equal(lazy.model.forward(ids, n_layers=1),    # a slice of blocks
                                   held.model.forward(ids, n_layers=1))
-    assert list(lazy.model.generate(ids[:5], 6)) == list(held.model.generate(ids[:5], 6))
+    assert ([p.token for p in decode_loop(lazy.model, ids[:5], 6)]
+            == [p.token for p in decode_loop(held.model, ids[:5], 6)])
     for i, block in enumerate(lazy.model.params["blocks"]):
         for part in ("attn", "mlp"):
             for k, w in block[part].items():
@@ -289,8 +291,8 @@ def test_greedy_by_checking_is_greedy(name):
     qmodel = quantize.quantize_model(model, quantize.int4(32), on_the_fly=True).model
     rng = np.random.default_rng(0)
     for prompt in ([5, 9, 14], list(range(30, 42))):
-        want = list(qmodel.generate(prompt, 10))
-        float_guess = list(model.generate(prompt, 10))
+        want = [p.token for p in decode_loop(qmodel, prompt, 10)]
+        float_guess = [p.token for p in decode_loop(model, prompt, 10)]
         for guess in (float_guess, want, [], list(rng.integers(0, model.config.vocab_size, 9))):
             tokens, logits = quantize.greedy_by_checking(qmodel, prompt, 10, guess)
             assert tokens == want
@@ -302,10 +304,10 @@ def test_greedy_by_checking_stops_where_generate_stops(austen):
     eos = austen.config.eos_token_id
     prompt = austen.tokenizer.encode_ordinary("Mr. Darcy")
     tokens, _ = quantize.greedy_by_checking(austen, prompt, 3, [eos, 7, 8])
-    assert tokens == list(austen.generate(prompt, 3))
+    assert tokens == [p.token for p in decode_loop(austen, prompt, 3)]
     full = list(range(1, austen.config.n_ctx))      # one position left: two tokens, then full
     tokens, _ = quantize.greedy_by_checking(austen, full, 5, [1, 2, 3])
-    assert tokens == list(austen.generate(full, 5)) and len(tokens) == 2
+    assert tokens == [p.token for p in decode_loop(austen, full, 5)] and len(tokens) == 2
 
 
 # --- a GGUF file's blocks, by hand ------------------------------------------------------------

@@ -5,6 +5,7 @@ import math
 import numpy as np
 import pytest
 
+from pipeline.generation import decode_loop
 from pipeline.model import softmax
 from pipeline.sampling import (
     SamplerSettings, apply_repetition_penalty, apply_temperature, chi_square_sf, draw,
@@ -178,7 +179,8 @@ def test_same_seed_same_tokens_and_different_seeds_vary():
     lm = get_model("default")
     prompt = lm.tokenizer.encode_ordinary("It was a beautiful")
     s = SamplerSettings(temperature=1.2)
-    runs = [list(lm.generate(prompt, 8, sample=sampler(s, seed))) for seed in (5, 5, 6, 7, 8)]
+    runs = [[p.token for p in decode_loop(lm, prompt, 8, sample=sampler(s, seed))]
+            for seed in (5, 5, 6, 7, 8)]
     assert runs[0] == runs[1]
     assert len({tuple(r) for r in runs}) > 1
 
@@ -186,10 +188,10 @@ def test_same_seed_same_tokens_and_different_seeds_vary():
 def test_temperature_zero_is_greedy_whatever_the_seed():
     lm = get_model("default")
     prompt = lm.tokenizer.encode_ordinary("It was a beautiful")
-    greedy = list(lm.generate(prompt, 10))
+    greedy = [p.token for p in decode_loop(lm, prompt, 10)]
     for seed in (0, 1, 2):
-        assert list(lm.generate(prompt, 10, sample=sampler(SamplerSettings(temperature=0),
-                                                           seed))) == greedy
+        sample = sampler(SamplerSettings(temperature=0), seed)
+        assert [p.token for p in decode_loop(lm, prompt, 10, sample=sample)] == greedy
     logits = lm.forward(prompt)[-1]
     s = SamplerSettings(temperature=0, repetition_penalty=1.8, top_p=0.1)
     best = int(np.argmax(apply_repetition_penalty(logits, prompt, 1.8)))

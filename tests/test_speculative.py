@@ -11,6 +11,7 @@ import tiktoken
 
 from pipeline import load_model
 from pipeline import speculative
+from pipeline.generation import decode_loop
 from pipeline.model import Model, softmax
 from pipeline.sampling import draw, goodness_of_fit
 from web_support import has_default_model
@@ -147,7 +148,7 @@ def austen_pair():
 def test_greedy_speculative_is_the_targets_greedy_text(austen_pair, prompt, gamma):
     target, draft = austen_pair
     ids = target.tokenizer.encode_ordinary(prompt)
-    expected = list(target.generate(ids, 40))
+    expected = [p.token for p in decode_loop(target, ids, 40)]
     run = speculative.speculative_generate(target, draft, ids, 40, gamma, temperature=0.0,
                                            rng=np.random.default_rng(0))
     assert run.tokens == expected
@@ -176,7 +177,7 @@ def test_starting_from_the_prompts_recorded_cache_changes_nothing(austen_pair, p
 def test_greedy_at_the_end_of_the_context(austen_pair):
     target, draft = austen_pair
     ids = target.tokenizer.encode_ordinary(" the" * 250)[:250]
-    expected = list(target.generate(ids, 20))          # stops when the window is full
+    expected = [p.token for p in decode_loop(target, ids, 20)]    # stops when the window is full
     run = speculative.speculative_generate(target, draft, ids, 20, 5, temperature=0.0)
     assert run.tokens == expected and len(ids) + len(expected) == 257
     assert run.finish == "context"
@@ -187,7 +188,7 @@ def test_greedy_stops_at_end_of_text(pair):
     eos = target.config.eos_token_id
     # find a prompt whose greedy text reaches the end-of-text token
     for start in range(320):
-        expected = list(target.generate([start], 40))
+        expected = [p.token for p in decode_loop(target, [start], 40)]
         if expected[-1] == eos and len(expected) < 40:
             break
     else:
@@ -222,11 +223,11 @@ def test_expected_speedup():
     assert speculative.expected_tokens_per_pass(0.999999, 4) == pytest.approx(5, rel=1e-5)
 
 
-def test_timed_generation_is_model_generate(austen_pair):
+def test_timed_generation_is_decode_loop(austen_pair):
     target, _ = austen_pair
     ids = target.tokenizer.encode_ordinary("Emma was")
     timed = speculative.timed_generate(target, ids, 12, temperature=0.0)
-    assert timed.tokens == list(target.generate(ids, 12))
+    assert timed.tokens == [p.token for p in decode_loop(target, ids, 12)]
     assert len(timed.step_seconds) == 11 and timed.seconds > sum(timed.step_seconds) > 0
 
 
@@ -340,7 +341,7 @@ def test_lookup_rounds_add_up(pair, lookup_prompt):
 def test_greedy_lookup_is_the_targets_greedy_text_tiny(pair, lookup_prompt, gamma):
     target, _ = pair
     for prompt in (lookup_prompt, [3, 1, 4, 1, 5, 9, 2, 6, 5, 3, 5], [8]):
-        expected = list(target.generate(prompt, 40, stop_at_eos=False))
+        expected = [p.token for p in decode_loop(target, prompt, 40, stop_at_eos=False)]
         run = speculative.speculative_generate(target, speculative.NgramDraft(), prompt, 40,
                                                gamma, temperature=0.0, stop_at_eos=False)
         assert run.tokens == expected
@@ -355,7 +356,7 @@ def test_greedy_lookup_is_the_targets_greedy_text_tiny(pair, lookup_prompt, gamm
 def test_greedy_lookup_is_the_targets_greedy_text(austen_pair, prompt, gamma):
     target, _ = austen_pair
     ids = target.tokenizer.encode_ordinary(prompt)
-    expected = list(target.generate(ids, 40))
+    expected = [p.token for p in decode_loop(target, ids, 40)]
     run = speculative.speculative_generate(target, speculative.NgramDraft(), ids, 40, gamma,
                                            temperature=0.0, rng=np.random.default_rng(0))
     assert run.tokens == expected and run.draft_steps == 0
@@ -364,7 +365,7 @@ def test_greedy_lookup_is_the_targets_greedy_text(austen_pair, prompt, gamma):
 def test_greedy_lookup_at_the_end_of_the_context(austen_pair):
     target, _ = austen_pair
     ids = target.tokenizer.encode_ordinary(" the" * 250)[:250]
-    expected = list(target.generate(ids, 20))
+    expected = [p.token for p in decode_loop(target, ids, 20)]
     run = speculative.speculative_generate(target, speculative.NgramDraft(), ids, 20, 5,
                                            temperature=0.0)
     assert run.tokens == expected and run.finish == "context"
@@ -380,7 +381,7 @@ def test_greedy_lookup_on_smollm2():
     ids = target.tokenizer.encode_ordinary(
         "def square(x):\n    return x * x\n\n\ndef cube(x):\n    return x * x * x\n\n\n"
         "def fourth_power(x):\n    return")
-    expected = list(target.generate(ids, 16))
+    expected = [p.token for p in decode_loop(target, ids, 16)]
     run = speculative.speculative_generate(target, speculative.NgramDraft(), ids, 16, 4,
                                            temperature=0.0)
     assert run.tokens == expected

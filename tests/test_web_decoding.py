@@ -1,5 +1,5 @@
 """The decoding section shows real beam search, greedy and seeded samples of the running model:
-the ranked beams and the tree's kept nodes are beam_search's, greedy is Model.generate, the
+the ranked beams and the tree's kept nodes are beam_search's, greedy is decode_loop, the
 samples are the sampler's, the example prompt is the best of the openings by actually running
 both; bad values are 4xx."""
 import html
@@ -10,6 +10,7 @@ import re
 import pytest
 
 from pipeline.decoding import beam_search, sequence_logprobs
+from pipeline.generation import decode_loop
 from pipeline.sampling import SamplerSettings, sampler
 from web.sections.decoding import EXAMPLE_NEW, EXAMPLE_WIDTH, OPENINGS
 from web_support import app, client, error_message, model, text_of, url, table_rows  # noqa: F401
@@ -52,7 +53,7 @@ def test_greedy_row_is_generate_and_width_one_agrees(client, model):
     page = text_of(client.get(url("/section/decoding", prompt=PROMPT, b_width=1, b_new=6,
                                   open="dec-beams")))
     ids = model.tokenizer.encode_ordinary(PROMPT)
-    greedy = list(model.generate(ids, 6))
+    greedy = [p.token for p in decode_loop(model, ids, 6)]
     total = sum(sequence_logprobs(model, ids, greedy))
     rows = {r[0]: r[1:] for r in table_rows(page, "Greedy, best beam and samples", headers=True)}
     assert rows["greedy"][0] == model.tokenizer.decode(greedy).strip()
@@ -69,7 +70,7 @@ def test_samples_use_the_sampling_sections_settings_and_seeds(client, model):
     s = SamplerSettings(temperature=1.3, top_k=50, top_p=0.9, min_p=0.05)
     rows = {r[0]: r[1:] for r in table_rows(page, "Greedy, best beam and samples", headers=True)}
     for seed in (12, 13, 14):
-        tokens = list(model.generate(ids, 5, sample=sampler(s, seed)))
+        tokens = [p.token for p in decode_loop(model, ids, 5, sample=sampler(s, seed))]
         assert rows[f"sample, seed {seed}"][0] == model.tokenizer.decode(tokens).strip()
         assert math.isclose(float(rows[f"sample, seed {seed}"][2]),
                             sum(sequence_logprobs(model, ids, tokens)), abs_tol=2e-3)
@@ -80,7 +81,7 @@ def test_example_is_the_opening_where_beam_gains_most(client, model):
     gains = {}
     for prompt in OPENINGS:
         ids = model.tokenizer.encode_ordinary(prompt)
-        g = list(model.generate(ids, EXAMPLE_NEW))
+        g = [p.token for p in decode_loop(model, ids, EXAMPLE_NEW)]
         g_total = sum(sequence_logprobs(model, ids, g))
         best = beam_search(model, ids, EXAMPLE_WIDTH, EXAMPLE_NEW, length_penalty=0).final[0]
         gains[prompt] = (best.total - g_total, g_total, best.total)

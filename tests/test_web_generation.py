@@ -6,7 +6,7 @@ import re
 import numpy as np
 import pytest
 
-from pipeline.generation import TextStream
+from pipeline.generation import TextStream, decode_loop
 from pipeline.model import softmax
 from pipeline.sampling import SamplerSettings, sampler
 from web import streaming
@@ -19,7 +19,7 @@ PROMPT = "Mr. Darcy looked at Elizabeth and said"
 
 
 def greedy_tokens(model, prompt, n):
-    return list(model.generate(model.tokenizer.encode_ordinary(prompt), n))
+    return [p.token for p in decode_loop(model, model.tokenizer.encode_ordinary(prompt), n)]
 
 
 @pytest.mark.parametrize("step", [0, 1, 7])
@@ -225,7 +225,7 @@ def test_the_sampler_of_the_sampling_section_drives_the_loop_and_the_stream(clie
                  s_rep="1.2", s_minp="0", s_seed="7", gen_max="12", gen_pace="0")
     settings = SamplerSettings(repetition_penalty=1.2, temperature=0.9, top_k=40, top_p=0.95)
     ids = model.tokenizer.encode_ordinary(PROMPT)
-    expected = list(model.generate(ids, 12, sample=sampler(settings, 7)))
+    expected = [p.token for p in decode_loop(model, ids, 12, sample=sampler(settings, 7))]
     assert expected != greedy_tokens(model, PROMPT, 12)          # it is not greedy
     page = text_of(client.get(url("/section/generation", gen_step="11", **query), headers=every_section()))
     assert chip_ids(page, "Sequence at this step") == ids + expected

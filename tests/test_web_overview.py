@@ -61,7 +61,8 @@ def live_value(page: str, name: str) -> str:
 
 def expected_sequence(model, prompt, steps, settings=DEFAULT_SETTINGS):
     ids = list(model.tokenizer.encode_ordinary(prompt))
-    return ids + list(model.generate(ids, steps, sampler(settings, OV_SEED), stop_at_eos=False))
+    return ids + [p.token for p in decode_loop(model, ids, steps, sampler(settings, OV_SEED),
+                                               stop_at_eos=False)]
 
 
 def check_pass(page: str, model, sequence: list, n_prompt: int, settings=DEFAULT_SETTINGS):

@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 
 from pipeline import quantize
+from pipeline.generation import decode_loop
 from pipeline.published import published
 from web.params import PROMPT
 from web_support import HX, every_section, MARKS, app, client, error_message, model, text_of, url  # noqa: F401
@@ -84,11 +85,12 @@ def test_greedy_texts(client, model):
     from web.sections.quantization import GREEDY_TOKENS
     m = re.search(r'aria-label="Greedy text of float32">(.*?)</p>', page, re.S)
     shown = marks_to_text(m.group(1))
-    assert shown == model.tokenizer.decode(list(model.generate(ids, GREEDY_TOKENS)))
+    tokens = [p.token for p in decode_loop(model, ids, GREEDY_TOKENS)]
+    assert shown == model.tokenizer.decode(tokens)
     int8 = quantize.quantize_model(model, quantize.INT8).model
     m = re.search(r'aria-label="Greedy text of int8">(.*?)</p>', page, re.S)
     shown = marks_to_text(m.group(1))
-    assert shown == model.tokenizer.decode(list(int8.generate(ids, GREEDY_TOKENS)))
+    assert shown == model.tokenizer.decode([p.token for p in decode_loop(int8, ids, GREEDY_TOKENS)])
 
 
 def test_calculator_rows_are_the_formula(client):

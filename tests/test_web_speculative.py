@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 
 from pipeline import load_model
+from pipeline.generation import decode_loop
 from pipeline.speculative import expected_speedup, speculative_generate
 from web_support import HX, every_section, MARKS, app, client, error_message, model, text_of, url  # noqa: F401
 
@@ -76,7 +77,7 @@ def test_greedy_is_the_targets_greedy_text(client, model):
     m = re.search(r'aria-label="Target alone text">(.*?)</p>', page, re.S)
     shown = marks_to_text(m.group(1))
     ids = model.tokenizer.encode_ordinary(prompt)
-    assert shown == model.tokenizer.decode(list(model.generate(ids, 30)))
+    assert shown == model.tokenizer.decode([p.token for p in decode_loop(model, ids, 30)])
 
 
 def test_austen_keeps_its_draft_model(client):

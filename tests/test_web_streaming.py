@@ -6,6 +6,7 @@ import urllib.parse
 
 import pytest
 
+from pipeline.generation import decode_loop
 from web import streaming
 from web_support import app, model, server  # noqa: F401
 
@@ -78,7 +79,7 @@ def test_first_token_arrives_while_the_rest_is_still_being_generated(server, mod
     ids = model.tokenizer.encode_ordinary(
         "It is a truth universally acknowledged, that a single man in possession of a good "
         "fortune, must be in want of a")
-    assert [t["id"] for t in tokens] == list(model.generate(ids, 40))
+    assert [t["id"] for t in tokens] == [p.token for p in decode_loop(model, ids, 40)]
 
 
 def test_closing_the_connection_stops_the_generation(server, slots):

@@ -20,6 +20,7 @@ import numpy as np
 ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..")
 sys.path.insert(0, ROOT)
 from pipeline import load_model  # noqa: E402
+from pipeline.generation import decode_loop  # noqa: E402
 
 # Well-known lines and the original next word. The source is "<novel>, ch. <n>" for a line of
 # the novel, "<novel> (a name)" for a name the novel repeats (write_card counts how often), or
@@ -170,7 +171,7 @@ def famous_source(row, facts) -> str:
 def greedy(model, prompt, n=30):
     enc = model.tokenizer
     ids = enc.encode(prompt)
-    out = list(model.generate(ids, max_new_tokens=n))
+    out = [p.token for p in decode_loop(model, ids, max_new_tokens=n)]
     return enc.decode(out)
 
 

@@ -42,7 +42,7 @@ def chooser(state) -> str:
 
 
 def sampler_for(state):
-    """The token chooser of the loop and of the stream: None (greedy, Model.generate's default)
+    """The token chooser of the loop and of the stream: None (greedy, decode_loop's default)
     or pipeline.sampling.sampler with the Sampling section's settings and seed (a fresh seeded
     generator per run, so the same URL gives the same tokens)."""
     if chooser(state) == "greedy":

@@ -4,7 +4,7 @@ import re
 
 from playwright.sync_api import expect
 
-from pipeline.generation import TextStream
+from pipeline.generation import TextStream, decode_loop
 from web import streaming
 
 DEFAULT_PROMPT = ("It is a truth universally acknowledged, that a single man in possession of a "
@@ -13,7 +13,7 @@ DEFAULT_PROMPT = ("It is a truth universally acknowledged, that a single man in 
 
 def greedy_text(model, prompt, n):
     stream = TextStream(model.tokenizer)
-    tokens = list(model.generate(model.tokenizer.encode_ordinary(prompt), n))
+    tokens = [p.token for p in decode_loop(model, model.tokenizer.encode_ordinary(prompt), n)]
     return "".join(stream.push(t) for t in tokens) + stream.flush()
 
 
@@ -29,7 +29,8 @@ def test_step_through_the_loop_with_the_state_in_the_url(page, model, page_error
     expect(caption).to_contain_text("only the token chosen at step 1")
     expect(page).to_have_url(re.compile(r"[?&]gen_step=2(&|$)"))
     expect(page).to_have_url(re.compile(r"[?&]gen_max=6(&|$)"))
-    tokens = list(model.generate(model.tokenizer.encode_ordinary(DEFAULT_PROMPT), 6))
+    ids = model.tokenizer.encode_ordinary(DEFAULT_PROMPT)
+    tokens = [p.token for p in decode_loop(model, ids, 6)]
     sequence = page.get_by_role("list", name="Sequence at this step").locator(".tid")
     n_prompt = len(model.tokenizer.encode_ordinary(DEFAULT_PROMPT))
     expect(sequence).to_have_count(n_prompt + 3)

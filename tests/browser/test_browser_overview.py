@@ -6,7 +6,7 @@ import re
 
 from playwright.sync_api import expect
 
-from pipeline.generation import generation_steps
+from pipeline.generation import decode_loop, generation_steps
 from pipeline.sampling import SamplerSettings, final_distribution, sampler
 from web.overview import OV_SEED, pct
 from web.sampler_settings import DEFAULT_TEMPERATURE
@@ -17,7 +17,8 @@ DEFAULT_PROMPT = ("It is a truth universally acknowledged, that a single man in 
 
 def drawn(model, ids, n, settings=SamplerSettings(temperature=DEFAULT_TEMPERATURE)):
     """The first n tokens the overview's sampler draws after ids (its seed, the defaults)."""
-    return list(model.generate(ids, n, sampler(settings, OV_SEED), stop_at_eos=False))
+    return [p.token for p in decode_loop(model, ids, n, sampler(settings, OV_SEED),
+                                         stop_at_eos=False)]
 
 
 def top_five_pairs(model, ids):

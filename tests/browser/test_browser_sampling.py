@@ -6,6 +6,7 @@ import numpy as np
 from playwright.sync_api import expect
 
 from pipeline.decoding import beam_search
+from pipeline.generation import decode_loop
 from pipeline.sampling import SamplerSettings, sample_next, sampling_stages
 from web.sections.sampling import pct, shown_tokens
 
@@ -125,7 +126,7 @@ def test_sampling_controls_refresh_the_samples_beside_the_beams(page, model):
     ids = model.tokenizer.encode_ordinary(PROMPT)
     from pipeline.sampling import sampler
     settings = SamplerSettings(temperature=0.3, top_k=40, top_p=0.9, min_p=0.05)
-    tokens = list(model.generate(ids, 6, sample=sampler(settings, 0)))
+    tokens = [p.token for p in decode_loop(model, ids, 6, sample=sampler(settings, 0))]
     row = decoding(page).get_by_role("table", name="Greedy, best beam and samples") \
         .get_by_role("row", name=re.compile("sample, seed 0"))
     expect(row).to_contain_text(model.tokenizer.decode(tokens).strip())
@@ -142,7 +143,7 @@ def test_the_samples_are_drawn_when_their_disclosure_opens(page, model):
     ids = model.tokenizer.encode_ordinary(PROMPT)
     from pipeline.sampling import sampler
     settings = SamplerSettings(temperature=0.3, top_k=40, top_p=0.9, min_p=0.05)
-    tokens = list(model.generate(ids, 6, sample=sampler(settings, 0)))
+    tokens = [p.token for p in decode_loop(model, ids, 6, sample=sampler(settings, 0))]
     row = table.get_by_role("row", name=re.compile("sample, seed 0"))
     expect(row).to_contain_text(model.tokenizer.decode(tokens).strip())
     expect(page).to_have_url(re.compile(r"open=dec-beams"))

@@ -9,6 +9,7 @@ import sys
 ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..")
 sys.path.insert(0, ROOT)
 from pipeline import load_model  # noqa: E402
+from pipeline.generation import decode_loop  # noqa: E402
 
 GOLDEN = os.path.join(os.path.dirname(os.path.abspath(__file__)), "austen_greedy.json")
 PROMPTS = ["It is a truth universally acknowledged", "Mr. Darcy", "Emma was", "The weather was",
@@ -17,7 +18,8 @@ N_NEW = 24
 
 
 def continuation(model, prompt):
-    ids = list(model.generate(model.tokenizer.encode(prompt), max_new_tokens=N_NEW))
+    prompt_ids = model.tokenizer.encode(prompt)
+    ids = [p.token for p in decode_loop(model, prompt_ids, max_new_tokens=N_NEW)]
     return {"prompt": prompt, "ids": ids, "text": model.tokenizer.decode(ids)}
 
 

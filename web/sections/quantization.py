@@ -17,6 +17,7 @@ import numpy as np
 
 from pipeline import quantize
 from pipeline.decoding import continue_batch
+from pipeline.generation import decode_loop
 from pipeline.gguf_file import read_stored_bytes
 from pipeline.model import greedy
 from pipeline.published import published
@@ -97,7 +98,8 @@ def greedy_tokens(model, scheme_name, ids: tuple) -> tuple:
     if scheme_name is None:           # float32: from the prompt's shared run
         return tuple(continue_batch(model, ids, [greedy], greedy_length(model),
                                     start=prefilled(model, ids))[0].tokens)
-    return tuple(scheme_model(model, scheme_name).generate(list(ids), greedy_length(model)))
+    return tuple(p.token for p in decode_loop(scheme_model(model, scheme_name), list(ids),
+                                              greedy_length(model)))
 
 
 @memoized(16)
