@@ -21,13 +21,8 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from pipeline.generation import finish_reason
+from pipeline.model import log_softmax
 from pipeline.ranking import top_k
-
-
-def log_softmax(logits):  # [..., V] -> [..., V]: log of the softmax, without underflow to -inf
-    logits = np.asarray(logits, dtype=np.float32)
-    shifted = logits - logits.max(-1, keepdims=True)
-    return shifted - np.log(np.exp(shifted).sum(-1, keepdims=True))
 
 
 def length_penalised(total_logprob: float, n_tokens: int, length_penalty: float) -> float:

@@ -105,6 +105,19 @@ def softmax(x):  # over the last axis
     return e / e.sum(-1, keepdims=True)
 
 
+def log_softmax(logits):  # [..., V] -> [..., V]: log of the softmax, without underflow to -inf
+    logits = np.asarray(logits, dtype=np.float32)
+    shifted = logits - logits.max(-1, keepdims=True)
+    return shifted - np.log(np.exp(shifted).sum(-1, keepdims=True))
+
+
+def token_nll(logits, targets):  # [T, V], [T] -> [T]: -log softmax(logits)[target], float64
+    logits = np.asarray(logits, dtype=np.float64)
+    top = logits.max(-1, keepdims=True)
+    log_z = np.log(np.exp(logits - top).sum(-1)) + top[:, 0]
+    return log_z - logits[np.arange(len(targets)), targets]
+
+
 def linear(x, w, b=None):  # [T, d_in] @ [d_in, d_out] -> [T, d_out]
     return x @ w if b is None else x @ w + b
 

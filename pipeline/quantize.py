@@ -34,7 +34,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from pipeline.generation import decode_loop, finish_reason
-from pipeline.model import Model
+from pipeline.model import Model, token_nll
 
 SCALE_BITS = 16                       # every scale is a float16
 GROUP_SIZES = (32, 64, 128)           # int4 group sizes offered
@@ -333,13 +333,6 @@ def max_logit_change(logits, other) -> float:  # two [T, V] -> the largest |diff
 
 def top1_agreement(logits, other) -> float:  # share of positions with the same top token
     return float((np.argmax(logits, -1) == np.argmax(other, -1)).mean())
-
-
-def token_nll(logits, targets):  # [T, V], [T] -> [T]: -log softmax(logits)[target], float64
-    logits = np.asarray(logits, dtype=np.float64)
-    top = logits.max(-1, keepdims=True)
-    log_z = np.log(np.exp(logits - top).sum(-1)) + top[:, 0]
-    return log_z - logits[np.arange(len(targets)), targets]
 
 
 def heldout_windows(tokenizer, text: str, n_windows: int, window: int) -> list:

@@ -7,9 +7,9 @@ import math
 import numpy as np
 import pytest
 
-from pipeline.decoding import beam_search, length_penalised, log_softmax, sequence_logprobs
+from pipeline.decoding import beam_search, length_penalised, sequence_logprobs
 from pipeline.generation import decode_loop
-from pipeline.model import softmax
+from pipeline.model import log_softmax, softmax
 from engine_support import get_model
 
 

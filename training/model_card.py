@@ -21,6 +21,7 @@ ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..")
 sys.path.insert(0, ROOT)
 from pipeline import load_model  # noqa: E402
 from pipeline.generation import decode_loop  # noqa: E402
+from pipeline.model import token_nll  # noqa: E402
 
 # Well-known lines and the original next word. The source is "<novel>, ch. <n>" for a line of
 # the novel, "<novel> (a name)" for a name the novel repeats (write_card counts how often), or
@@ -78,9 +79,7 @@ def heldout_nll(model, ids):
     for s in range(0, len(ids) - 1, window):
         x, y = ids[s:s + window], ids[s + 1:s + window + 1]
         x = x[:len(y)]
-        logits = model.forward(list(x)).astype(np.float64)
-        logz = np.log(np.exp(logits - logits.max(-1, keepdims=True)).sum(-1)) + logits.max(-1)
-        total += float((logz - logits[np.arange(len(y)), y]).sum())
+        total += float(token_nll(model.forward(list(x)), y).sum())
         n += len(y)
     return total / n
 
