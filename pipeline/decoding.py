@@ -172,7 +172,7 @@ def continue_batch(model, prompt_ids, pickers, max_new_tokens, stop_at_eos=True,
     """Several continuations of one prompt side by side, e.g. greedy and a few seeded samples:
     the prompt is run once, each continuation gets a copy of its KV cache, and every step runs
     all unfinished ones through `Model.decode_batch`. `pickers` are `sample(logits, tokens_so_far)
-    -> int` functions (pipeline.model.greedy, pipeline.sampling.sampler(...)), as for
+    -> int` functions (pipeline.sampling.greedy, pipeline.sampling.sampler(...)), as for
     `decode_loop`, which gives the same tokens one sequence at a time.
     start: (KV cache, logits [V]) of the prompt already run (Model.kv_from_recording): the
     prompt is not run again (the cache is used, not copied)."""

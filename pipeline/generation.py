@@ -28,8 +28,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from pipeline.model import greedy, softmax
+from pipeline.model import softmax
 from pipeline.ranking import top_k
+from pipeline.sampling import greedy
 from pipeline.tokenizer import id_bytes
 
 

@@ -422,11 +422,6 @@ class BatchKV:
                                for b, layer in enumerate(self.layers)])
 
 
-def greedy(logits, tokens=None):
-    """The default sampler: the highest-scoring token."""
-    return int(np.argmax(logits))
-
-
 # --- the model: config + weights + tokenizer -------------------------------------------------
 
 class Model:

@@ -225,6 +225,11 @@ def draw(probs, rng: np.random.Generator, n: int = None):
     return int(ids[0]) if n is None else ids
 
 
+def greedy(logits, tokens=None):
+    """The default sampler: the highest-scoring token."""
+    return int(np.argmax(logits))
+
+
 def sample_next(logits, context_ids, settings: SamplerSettings, rng: np.random.Generator) -> int:
     """One token id drawn from the sampler's final distribution."""
     return draw(final_distribution(logits, context_ids, settings), rng)

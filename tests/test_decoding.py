@@ -95,8 +95,7 @@ def test_end_of_text_finishes_a_beam():
 
 def test_continue_batch_gives_what_generate_gives_one_at_a_time():
     from pipeline.decoding import continue_batch
-    from pipeline.model import greedy
-    from pipeline.sampling import SamplerSettings, sampler
+    from pipeline.sampling import SamplerSettings, greedy, sampler
     lm = get_model("default")
     ids = lm.tokenizer.encode_ordinary("It was a beautiful")
     s = SamplerSettings(temperature=1.1, top_p=0.95)
@@ -124,7 +123,7 @@ def test_beam_search_and_continue_batch_stop_where_generate_stops(room):
     """One context rule (pipeline.generation.finish_reason): a prompt that leaves `room` free
     positions gets room + 1 new tokens from every loop."""
     from pipeline.decoding import continue_batch
-    from pipeline.model import greedy
+    from pipeline.sampling import greedy
     lm = get_model("default")
     n_ctx = lm.config.n_ctx
     ids = lm.tokenizer.encode_ordinary(" the" * n_ctx)[: n_ctx - room]

@@ -13,8 +13,7 @@ from dataclasses import dataclass
 
 from pipeline.decoding import beam_search, continue_batch
 from pipeline.generation import most_new_tokens
-from pipeline.model import greedy
-from pipeline.sampling import SamplerSettings, sampler
+from pipeline.sampling import SamplerSettings, greedy, sampler
 from web.cache import memoized
 from web.figures import decoding as figures
 from web.forward import prefilled, prompt_ids

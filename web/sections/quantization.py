@@ -19,8 +19,8 @@ from pipeline import quantize
 from pipeline.decoding import continue_batch
 from pipeline.generation import decode_loop
 from pipeline.gguf_file import read_stored_bytes
-from pipeline.model import greedy
 from pipeline.published import published
+from pipeline.sampling import greedy
 from pipeline.sizes import parameter_counts
 from web.cache import memoized
 from web.explainer import BIG_MODEL_PARAMS
