@@ -8,9 +8,9 @@ import pytest
 from pipeline.generation import decode_loop
 from pipeline.model import softmax
 from pipeline.sampling import (
-    SamplerSettings, apply_repetition_penalty, apply_temperature, chi_square_sf, draw,
-    final_distribution, goodness_of_fit, inverse_cdf, min_p_keep, sample_next, sampler,
-    sampling_stages, top_k_keep, top_p_keep)
+    SamplerSettings, apply_repetition_penalty, apply_temperature, draw, final_distribution,
+    inverse_cdf, min_p_keep, sample_next, sampler, sampling_stages, top_k_keep, top_p_keep)
+from pipeline.statistics import chi_square_sf, goodness_of_fit
 from engine_support import get_model
 
 P = np.array([0.4, 0.3, 0.15, 0.1, 0.05], dtype=np.float32)   # a known distribution

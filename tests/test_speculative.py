@@ -13,7 +13,8 @@ from pipeline import load_model
 from pipeline import speculative
 from pipeline.generation import decode_loop
 from pipeline.model import Model, softmax
-from pipeline.sampling import draw, goodness_of_fit
+from pipeline.sampling import draw
+from pipeline.statistics import goodness_of_fit
 from web_support import has_default_model
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))

@@ -9,8 +9,8 @@ import re
 import numpy as np
 import pytest
 
-from pipeline.sampling import (SamplerSettings, draw, goodness_of_fit, sample_next,
-                               sampling_stages)
+from pipeline.sampling import SamplerSettings, draw, sample_next, sampling_stages
+from pipeline.statistics import goodness_of_fit
 from web.sections.sampling import EXAMPLE, PARAMS, drawn_tv_distance, pct, shown_tokens
 from web.tokens import plain
 from web_support import (every_section, app, client, error_message, model, table_rows,  # noqa: F401

@@ -12,8 +12,9 @@ import numpy as np
 
 from pipeline.ranking import top_k
 from pipeline.sampling import (
-    REPETITION_PENALTY_MAX, TEMPERATURE_MAX, draw, draw_slice, entropy_bits, goodness_of_fit, inverse_cdf,
+    REPETITION_PENALTY_MAX, TEMPERATURE_MAX, draw, draw_slice, entropy_bits, inverse_cdf,
     sampling_stages, top_p_keep)
+from pipeline.statistics import goodness_of_fit
 from web.cache import memoized
 from web.figures import sampling as figures
 from web.forward import prompt_run
