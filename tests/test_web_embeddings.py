@@ -73,7 +73,18 @@ def test_cosine_matrix_raw_rows_and_map_are_the_models(client, model):
     assert [c[0] for c in highlight["customdata"]] == list(dict.fromkeys(ids))
     np.testing.assert_allclose(array(highlight["x"]), coords[list(dict.fromkeys(ids)), 0], atol=1e-3)
     assert f"{explained[0] * 100:.1f}%</strong> and" in page
-    assert f"The <strong>{len(far)}</strong> purple crosses" in page
+    # the text says what the map shows: the long rows beyond its edge counted in the arrow's
+    # note, the rest drawn as crosses inside it; together, every long row
+    assert f"<strong>{len(far):,}</strong> rows are much longer" in page
+    assert "long rows (×) …" in page
+    inside = np.ones(len(far), dtype=bool)
+    for k, axis in enumerate(("xaxis", "yaxis")):
+        rng = vocab["layout"][axis].get("range")
+        if rng:
+            inside &= (coords[far, k] >= rng[0]) & (coords[far, k] <= rng[1])
+    counted = sum(int(re.search(r"([\d,]+) long rows? \(×\)", a["text"]).group(1).replace(",", ""))
+                  for a in vocab["layout"].get("annotations", []) if "long row" in a["text"])
+    assert counted + int(inside.sum()) == len(far)
 
 
 def test_far_rows_are_the_long_cluster_and_none_in_a_random_table(model):

@@ -99,3 +99,113 @@ def test_signed_colours_are_symmetric_around_a_white_zero():
     stops = [p for p, _ in DIVERGING]
     assert stops == sorted(stops) and stops[0] == 0 and stops[-1] == 1
     assert signed_colours(0)["zmax"] == 1.0            # an all-zero tensor still has a scale
+
+
+# --- Labels that stood clear on the small model and collided on SmolLM2 (30 blocks, a GGUF
+# file's long name): each figure's layout leaves its labels the room they need.
+
+def _layout(fig_json: str) -> dict:
+    return json.loads(fig_json)["layout"]
+
+
+def _plot_px(layout: dict) -> float:
+    """The most the plot can be tall: the figure less its top and bottom margins."""
+    return layout["height"] - layout["margin"]["t"] - layout["margin"]["b"]
+
+
+@pytest.mark.parametrize("n_tokens", [5, 22, 61, 200])
+def test_residual_norm_rows_are_labelled_at_most_one_per_line(n_tokens):
+    from web.figures import LINE_PX, text_px
+    from web.figures.block import norms_heatmap, norms_layout_px
+    from web.sections.block import stage_labels
+    stages = stage_labels(30)                                   # SmolLM2's 61 stages
+    tokens = [f"tok{i}" for i in range(n_tokens)]
+    fig = json.loads(norms_heatmap(np.ones((n_tokens, len(stages))), tokens, stages))
+    layout = fig["layout"]
+    _, plot_px = norms_layout_px(n_tokens, stages)
+    shown = layout["yaxis"]["tickvals"]
+    assert len(shown) * LINE_PX <= plot_px                      # labels never collide
+    # the plot keeps that height once the vertical stage labels and the x title are below it
+    assert _plot_px(layout) - text_px(stages) - 32 >= plot_px
+    # hover still names every row's token
+    assert [row[0] for row in fig["data"][0]["customdata"]] == \
+        [f"{i}: tok{i}" for i in range(n_tokens)]
+
+
+@pytest.mark.parametrize("n_tokens", [2, 5, 30, 120])
+def test_attention_matrix_is_taller_than_its_query_title(n_tokens):
+    from web.figures import FONT, LINE_PX, text_px
+    from web.figures.attention import QUERY_TITLE, token_matrix_figure, token_matrix_height
+    tokens = [" France"] * n_tokens
+    layout = _layout(token_matrix_figure(np.eye(n_tokens), tokens, "Layer 29, head 0", 0,
+                                         kind="pattern"))
+    keys = [f"{t} ·{i}" for i, t in enumerate(tokens)]
+    height, plot_px = token_matrix_height(n_tokens, keys)
+    assert layout["height"] == height
+    # the vertical y title fits beside the plot, so it cannot reach the figure's title
+    assert plot_px >= text_px([QUERY_TITLE]) * FONT["size"] / 14
+    assert _plot_px(layout) - text_px(keys) - 32 >= plot_px
+    assert len(layout["yaxis"]["tickvals"]) * LINE_PX <= plot_px
+
+
+def test_tile_grid_is_taller_than_its_query_title():
+    from web.figures import FONT, text_px
+    from web.figures.tiling import QUERY_TITLE, tiles_figure
+    for T in (3, 5, 40):
+        layout = _layout(tiles_figure(np.ones((T, T)) / T, ["a"] * T, 8, 8, T - 1, 1, 1))
+        # the square plot: the height less the title above, the ticks and x title below
+        assert _plot_px(layout) - 24 - 28 >= text_px([QUERY_TITLE]) * FONT["size"] / 14
+
+
+def test_long_model_names_are_wrapped_on_the_bar_charts():
+    from web.figures import NAME_LINE_CHARS, wrap_name
+    from web.figures.block import shares_figure
+    from web.figures.tokenization import encodings_figure
+    long = "SmolLM2-135M-Instruct.Q4_1.gguf (running here)"
+    assert wrap_name(long) == ["SmolLM2-135M-", "Instruct.Q4_1.gguf", "(running here)"]
+    assert wrap_name("GPT-2 small") == ["GPT-2 small"]
+    row = dict(name=long, total=100, embedding=10, attention=30, ffn=55, norms=5)
+    for fig in (json.loads(shares_figure([row, dict(row, name="GPT-2 small")])),
+                json.loads(encodings_figure([(long, 7), ("cl100k_base", 6)]))):
+        names = fig["data"][0]["y"]
+        assert all(len(line) <= NAME_LINE_CHARS for n in names for line in n.split("<br>"))
+        assert long in json.dumps(fig["data"][0]["customdata"])      # hover names it whole
+
+
+def test_long_axis_titles_are_two_short_lines():
+    """Axis titles that ran past a phone's plot (about 300 px: 35 characters) are two lines."""
+    from web.figures.attention import head_measures_figure
+    from web.figures.batching import memory_figure
+    deep = {k: np.zeros((30, 9)) for k in ("previous", "first", "same")}
+    for layout in (_layout(head_measures_figure(deep)),
+                   _layout(memory_figure([dict(step=0, contiguous=1, paged=1, used=1)], 16))):
+        titles = [a["title"]["text"] for k, a in layout.items()
+                  if AXIS.match(k) and a.get("title", {}).get("text")]
+        assert titles and all(len(line) <= 36 for t in titles for line in t.split("<br>"))
+
+
+# --- Colour roles: one colour, one meaning, in neighbouring sections
+
+def test_greedy_and_accepted_and_the_highlight_are_distinct_roles(pages):
+    from web.figures import ACCEPTED, CHOICE, HIGHLIGHT, ROLE_NAMES
+    from web.figures import decoding, speculative
+    assert len({ACCEPTED, CHOICE, HIGHLIGHT}) == 3
+    assert decoding.GREEDY == CHOICE != ACCEPTED and decoding.BEST == HIGHLIGHT
+    parts = {key: colour for key, _, colour in speculative.PARTS}
+    assert parts["target"] == speculative.TARGET not in (HIGHLIGHT, ACCEPTED, CHOICE)
+    # the drawn tree uses them
+    tree = [f for f in figures_of(pages["decoding"])
+            if any(t.get("name") == "greedy path" for t in f["data"])]
+    assert tree
+    for fig in tree:
+        colours = {t["name"]: t["line"]["color"] for t in fig["data"]
+                   if t.get("name") in ("greedy path", "best beam")}
+        assert colours == {"greedy path": CHOICE, "best beam": HIGHLIGHT}
+    # the text names the colours the tree draws
+    template = open(os.path.join(ROOT, "templates", "sections", "decoding.html"),
+                    encoding="utf-8").read()
+    assert f"{ROLE_NAMES[CHOICE]}: greedy" in template
+    assert f"{ROLE_NAMES[HIGHLIGHT]}: the best" in template
+    # an accepted chip is outlined in the figures' "accepted" green
+    css = open(os.path.join(ROOT, "static", "style.css"), encoding="utf-8").read()
+    assert re.search(r"\.sp\.acc \{ outline: 2px solid " + ACCEPTED, css)

@@ -9,6 +9,7 @@ import pytest
 
 from pipeline.model import softmax
 from pipeline.sampling import entropy_bits, softmax_with_temperature, tokens_holding_mass
+from web.sampler_settings import DEFAULT_TEMPERATURE
 from web.sections.logits import CANDIDATES
 from web_support import (HX, every_section, app, client, error_message, model,  # noqa: F401
                          table_rows, text_of, url)
@@ -76,8 +77,17 @@ def test_temperature_round_trips_through_the_url(client):
     assert r.headers["HX-Push-Url"].endswith("lg_temp=0.35")
     page = text_of(client.get(r.headers["HX-Push-Url"], headers=every_section()))
     assert 'value="0.35"' in page and '<span id="lg-t">0.35</span>' in page
-    r, _ = logits_section(client, lg_temp="0.7")              # the default: left out
+    r, _ = logits_section(client, lg_temp=f"{DEFAULT_TEMPERATURE:g}")   # the default: left out
     assert "lg_temp" not in r.headers["HX-Push-Url"]
+
+
+def test_default_temperature_is_the_pages_one_default():
+    """The logits section starts at the temperature the overview and the Sampling section use."""
+    from web.sections.logits import PARAMS
+    from web.sections.sampling import PARAMS as SAMPLING
+    lg = next(p for p in PARAMS if p.name == "lg_temp")
+    s = next(p for p in SAMPLING if p.name == "s_temp")
+    assert lg.default == s.default == DEFAULT_TEMPERATURE
 
 
 def test_confident_example_is_the_most_confident_candidate(client, model):

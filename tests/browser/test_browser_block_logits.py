@@ -9,6 +9,7 @@ from playwright.sync_api import expect
 from pipeline.model import softmax
 from pipeline.sampling import entropy_bits, softmax_with_temperature
 from pipeline.sizes import parameter_counts
+from web.sampler_settings import DEFAULT_TEMPERATURE
 
 PROMPT = "Elizabeth could not help smiling at Mr. Darcy, and"
 
@@ -73,7 +74,7 @@ def test_temperature_slider_reshapes_the_real_distribution(page, model, page_err
     section = page.locator("#logits")
     rows = section.get_by_role("table", name="Highest-scoring next tokens").locator("tbody tr")
     expect(rows.first.locator("td").nth(2)).to_have_text(str(int(np.argmax(logits))))
-    default = softmax_with_temperature(logits, 0.7)      # the section's default temperature
+    default = softmax_with_temperature(logits, DEFAULT_TEMPERATURE)   # the section's default
     expect(section.locator("#lg-top-p")).to_have_text(f"{100 * default.max():.2f}%")
     section.get_by_role("slider", name="Temperature").fill("0.5")
     p = softmax_with_temperature(logits, 0.5)

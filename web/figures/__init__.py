@@ -14,6 +14,7 @@ Plotly renders a little HTML in text and hover labels.
 """
 import base64
 import html
+import re
 
 import numpy as np
 from plotly.io.json import to_json_plotly
@@ -28,6 +29,16 @@ INK, MUTED, ACCENT = "#14213d", "#7a8ba6", "#b4451f"
 PALETTE = ("#2b3a55", "#b4451f", "#3c8d5a", "#8a5fb5", "#c08a1e", "#4d8fbf", "#a8436f",
            "#5f6b3a")
 GRID, ZERO_LINE = "#e3e7ee", "#b9c1cf"
+
+# Colours with a meaning, one meaning each, the same in every figure (and the page's CSS):
+# HIGHLIGHT (= ACCENT, orange): the highlighted series or point: the reader's setting, the
+#   current value, what the section shows at work, the answer a search found (the best beam);
+# CHOICE (gold): the model's own choice taken as is, its top token each step (greedy);
+# ACCEPTED (green): a guess the target model accepted (speculative decoding; static/style.css's
+#   .sp.acc chips are outlined in it).
+# Each has the name the page's text calls it by (ROLE_NAMES).
+HIGHLIGHT, CHOICE, ACCEPTED = ACCENT, PALETTE[4], PALETTE[2]
+ROLE_NAMES = {HIGHLIGHT: "orange", CHOICE: "gold", ACCEPTED: "green"}
 
 # Values >= 0 (attention weights, norms): white to dark blue.
 SEQUENTIAL = [[0.0, "#ffffff"], [0.15, "#c6dbef"], [0.5, "#4a8fc9"], [1.0, "#08306b"]]
@@ -60,6 +71,41 @@ def labels_apart(points, texts: list, span, plot_px, beside: bool = False) -> li
             boxes.append(box)
             kept.append(i)
     return kept
+
+
+# Text sizes for laying a figure out before plotly.js draws it: a character of a 14 px label is at
+# most about 8.5 px wide (as labels_apart assumes), a line of one is about 18 px tall.
+CHAR_PX, LINE_PX = 8.5, 18
+
+
+def text_px(texts) -> float:
+    """The length in px of the longest of `texts` written in one line (a vertical tick label's
+    height, a horizontal one's width): what automargin will take from the plot for them."""
+    return CHAR_PX * max((len(str(t)) for t in texts), default=0)
+
+
+def every_kth(n: int, plot_px: float, line_px: float = LINE_PX) -> int:
+    """Label every k-th of n rows of a plot `plot_px` tall so that the labels shown are at most
+    one per `line_px` px and so never collide (hover still names every row)."""
+    return max(1, int(np.ceil(n * line_px / max(plot_px, 1.0))))
+
+
+NAME_LINE_CHARS = 18     # a model's name on the parameter bars: lines of at most this many
+
+
+def wrap_name(name: str, width: int = NAME_LINE_CHARS) -> list:
+    """A model's name cut into lines of at most `width` characters where it can be (after a
+    "-", "." or space; a longer piece keeps its own line): the running GGUF file's name in one
+    line took most of a phone's width from a bar chart and was cut at its left edge."""
+    lines = []
+    for part in re.split(r" (?=\()", name):          # a remark in brackets on a line of its own
+        start = len(lines)
+        for piece in re.split(r"(?<=[-. ])", part):
+            if len(lines) > start and len(lines[-1]) + len(piece) <= width:
+                lines[-1] += piece
+            elif piece:
+                lines.append(piece)
+    return [line.strip() for line in lines if line.strip()]
 
 
 def signed_colours(bound: float) -> dict:

@@ -10,8 +10,8 @@ Written as plain Plotly JSON (web.figures.figure_json), 32 heatmap traces and al
 """
 import numpy as np
 
-from web.figures import (ACCENT, PALETTE, SEQUENTIAL, base_layout, figure_json, label, signed_colours,
-                         typed_array)
+from web.figures import (ACCENT, FONT, PALETTE, SEQUENTIAL, base_layout, every_kth, figure_json,
+                         label, signed_colours, text_px, typed_array)
 
 MASKED = "#c9ccd3"            # grey of masked cells: in neither colour scale
 CHOSEN = ACCENT               # outline of the clicked token's row
@@ -79,6 +79,21 @@ def _token_axis(labels, every):
                 showgrid=False, zeroline=False)
 
 
+QUERY_TITLE = "query token (looking)"
+MATRIX_TOP, MATRIX_BOTTOM = 48, 80      # px: the title above; the colour bar below
+MATRIX_ROWS_MAX = 580                   # px of plot a long prompt's rows share at most
+
+
+def token_matrix_height(T: int, keys: list) -> tuple:
+    """(figure height, plot height) of a [T, T] matrix: 20 px a row up to MATRIX_ROWS_MAX, and
+    never shorter than the vertical y-axis title (on a short prompt a plot shorter than it had
+    the title run up into the figure's title), plus the room the vertical key labels and the
+    x-axis title take below the plot."""
+    plot_px = max(min(20 * T, MATRIX_ROWS_MAX), text_px([QUERY_TITLE]) * FONT["size"] / 14 + 16)
+    below = text_px(keys) + 8 + 24                 # the key labels, the standoff, the x title
+    return int(np.ceil(MATRIX_TOP + MATRIX_BOTTOM + below + plot_px)), plot_px
+
+
 def token_matrix_figure(matrix, labels, title, row, *, kind) -> str:
     """One head's [T, T] matrix, query tokens down, key tokens across; NaN = masked (grey).
 
@@ -87,8 +102,9 @@ def token_matrix_figure(matrix, labels, title, row, *, kind) -> str:
     grows with T). Across, the key tokens are categories, labelled vertically: Plotly names
     as many as the drawn width has room for, so the labels never overlap on a phone."""
     T = len(labels)
-    every = 1 if T <= 40 else int(np.ceil(T / 40))
     keys = [f"{label(labels[i])} ·{i}" for i in range(T)]
+    height, plot_px = token_matrix_height(T, keys)
+    every = every_kth(T, plot_px)
     if kind == "pattern":
         colours = dict(colorscale=WEIGHTS, zmin=0.0, zmax=1.0)
         hover = "query %{y} → key %{x}<br>weight %{z:.4f}<extra></extra>"
@@ -112,12 +128,12 @@ def token_matrix_figure(matrix, labels, title, row, *, kind) -> str:
     layout = base_layout(
         # a small title from the left edge fits a phone's width
         title=dict(text=title, font=dict(size=13), x=0, xanchor="left"),
-        height=min(810, 230 + 20 * T), margin=dict(l=10, r=10, t=48, b=80), shapes=[outline],
+        height=height, margin=dict(l=10, r=10, t=MATRIX_TOP, b=MATRIX_BOTTOM), shapes=[outline],
         # automargin with a standoff: the axis title goes below the longest vertical label
         xaxis=dict(title=dict(text="key token (looked at)", standoff=8), type="category",
                    tickangle=-90,
                    automargin=True, showgrid=False, zeroline=False),
-        yaxis=dict(title=dict(text="query token (looking)"), autorange="reversed",
+        yaxis=dict(title=dict(text=QUERY_TITLE), autorange="reversed",
                    **_token_axis(labels, every)))
     return figure_json([under, trace], layout)
 
@@ -161,7 +177,8 @@ def head_measures_figure(measures: dict) -> str:
             ticktext=[(str(layer) if layer % 5 == 0 or layer == L - 1 else "") if deep
                       else f"layer {layer}" for layer in range(L)], tickangle=0)
         if i == n - 1:
+            # two short lines: one line of it ran past both edges of a phone's plot
             layout["xaxis" + ax]["title"] = dict(
-                text=f"layer (its heads 0–{H - 1} left to right, layers in two tones)" if deep
-                else f"heads 0–{H - 1} of each layer, left to right")
+                text=f"layer (its heads 0–{H - 1} left to right,<br>layers in two tones)" if deep
+                else f"heads 0–{H - 1} of each layer,<br>left to right")
     return figure_json(data, base_layout(**layout))

@@ -99,6 +99,8 @@ def memory_figure(rows, block: int) -> str:
     ]
     return figure_json(data, base_layout(
         title=dict(text="KV memory per step"),
-        xaxis=dict(title=dict(text="step of the continuous schedule")),
+        # short: "step of the continuous schedule" ran past both edges of a phone's plot (and
+        # in two lines it met the legend below)
+        xaxis=dict(title=dict(text="step (continuous schedule)")),
         yaxis=dict(title=dict(text="bytes"), rangemode="tozero", tickformat=","),
         legend=dict(orientation="h", y=-0.3), height=380))

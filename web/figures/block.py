@@ -4,8 +4,8 @@ Plain figure dicts (`web.figures.figure_json`): these sections re-render on ever
 """
 import numpy as np
 
-from web.figures import (ACCENT, INK, MUTED, PALETTE, SEQUENTIAL, base_layout, figure_json,
-                         label, signed_colours, typed_array)
+from web.figures import (ACCENT, INK, MUTED, PALETTE, SEQUENTIAL, base_layout, every_kth,
+                         figure_json, label, signed_colours, text_px, typed_array, wrap_name)
 
 
 def _token_ticks(tokens: list) -> list:
@@ -49,9 +49,28 @@ def tensor_heatmap(matrix, tokens: list, columns, title: str) -> str:
         margin=dict(l=10, r=10, t=48, b=60), height=max(300, 140 + 17 * len(rows))))
 
 
+NORMS_TOP, NORMS_BOTTOM = 48, 80        # px: the title above; the colour bar below
+NORMS_ROW_PX = 20                       # px a token's row, up to NORMS_ROWS_MAX px in all
+NORMS_ROWS_MAX = 720
+
+
+def norms_layout_px(n_tokens: int, stages: list) -> tuple:
+    """(figure height, plot height) of the residual-norm heatmap: the rows, plus below them the
+    room its vertical stage labels and the x-axis title take (a 30-block model's "out of block
+    29" took 130 px of a 320 px figure, and the five rows left overlapped)."""
+    plot_px = min(NORMS_ROW_PX * n_tokens, NORMS_ROWS_MAX)
+    below = text_px(stages) + 8 + 24               # the stage labels, the standoff, the x title
+    return int(np.ceil(NORMS_TOP + NORMS_BOTTOM + below + max(plot_px, 120))), max(plot_px, 120)
+
+
 def norms_heatmap(norms, tokens: list, stages: list) -> str:
-    """Size (Euclidean norm) of the residual stream: a row per token, a column per stage."""
+    """Size (Euclidean norm) of the residual stream: a row per token, a column per stage. A long
+    prompt's rows are labelled every k-th (the labels one per 18 px at most); hovering any cell
+    names its token."""
     rows = list(range(norms.shape[0]))
+    names = _token_ticks(tokens)
+    height, plot_px = norms_layout_px(len(rows), stages)
+    every = every_kth(len(rows), plot_px)
     heatmap = dict(
         type="heatmap", z=typed_array(norms.astype(np.float32)), x=stages, y=rows,
         colorscale=SEQUENTIAL,
@@ -59,16 +78,17 @@ def norms_heatmap(norms, tokens: list, stages: list) -> str:
         # phone's width
         colorbar=dict(title=dict(text="norm", side="top"), orientation="h", thickness=10,
                       yref="container", y=0, yanchor="bottom", ypad=6, nticks=5, tickangle=0),
-        hovertemplate="token %{y}, %{x}: norm %{z:.3f}<extra></extra>")
+        customdata=[[n] * len(stages) for n in names],
+        hovertemplate="token %{customdata}, %{x}: norm %{z:.3f}<extra></extra>")
     return figure_json([heatmap], base_layout(
         # a small title from the left edge fits a phone's width
         title=dict(text="Residual-stream norm per token and stage", font=dict(size=13), x=0,
                    xanchor="left"),
         # vertical labels: each takes one line's width, so they never overlap on a phone
         xaxis=dict(title=dict(text="stage", standoff=8), tickangle=-90),
-        yaxis=dict(title=dict(text="token"), tickmode="array", tickvals=rows,
-                   ticktext=_token_ticks(tokens), autorange="reversed"),
-        margin=dict(l=10, r=10, t=48, b=80), height=max(300, 230 + 18 * len(rows))))
+        yaxis=dict(title=dict(text="token"), tickmode="array", tickvals=rows[::every],
+                   ticktext=names[::every], autorange="reversed"),
+        margin=dict(l=10, r=10, t=NORMS_TOP, b=NORMS_BOTTOM), height=height))
 
 
 LENS_ALL_TICKS = 13      # up to this many read-outs every one is named on the axis
@@ -131,19 +151,23 @@ SHARES = (("embedding", "embeddings", MUTED),     # with positions and an untied
 
 
 def shares_figure(rows: list) -> str:
-    """Where the parameters go: each model's total split into components, as percentages."""
-    names = [label(r["name"]) for r in rows]
+    """Where the parameters go: each model's total split into components, as percentages.
+    Long names are written on several lines, the rows far enough apart for them."""
+    wrapped = [wrap_name(r["name"]) for r in rows]
+    names = ["<br>".join(label(line) for line in lines) for lines in wrapped]
+    lines = max(len(w) for w in wrapped)
+    row_px = max(30, 9 * (lines + 1) + 4)        # a row of n lines beside rows of one line
     traces = []
     for key, name, color in SHARES:
         pct = [100 * r[key] / r["total"] for r in rows]
         traces.append(dict(
             type="bar", y=names, x=pct, name=name, orientation="h", marker=dict(color=color),
-            customdata=[r[key] for r in rows],
-            hovertemplate="%{y}: %{x:.1f}% (%{customdata:,} parameters)<extra>" + name
-            + "</extra>"))
+            customdata=[[r[key], label(r["name"])] for r in rows],
+            hovertemplate="%{customdata[1]}: %{x:.1f}% (%{customdata[0]:,} parameters)<extra>"
+            + name + "</extra>"))
     return figure_json(traces, base_layout(
         title=dict(text="Where the parameters go"),
         barmode="stack", legend=dict(orientation="h", y=-0.15),
         xaxis=dict(title=dict(text="% of parameters"), range=[0, 100]),
         yaxis=dict(title=dict(text="model"), autorange="reversed", type="category"),
-        height=200 + 30 * len(rows)))
+        height=200 + row_px * len(rows)))

@@ -1,7 +1,9 @@
 """Figure of the decoding section: the beam-search tree."""
-from web.figures import ACCENT, INK, MUTED, PALETTE, base_layout, figure_json, label
+from web.figures import CHOICE, HIGHLIGHT, INK, MUTED, PALETTE, base_layout, figure_json, label
 
-KEPT, PRUNED, FINISHED, GREEDY, BEST = PALETTE[0], "#c3cad6", PALETTE[3], PALETTE[2], ACCENT
+# greedy's path: the model's choice each step (CHOICE, not the green that means "accepted" in
+# the speculative section); the best beam: the search's answer, highlighted (HIGHLIGHT)
+KEPT, PRUNED, FINISHED, GREEDY, BEST = PALETTE[0], "#c3cad6", PALETTE[3], CHOICE, HIGHLIGHT
 TOKEN_SIZE, TOTAL_SIZE = 13, 11    # px: a box's token and its total
 RANK_PX = 46                       # px between two ranks: a box is about 35 px tall, so two
 #                                    boxes one rank apart keep a clear gap

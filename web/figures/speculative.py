@@ -1,10 +1,14 @@
 """Figures of the speculative-decoding section."""
-from web.figures import PALETTE, base_layout, figure_json
+from web.figures import MUTED, PALETTE, base_layout, figure_json
 
+# The target model's passes are the target's colour (TARGET, as "target alone"), not the orange
+# that highlights the reader's setting elsewhere, nor the green of "accepted" (ACCEPTED, the
+# round chips' outline).
+TARGET = PALETTE[0]
 PARTS = (("prefill", "both models read the prompt", "#c9d3e3"),
-         ("draft", "draft proposes", "#7a8ba6"),
-         ("target", "target verifies (one pass a round)", "#b4451f"),
-         ("other", "accept / reject, drawing tokens", "#e0b25b"))
+         ("draft", "draft proposes", MUTED),
+         ("target", "target verifies (one pass a round)", TARGET),
+         ("other", "accept / reject, drawing tokens", PALETTE[7]))
 # the same parts when the draft is prompt lookup (no draft model)
 LOOKUP_NAMES = {"prefill": "the target reads the prompt", "draft": "lookups in the text",
                 "target": "target verifies (one pass a round)",
@@ -17,7 +21,7 @@ def time_figure(alone_seconds: float, n_alone: int, spec_parts: dict, n_spec: in
     latter split into where its time went (`names`: the parts' legend entries)."""
     rows = [f"target alone<br>{n_alone} tokens", f"speculative<br>{n_spec} tokens"]
     traces = [dict(type="bar", y=[rows[0]], x=[1000 * alone_seconds], orientation="h",
-                   name="target alone, token by token", marker=dict(color=PALETTE[0]),
+                   name="target alone, token by token", marker=dict(color=TARGET),
                    hovertemplate="%{x:.1f} ms<extra>target alone</extra>")]
     for key, name, color in PARTS:
         name = (names or {}).get(key, name)
@@ -40,7 +44,8 @@ def pass_figure(passes: dict) -> str:
     step = passes[1]
     ms = [1000 * passes[n] for n in sizes]
     labels = [f"{passes[n] / step:.1f} steps" if n > 1 else "1 step" for n in sizes]
-    colors = [PALETTE[0] if n == 1 else PALETTE[1] for n in sizes]
+    # a plain decode step as the reference; the passes that verify several tokens, the target's
+    colors = [MUTED if n == 1 else TARGET for n in sizes]
     trace = dict(type="bar", x=[str(n) for n in sizes], y=ms, marker=dict(color=colors),
                  text=labels, textposition="outside", cliponaxis=False,
                  hovertemplate="a pass over %{x} tokens: %{y:.1f} ms<extra></extra>")

@@ -2,10 +2,21 @@
 moved (counted by pipeline.tiling) as the tiles and the sequence grow."""
 import numpy as np
 
-from web.figures import (ACCENT, INK, MUTED, SEQUENTIAL, base_layout, figure_json, label,
-                         typed_array)
+from web.figures import (ACCENT, FONT, INK, MUTED, SEQUENTIAL, base_layout, figure_json, label,
+                         text_px, typed_array)
 
 SKIP = "#e3e7ee"
+KEY_TITLE, QUERY_TITLE = "key position (token)", "query position (token)"
+TILES_TOP = 64                          # px: the title and its subtitle
+
+
+def tiles_height() -> int:
+    """The tile figure's height: its square plot at least as tall as the vertical y-axis title
+    (a short prompt's plot, 9 px a token, was shorter than it, and that title ran into the x
+    axis's and the figure's titles), plus the title above and the tick labels and the x-axis
+    title below."""
+    plot_px = text_px([QUERY_TITLE]) * FONT["size"] / 14 + 24
+    return int(TILES_TOP + 10 + 24 + 28 + plot_px)
 
 
 def tiles_figure(pattern, tokens, bq, bk, row, done, total) -> str:
@@ -36,10 +47,10 @@ def tiles_figure(pattern, tokens, bq, bk, row, done, total) -> str:
     return figure_json([heatmap], base_layout(
         title=dict(text=f"{bq} queries × {bk} keys a tile<br><sup>{done} of {total} tiles "
                         "computed; grey: skipped</sup>"),
-        margin=dict(l=10, r=10, t=64, b=10),
-        shapes=shapes, height=min(340, 136 + 9 * T),
-        xaxis=dict(title=dict(text="key position (token)"), constrain="domain"),
-        yaxis=dict(title=dict(text="query position (token)"), autorange="reversed",
+        margin=dict(l=10, r=10, t=TILES_TOP, b=10),
+        shapes=shapes, height=max(min(340, 136 + 9 * T), tiles_height()),
+        xaxis=dict(title=dict(text=KEY_TITLE), constrain="domain"),
+        yaxis=dict(title=dict(text=QUERY_TITLE), autorange="reversed",
                    scaleanchor="x", constrain="domain")))
 
 

@@ -1,5 +1,5 @@
 """Figures of the tokenization section."""
-from web.figures import ACCENT, MUTED, base_layout, figure_json, label
+from web.figures import ACCENT, MUTED, base_layout, figure_json, label, wrap_name
 
 
 def pair_counts_figure(pair_rows: list, n_done: int) -> str:
@@ -37,14 +37,20 @@ def token_count_figure(counts: list, n_done: int) -> str:
 
 
 def encodings_figure(rows: list) -> str:
-    """Token count of the same prompt under each tokenizer that loaded: [(name, count)]."""
+    """Token count of the same prompt under each tokenizer that loaded: [(name, count)]. A long
+    name (a GGUF file's) is written on several lines: in one it covered the axis title on a
+    phone."""
+    wrapped = [wrap_name(name) for name, _ in rows]
+    lines = max(len(w) for w in wrapped)
+    row_px = max(40, 9 * (lines + 1) + 8)
     bars = dict(
-        type="bar", x=[n for _, n in rows], y=[label(name) for name, _ in rows],
+        type="bar", x=[n for _, n in rows], y=["<br>".join(label(x) for x in w) for w in wrapped],
         orientation="h", marker=dict(color=[ACCENT] + [MUTED] * (len(rows) - 1)),
         text=[n for _, n in rows], textposition="auto", textfont=dict(size=14),
-        hovertemplate="%{y}: %{x} tokens<extra></extra>")
+        customdata=[label(name) for name, _ in rows],
+        hovertemplate="%{customdata}: %{x} tokens<extra></extra>")
     return figure_json([bars], base_layout(
         title=dict(text="Tokens for this prompt"),
         xaxis=dict(title=dict(text="tokens"), rangemode="tozero"),
         yaxis=dict(title=dict(text="tokenizer"), autorange="reversed", type="category"),
-        height=130 + 40 * len(rows)))
+        height=130 + row_px * len(rows)))

@@ -17,6 +17,7 @@ from web.cache import memoized
 from web.figures import logits as figures
 from web.forward import prompt_ids, prompt_run
 from web.params import Param
+from web.sampler_settings import DEFAULT_TEMPERATURE
 from web.tokens import token_plain
 
 TOP = 10                                  # rows of the table
@@ -24,8 +25,9 @@ TOP_BARS = 12                             # bars in the figure
 CURVE_TEMPERATURES = np.round(np.arange(0.05, 2.0001, 0.05), 2)   # the entropy-vs-T curve
 
 PARAMS = (
-    # 0.7 by default, a common chat setting: the chart shows it beside the model's own T = 1
-    Param("lg_temp", "Temperature", kind="float", default=0.7, min=0.0, max=2.0),
+    # the page's one default temperature (the overview's and the Sampling section's, a common chat
+    # setting): the chart shows it beside the model's own T = 1
+    Param("lg_temp", "Temperature", kind="float", default=DEFAULT_TEMPERATURE, min=0.0, max=2.0),
 )
 
 # the France prompt's source: not in the Austen model's corpus (said so on every model)
