@@ -349,7 +349,7 @@ def build(lm, state) -> dict:
         draft_layers=draft.config.n_layers, draft_width=draft.config.d_model,
         measured_at=stamp(table.measured_at), speed_text=SPEED_TEXT, speed_tokens=SPEED_TOKENS,
         speed_prompt_tokens=table.n_prompt,
-        ref_acceptance=ref.acceptance,
+        ref_acceptance=ref.acceptance, ref_expected=expected_speedup(ref.acceptance, gamma, c),
         spec_seconds=ref.seconds, alone_seconds=speed.alone_seconds, n_alone=speed.n_alone,
         n_ref=ref.n_tokens,
         target_step=speed.target_step, draft_step=speed.draft_step,
