@@ -188,7 +188,8 @@ def test_core_and_its_disclosure(client):
 def test_austen_section_says_nothing_of_a_file_format(client):
     page = text_of(client.get(url("/section/quantization", open="q-measured"), headers=HX))
     assert 'id="q-arrived"' not in page and "deeper-q-file" not in page
-    assert "Perplexity on an unseen chapter" in page and "perplexity (held-out)" in page
+    assert "Perplexity on an unseen chapter" in page
+    assert 'perplexity <span class="nowrap">(held-out)</span>' in page
     assert "Not called held-out" not in page
 
 
