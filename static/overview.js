@@ -105,6 +105,8 @@
     stepping = false;
     var chips = l && l.querySelector(".ov-chips");
     if (chips) chips.scrollTop = chips.scrollHeight;     // the latest tokens in view
+    var text = l && l.querySelector("#ov-text");
+    if (text) text.scrollTop = text.scrollHeight;        // the text's latest words in view
     if (playing) {
       if (l && l.getAttribute("data-finish")) { playing = false; }
       else timer = setTimeout(step, calm() ? 0 : STEP_PAUSE_MS);

@@ -238,3 +238,17 @@ def test_section_works_on_other_checkpoints(fixture):
     sharing = ("Every head has its own keys and values" if fixture == "gpt2"
                else "share one key/value head")
     assert sharing in page
+
+
+def test_the_core_says_why_the_mask_before_the_mask_is_detailed(client):
+    """Why later tokens are masked, said in the section's core where the mask is first shown:
+    before the Go-deeper parts that give the masked scores −∞."""
+    page = text_of(client.get(url("/section/attention", prompt=PROMPT), headers=HX))
+    why = page.find('id="att-why-mask"')
+    assert why > 0
+    sentence = re.sub(r"\s+", " ", re.sub(r"<[^>]+>", "", re.search(
+        r'id="att-why-mask">(.*?)</p>', page, re.S).group(1)))
+    assert "during generation the later tokens do not exist yet" in sentence
+    assert "a token must not see the answer it is trained to predict" in sentence
+    assert why < page.find("−∞") and why < page.find('att-softmax')
+    assert why < page.find("every head at a glance".capitalize())

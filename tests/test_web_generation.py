@@ -236,3 +236,26 @@ def test_the_sampler_of_the_sampling_section_drives_the_loop_and_the_stream(clie
     full = text_of(client.get(url("/", **query), headers=every_section()))
     stream_url = html.unescape(re.search(r'data-stream-url="([^"]+)"', full).group(1))
     assert "gen_choose=sampler" in stream_url and "s_seed=7" in stream_url
+
+
+def test_a_prompt_off_the_grid_names_the_measured_length_and_its_own(client, model):
+    """The prefill time cited for the prompt is the grid's nearest point: where that is not the
+    prompt's length, the step caption names both."""
+    prompt = ("It is a truth universally acknowledged, that a single man in possession of a "
+              "good fortune, must be in want of a")
+    n = len(model.tokenizer.encode_ordinary(prompt))
+    assert n not in GRID
+    lm = client.application.extensions["explainer"].default_model
+    point = prefill_decode_timings(lm).at(n)
+    page = re.sub(r"\s+", " ", text_of(client.get(url("/section/generation", prompt=prompt,
+                                                      gen_step="0"), headers=HX)))
+    caption = re.search(r'id="gen-caption">(.*?)</p>', page).group(1)
+    assert f"{point.prefill_s * 1000:.2f} ms" in caption
+    assert (f"measured at {point.n} tokens, the nearest measured length to this prompt's {n}"
+            in caption)
+    # a prompt on the grid says nothing of the kind
+    on_grid = next(p for p in (" ".join(["Elizabeth"] * k) for k in range(1, 40))
+                   if len(model.tokenizer.encode_ordinary(p)) in GRID)
+    page = text_of(client.get(url("/section/generation", prompt=on_grid), headers=HX))
+    assert "the nearest measured length to this prompt's" not in page
+    assert "your prompt's own length" in page

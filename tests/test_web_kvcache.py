@@ -134,3 +134,33 @@ def test_state_round_trips_through_the_url(client):
     page = text_of(client.get(r.headers["HX-Push-Url"], headers=every_section()))
     assert re.search(r'id="kv-new"[^>]*value="7"', page)
     assert '<option value="2048" selected>' in page
+
+
+def test_tokens_to_generate_changes_the_cache_size_shown_beside_it(client, model):
+    """The slider's effect is in the section's core, not only in the hidden question: the bytes
+    of the cache after the prompt and that many generated tokens, kv_cache_bytes' formula."""
+    n_prompt = len(model.tokenizer.encode_ordinary(PROMPT))
+    shown = {}
+    for n_new in (3, 20):
+        page = text_of(client.get(url("/section/kvcache", prompt=PROMPT, kv_new=n_new), headers=HX))
+        core = page.split('id="kv-how', 1)[0]                   # before the Go-deeper part
+        m = re.search(r'id="kv-after">(.*?)</p>', core, re.S)
+        assert m, "no cache size beside the slider"
+        text = re.sub(r"\s+", " ", re.sub(r"<[^>]+>", "", m.group(1)))
+        expected = kv_cache_bytes(model.config, n_prompt + n_new, 4)
+        assert f"After {n_prompt} prompt tokens and {n_new} generated" in text
+        assert f"{expected:,} bytes" in text
+        shown[n_new] = expected
+    assert shown[3] != shown[20]
+
+
+def test_a_prompt_off_the_grid_names_the_measured_length_and_its_own(client, model):
+    prompt = ("It is a truth universally acknowledged, that a single man in possession of a "
+              "good fortune, must be in want of a")
+    n = len(model.tokenizer.encode_ordinary(prompt))
+    lm = client.application.extensions["explainer"].default_model
+    point = prefill_decode_timings(lm).at(n)
+    assert point.n != n
+    page = re.sub(r"\s+", " ", text_of(client.get(url("/section/kvcache", prompt=prompt), headers=HX)))
+    assert (f"(measured at {point.n} tokens, the nearest measured length to this prompt's {n})"
+            in page.split('id="kv-how', 1)[0])

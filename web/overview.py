@@ -291,6 +291,7 @@ def build(lm, state) -> dict:
         ffn_name="SwiGLU" if cfg.mlp == "swiglu" else "GELU MLP",
         attn_kind=attention_kind(cfg), group=cfg.n_heads // cfg.n_kv_heads,
         text=prompt, generated_ids=[c.id for c in chips if c.new],
+        generated_text=generated_text(model.tokenizer, ids, run.n_prompt),
         chips_head=head, chips_hidden=hidden, chips_tail=tail,
         shapes=shapes, kv_bytes=kv_cache_bytes(cfg, T), kv=kv_picture(run.key_norms, cfg),
         phase=run.phase, n_rows=shapes["resid"][0],
@@ -299,6 +300,18 @@ def build(lm, state) -> dict:
             embed, [c for c in chips[first_row:]], first_row),
         embed_rows=(first_row, T), candidates=candidates, chosen=chosen, pct=pct,
         doors=DOORS)
+
+
+def generated_text(tokenizer, ids, n_prompt: int) -> str:
+    """The text the generated tokens add after the prompt: the tokenizer's decoding of the whole
+    sequence minus that of the prompt (a character split across two tokens is decoded whole),
+    or the generated tokens decoded alone where the two do not line up."""
+    if len(ids) == n_prompt:
+        return ""
+    prompt, whole = tokenizer.decode(list(ids[:n_prompt])), tokenizer.decode(list(ids))
+    if whole.startswith(prompt):
+        return whole[len(prompt):]
+    return tokenizer.decode(list(ids[n_prompt:]))
 
 
 def pct(p: float) -> str:

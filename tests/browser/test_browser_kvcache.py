@@ -57,3 +57,18 @@ def test_a_bad_value_shows_its_message(page):
         .to_be_visible()
     expect(page.get_by_role("slider", name="Tokens to generate")).to_have_attribute(
         "aria-invalid", "true")
+
+
+def test_tokens_to_generate_changes_the_cache_size_beside_it(page, model, page_errors):
+    """The slider's effect shows in the section's core: the cache's bytes after the prompt and
+    that many generated tokens, as pipeline.kvcache's formula gives them."""
+    page.goto(f"/?prompt={PROMPT}")
+    section = page.locator("#kvcache")
+    n_prompt = len(model.tokenizer.encode_ordinary(PROMPT))
+    after = section.locator("p").filter(has_text=f"After {n_prompt} prompt tokens and")
+    expect(after).to_contain_text(f"{kv_cache_bytes(model.config, n_prompt + 16, 4):,} bytes")
+    section.get_by_role("slider", name="Tokens to generate").fill("30")
+    expect(after).to_contain_text(f"After {n_prompt} prompt tokens and 30 generated")
+    expect(after).to_contain_text(f"{kv_cache_bytes(model.config, n_prompt + 30, 4):,} bytes")
+    expect(after).to_be_visible()
+    assert page_errors == []

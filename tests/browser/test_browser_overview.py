@@ -183,3 +183,33 @@ def test_what_scrolls_into_view_stops_below_the_sticky_map(page):
     slider.focus()
     expect(slider).to_be_in_viewport()
     assert below_the_map(page, slider) >= 0
+
+
+def test_the_text_grows_and_the_chosen_token_is_the_next_to_append(page, model, page_errors):
+    """Two presses of Next token: the Text box shows the prompt and the 2 tokens generated so far
+    (decoded with the model's tokenizer from the chips' ids, the new text marked), and the chosen
+    token is labelled as the one the next step (step 3) appends."""
+    page.goto_first_screen("/")
+    overview = page.locator("#overview")
+    next_token = page.get_by_role("button", name="Next token")
+    status = overview.get_by_role("status").filter(has_text="generated")
+    next_token.click()
+    expect(status).to_have_text("1 token generated.")
+    next_token.click()
+    expect(status).to_have_text("2 tokens generated.")
+    new = overview.get_by_role("list", name="Tokens of the pass").locator(".chip.ov-new .tid")
+    expect(new).to_have_count(2)
+    generated = [int(t) for t in new.all_inner_texts()]
+    prompt = list(model.tokenizer.encode_ordinary(DEFAULT_PROMPT))
+    assert generated == drawn(model, prompt, 2)
+    whole = model.tokenizer.decode(prompt + generated)
+    text_box = overview.get_by_role("listitem").filter(
+        has=page.get_by_role("link", name="Text", exact=True))
+    expect(text_box.locator("p[dir=auto]")).to_have_text(whole)
+    expect(text_box.locator("mark")).to_have_text(whole[len(model.tokenizer.decode(prompt)):])
+    expect(text_box).to_contain_text("after step 2: the prompt")
+    chosen_box = overview.get_by_role("listitem").filter(
+        has=page.get_by_role("list", name="Chosen next token"))
+    expect(chosen_box).to_contain_text("next:")
+    expect(chosen_box).to_contain_text("appended at the next step (step 3)")
+    assert page_errors == []
