@@ -28,7 +28,7 @@ from flask import Flask  # noqa: E402
 
 from pipeline import ModelLoadError, load_model  # noqa: E402
 from pipeline.speculative import load_draft  # noqa: E402
-from web import assets, encodings, limits, security, serving, shading, streaming, views  # noqa: E402, E501
+from web import assets, encodings, glossary, limits, security, serving, shading, streaming, views  # noqa: E402, E501
 from web.explainer import SMOLLM2_INSTALL, Explainer, installed_smollm2  # noqa: E402
 from web.loaded import LoadedModel  # noqa: E402
 from web.classroom import views as classroom  # noqa: E402
@@ -102,6 +102,10 @@ def create_app(test_config=None):
     assets.init_app(app)
     app.register_blueprint(streaming.bp)
     classroom.init_app(app)                  # /class: the class in one room (web/classroom/)
+
+    # the glossary's definitions, for the `term` macro (templates/macros.html); globals, since
+    # the macros are imported without the page's context
+    app.jinja_env.globals.update(glossary=glossary.GLOSSARY, glossary_anchor=glossary.anchor)
 
     @app.context_processor
     def page_globals():

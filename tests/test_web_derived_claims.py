@@ -14,12 +14,13 @@ from pipeline.roofline import (HARDWARE, Machine, compute_bound_from, model_cost
                                prefill_work, roofline, weight_scheme)
 from pipeline.sizes import parameter_counts
 from web.sections import generation
-from web_support import HX, app, client, model, text_of, url  # noqa: F401
+from web_support import HX, app, client, model, text_of, url, without_definitions  # noqa: F401
 
 
 def plain(page):
-    return html.unescape(re.sub(r"\s+", " ", re.sub(r"<[^>]+>", " ", page))) \
-        .replace(" .", ".").replace(" ;", ";")
+    text = re.sub(r"<[^>]+>", " ", without_definitions(page))
+    return html.unescape(re.sub(r"\s+", " ", text)) \
+        .replace(" .", ".").replace(" ;", ";").replace(" :", ":")
 
 
 def roofline_page(client, **query):
@@ -128,7 +129,7 @@ def test_generation_verdict_follows_this_server_s_ridge(client, monkeypatch, roo
     monkeypatch.setattr(generation, "machine", lambda: roof)
     prompt = f"Emma was {prefill} and {decode}"         # a prompt of its own for each roof
     text = plain(text_of(client.get(url("/section/generation", prompt=prompt), headers=HX)))
-    m = re.search(r"On this server's roof \(a ridge of ([\d.]+) operations per byte: .*?\), the "
+    m = re.search(r"On this server's roofline \(a ridge of ([\d.]+) operations per byte: .*?\), the "
                   r"prefill of (\d+) tokens does ([\d.]+) operations per byte: (\w+)-bound"
                   r"( \(too few tokens to reuse each weight enough\))?; the decode step does "
                   r"([\d.]+): (\w+)-bound\.", text)

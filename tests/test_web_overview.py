@@ -17,7 +17,7 @@ from web.overview import CHIPS_HEAD, CHIPS_TAIL, OV_LIMIT, OV_SEED
 from web.params import PROMPT
 from web.registry import SECTIONS
 from web.sampler_settings import DEFAULT_TEMPERATURE
-from web_support import (HX, app, chip_ids, client, error_message, model,  # noqa: F401
+from web_support import (HX, app, chip_ids, client, error_message, model, reading_text,  # noqa: F401,E501
                          ordered_list, text_of, url)
 
 LIVE = {**HX, "HX-Target": "overview-live", "HX-Trigger": "ov-next"}
@@ -81,7 +81,7 @@ def check_pass(page: str, model, sequence: list, n_prompt: int, settings=DEFAULT
         model.decode(sequence[-1], kv, cache=step)
         assert "the KV-cached decode step of the last token (one row)" in page
     else:
-        assert f"the prefill, all {T} tokens of the prompt in one pass" in page
+        assert f"the prefill, all {T} tokens of the prompt in one pass" in reading_text(page)
     s = shapes(page)
     assert s["ids"] == [T]
     assert s["wte"] == list(model.params["wte"].shape)
@@ -137,10 +137,10 @@ def test_default_prompt(client, model):
     logits = prompt_run(client.application.extensions["explainer"].default_model,
                         PROMPT.default).logits[-1]
     assert chosen_id(page) == sampler(DEFAULT_SETTINGS, OV_SEED)(logits, ids)
-    assert f"temperature {DEFAULT_TEMPERATURE:g}, seed {OV_SEED}" in page
+    assert f"temperature {DEFAULT_TEMPERATURE:g}, seed {OV_SEED}" in reading_text(page)
     cfg = model.config
     assert f"{cfg.n_heads} query heads, {cfg.n_kv_heads} key/value heads" in page
-    assert "RoPE, base θ = 10000" in page and "RMSNorm" in page and "SwiGLU" in page
+    assert "RoPE, base θ = 10000" in reading_text(page) and "RMSNorm" in page and "SwiGLU" in page
     assert f"× {cfg.n_layers} blocks" in page
     assert live_value(page, "data-steps") == "0" and live_value(page, "data-finish") == ""
 
@@ -176,7 +176,7 @@ def test_sampler_with_its_seed(client, model):
                                  stop_at_eos=False))[-1]
     assert chosen_id(page) == step.token
     assert text_of(client.get(url("/overview", **q), headers=LIVE)) == page
-    assert "temperature 1.3, seed 0" in page and "top-k 20, top-p 0.9" in page
+    assert "temperature 1.3, seed 0" in reading_text(page) and "top-k 20, top-p 0.9" in page
     # the prompt alone: the sampler's first draw, as the loop's first step makes it
     page = text_of(client.get(url("/overview", **{**q, "ov_steps": 0}), headers=LIVE))
     first = list(generation_steps(model, seq[:-5], 1, sampler(settings, OV_SEED),
@@ -194,7 +194,7 @@ def test_greedy_is_one_setting_away(client, model):
     assert chosen_id(page) == best
     assert chosen_sampled(page) == (1.0, "100.0%")
     assert sampled(page) == {i: (1.0 if i == best else 0.0) for i, _ in top_five(page)}
-    assert "temperature 0: greedy" in page
+    assert "temperature 0: greedy" in reading_text(page)
 
 
 @pytest.mark.parametrize("steps", [0, 2])

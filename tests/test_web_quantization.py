@@ -13,7 +13,7 @@ from pipeline import quantize
 from pipeline.generation import decode_loop
 from pipeline.published import published
 from web.params import PROMPT
-from web_support import HX, every_section, MARKS, app, client, error_message, model, text_of, url  # noqa: F401
+from web_support import HX, every_section, MARKS, app, client, error_message, model, reading_text, text_of, url  # noqa: F401,E501
 
 
 def marks_to_text(inner: str) -> str:
@@ -188,7 +188,7 @@ def test_core_and_its_disclosure(client):
 def test_austen_section_says_nothing_of_a_file_format(client):
     page = text_of(client.get(url("/section/quantization", open="q-measured"), headers=HX))
     assert 'id="q-arrived"' not in page and "deeper-q-file" not in page
-    assert "Perplexity on an unseen chapter" in page
+    assert "Perplexity on an unseen chapter" in reading_text(page)
     assert 'perplexity <span class="nowrap">(held-out)</span>' in page
     assert "Not called held-out" not in page
 
@@ -228,7 +228,7 @@ def test_smollm2_says_how_its_file_stores_it(smol):
     assert f"{4 * sum(int(t.n_elements) for t in tensors):,} B as float32" in arrived
     assert "The engine computes in float32 on the dequantized values" in arrived
     # the chapter is not called held-out for a model trained elsewhere
-    assert "Perplexity on a chapter of" in page and "unseen chapter" not in page
+    assert "Perplexity on a chapter of" in reading_text(page) and "unseen chapter" not in page
     assert "held-out" not in plain(re.search(r'<table[^>]*aria-label="Quantized models '
                                              r'compared".*?</table>', page, re.S).group(0))
     assert "Not called held-out" in page

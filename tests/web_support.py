@@ -105,3 +105,17 @@ def server(app):
     thread.start()
     yield srv.effective_port
     srv.close()
+
+
+TERM_DEFINITION = re.compile(r'<span class="term-def"[^>]*>.*?</span></span>', re.S)
+
+
+def without_definitions(page: str) -> str:
+    """The page without the glossary definitions the `term` macro puts beside a term's first
+    use (templates/macros.html), so that a sentence reads as it is written."""
+    return TERM_DEFINITION.sub("", page)
+
+
+def reading_text(page: str) -> str:
+    """The page's text as a sentence reads, without its markup or glossary definitions."""
+    return re.sub(r"\s+", " ", html.unescape(re.sub(r"<[^>]+>", "", without_definitions(page))))

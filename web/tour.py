@@ -15,6 +15,7 @@ import re
 
 from dataclasses import dataclass
 
+from web.glossary import mark_first_uses
 from web.params import Param
 
 THEMES = ("auto", "light", "dark")
@@ -40,12 +41,18 @@ class Step:
     target: str      # the element id the step shows
     title: str
     text: str
+    pieces: tuple = ()   # the text cut at glossary terms: ("text", s) or ("term", s, key), a
+                         #   term at its first use in the tour (web.glossary.mark_first_uses)
 
 
 def tour_steps(sections) -> list:
-    """The prompt, then every section in page order, each with its text."""
+    """The prompt, then every section in page order, each with its text; the first use of a
+    glossary term in the tour (the tour's slides in presentation mode too) shows its definition
+    from web/glossary.py."""
     steps = [PROMPT_STEP] + [(s.id, s.title, s.tour) for s in sections]
-    return [Step(i + 1, target, title, text) for i, (target, title, text) in enumerate(steps)]
+    pieces = mark_first_uses(text for _, _, text in steps)
+    return [Step(i + 1, target, title, text, tuple(p))
+            for i, ((target, title, text), p) in enumerate(zip(steps, pieces))]
 
 
 def page_context(state, sections) -> dict:
