@@ -89,25 +89,23 @@ def test_a_prediction_is_recorded_before_the_reveal(page, model):
 
 
 def test_number_and_choice_predictions_compare_with_the_models_answer(page, model):
-    """The KV cache's bytes (a number), top-p 0.5's survivors (a number) and beam vs greedy (a
+    """The KV cache's bytes per token (a number), top-p 0.5's survivors (a number) and beam vs greedy (a
     choice): each guess is recorded, then compared with the value the pipeline computes."""
     from pipeline.decoding import beam_search, sequence_logprobs
-    from pipeline.kvcache import kv_cache_bytes
+    from pipeline.kvcache import kv_bytes_per_token
     from pipeline.sampling import softmax_with_temperature, top_p_keep
     from web.sections.decoding import beam_vs_greedy
-    from web.sections.kvcache import PARAMS as KV_PARAMS
 
     prompt = "Emma Woodhouse, handsome, clever, and rich"
     ids = model.tokenizer.encode(prompt)
     page.goto("/?prompt=" + prompt + "&open=sp-stages")    # top-p's question is in that disclosure
 
     kv = page.locator("#kvcache .predict")
-    n_tokens = len(ids) + next(p.default for p in KV_PARAMS if p.name == "kv_new")
-    nbytes = kv_cache_bytes(model.config, n_tokens, 4)
+    nbytes = kv_bytes_per_token(model.config, 4)         # what one token adds, float32
     expect(page.locator("#kv-live")).to_have_class(re.compile(r"\bgated\b"))
     kv.get_by_label("Your guess").fill(str(nbytes // 2))
     kv.get_by_role("button", name="Lock in my guess").click()
-    expect(kv.locator(".predict-answer")).to_have_text(f"{nbytes:,} bytes")
+    expect(kv.locator(".predict-answer")).to_have_text(f"{nbytes:,} bytes per token")
     expect(kv.locator(".predict-verdict")).to_have_text("You were off by a factor of 2.00.")
     expect(page.locator("#kv-live")).not_to_have_class(re.compile(r"\bgated\b"))
 
