@@ -31,6 +31,7 @@ import time
 from flask import g, render_template, request
 
 from web import limits, streaming
+from web.params import parse_query_string
 from web.registry import sections
 
 
@@ -64,7 +65,9 @@ def init_app(app):
     app.extensions["explainer_big_gate"] = big_gate
 
     def gate_for_request():
-        key = request.args.get("model")
+        # the raw query, as web.params reads it: request.args would raise on bytes that are not
+        # UTF-8, which the page answers with a message, not a 500
+        key = dict(parse_query_string(request.query_string)).get("model")
         lm = app.extensions["explainer"].get(key) if key else None
         return big_gate if lm is not None and lm.big else gate
 
