@@ -34,6 +34,12 @@ BIG_MODEL_PARAMS = 50_000_000
 BIG_MODEL_SHARE = 0.25
 
 
+def is_big(model) -> bool:
+    """A pipeline model of BIG_MODEL_PARAMS or more: it keeps fewer results, records compact
+    prompt runs (web.forward), reads shorter prompts and has its own defaults and gate."""
+    return model.n_params() >= BIG_MODEL_PARAMS
+
+
 @dataclass(frozen=True)
 class Card:
     """What the picker says of a model: where it came from and what it learned from."""
@@ -126,7 +132,7 @@ class Explainer:
         """Offer `lm` (its key must be new); a big model keeps fewer cached results."""
         assert lm.key not in self.models, lm.key
         self.models[lm.key] = lm
-        if lm.model.n_params() >= BIG_MODEL_PARAMS:
+        if is_big(lm.model):
             self.caches.share[model_key(lm.model)] = BIG_MODEL_SHARE
 
     def get(self, key: str):

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from web.cache import memo, model_key
-from web.explainer import BIG_MODEL_PARAMS
+from web.explainer import is_big
 
 KEEP = 16             # prompts remembered (a 256-token cache of the default model is ~5 MB)
 # A big model's runs are compact (pipeline.model.ActivationCache: each block's input kept, the
@@ -45,8 +45,7 @@ def prompt_ids(lm, prompt: str) -> tuple:
 
 
 def run_prompt(model, ids: tuple) -> PromptRun:
-    compact = model.n_params() >= BIG_MODEL_PARAMS
-    logits, cache = model.run_with_cache(list(ids), compact=compact)
+    logits, cache = model.run_with_cache(list(ids), compact=is_big(model))
     for a in (logits, *cache.computed()):       # a lazy value is read-only once computed
         a.flags.writeable = False
     return PromptRun(ids, logits[-1], cache)

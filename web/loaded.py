@@ -7,7 +7,7 @@ from dataclasses import dataclass
 
 from pipeline.tokenizer import is_tiktoken_dir, mergeable_ranks, pretokenizer_pattern
 from web import encodings
-from web.explainer import BIG_MODEL_PARAMS, card_for, model_key_name
+from web.explainer import card_for, is_big, model_key_name
 
 # The longest prompt the page reads with a big model: every intermediate of a prompt is kept
 # for the figures (SmolLM2's attention patterns alone are 30 x 9 x T x T floats: 35 MB at 128
@@ -41,7 +41,7 @@ class LoadedModel:
     def big(self) -> bool:
         """A model of BIG_MODEL_PARAMS or more: fewer of its results are kept, its prompt runs
         compact (web.forward), its prompts shorter."""
-        return self.n_params >= BIG_MODEL_PARAMS
+        return is_big(self.model)
 
     @property
     def prompt_limit(self) -> int:

@@ -14,7 +14,7 @@ from pipeline.kvcache import kv_bytes_per_token
 from web.figures import batching as figures
 from web.figures.kvcache import human_bytes
 from web.cache import memo
-from web.explainer import BIG_MODEL_PARAMS
+from web.explainer import is_big
 from web.measured import measured, model_key
 from web.params import Param
 from web.tokens import token_string
@@ -72,7 +72,7 @@ def step_costs(model):
 
 def rounds_for(model) -> int:
     """Rounds of step timings: 7, or 3 for a big model (a batch of 8 of SmolLM2 takes ~0.2 s)."""
-    return 7 if model.n_params() < BIG_MODEL_PARAMS else 3
+    return 3 if is_big(model) else 7
 
 
 def warm(lm):

@@ -23,7 +23,7 @@ from pipeline.published import published
 from pipeline.sampling import greedy
 from pipeline.sizes import parameter_counts
 from web.cache import memoized
-from web.explainer import BIG_MODEL_PARAMS
+from web.explainer import is_big
 from web.figures import quantization as figures
 from web.forward import prefilled, prompt_run
 from web.params import Param
@@ -57,7 +57,7 @@ PARAMS = (
 # --- cached per process (web.cache: one entry per model, computed once) ----------------------
 
 def big(model) -> bool:
-    return model.n_params() >= BIG_MODEL_PARAMS
+    return is_big(model)
 
 
 @memoized(16)         # a big model keeps a quarter: its 4 schemes (codes and scales, 290 MB)
