@@ -54,7 +54,8 @@ def test_live_point_is_measured_on_this_server(client, model):
 
 @pytest.mark.parametrize("query,name,message", [
     (dict(rf_bits=5), "rf_bits", "must be one of 16, 8, 4"),
-    (dict(rf_model="GPT-5"), "rf_model", "Unknown model"),
+    (dict(rf_model="GPT-5"), "rf_model", "Model must be one of GPT-2 small, GPT-2 medium,"),
+    (dict(rf_model="GPT-5"), "rf_model", "Llama 3.1 405B; got 'GPT-5'."),
     (dict(rf_model="GPT-2 small", rf_len=4096), "rf_len", "reads at most 1,024 tokens"),
     (dict(rf_batch=0), "rf_batch", "between 1 and 1024"),
     (dict(rf_len="lots"), "rf_len", "must be a whole number"),

@@ -42,6 +42,12 @@ class Param:
     limit: str = None                  # a name in web.limits.LIMITS: the server's cap on `max`
     big_default: object = None         # the default for a big model (web.loaded.LoadedModel.big),
                                        #   where `default` would make the section too slow
+    choices: tuple = None              # the only values accepted, in the order a select shows
+                                       #   them; for ints and floats min and max default to
+                                       #   their smallest and largest
+    min_open: bool = False             # ints and floats: `min` itself is refused (an open
+                                       #   lower bound, e.g. top-p > 0)
+    min_why: str = None                # why `min` is refused, said in the message
 
     def __post_init__(self):
         # The server's caps (web/limits.py): a section cannot ask for more than the table allows,
@@ -52,18 +58,43 @@ class Param:
             object.__setattr__(self, "max", cap(self.limit, self.max))
         if self.kind == "text" and self.max_chars is None:
             object.__setattr__(self, "max_chars", LIMITS["text_chars"])
+        if self.choices is not None:
+            object.__setattr__(self, "choices", tuple(self.choices))
+            if self.kind in ("int", "float"):
+                if self.min is None:
+                    object.__setattr__(self, "min", min(self.choices))
+                if self.max is None:
+                    object.__setattr__(self, "max", max(self.choices))
+
+    def choice_message(self, value, choices=None) -> str:
+        """The message for a value that is not one of `choices` (default: the Param's)."""
+        shown = _shorten(value) if isinstance(value, str) else value
+        return (f"{self.label} must be one of {', '.join(map(str, choices or self.choices))}; "
+                f"got {shown!r}.")
 
     def parse(self, raw: str):
         if self.kind == "int":
-            return self._parse_int(raw)
-        if self.kind == "float":
-            return self._parse_float(raw)
-        return self._parse_text(raw)
+            value = self._parse_int(raw)
+        elif self.kind == "float":
+            value = self._parse_float(raw)
+        else:
+            value = self._parse_text(raw)
+        if self.choices is not None and value not in self.choices:
+            raise ParamError(self.choice_message(value))
+        return value
+
+    def _check_open_min(self, value, shown: str):
+        if self.min_open and value == self.min:
+            why = f" ({self.min_why})" if self.min_why else ""
+            raise ParamError(f"{self.label} must be greater than {shown}{why}; got {shown}.")
 
     def _parse_int(self, raw: str) -> int:
         if not _INT.fullmatch(raw.strip()):
             raise ParamError(f"{self.label} must be a whole number, not {_shorten(raw)!r}.", 400)
         value = int(raw)
+        if self.choices is not None:
+            return value                 # parse() checks it against the choices
+        self._check_open_min(value, str(value))
         low = self.min if self.min is not None else -10 ** INT_DIGITS
         high = self.max if self.max is not None else 10 ** INT_DIGITS
         if not low <= value <= high:
@@ -77,6 +108,9 @@ class Param:
             raise ParamError(f"{self.label} must be a decimal number such as 0.7, not "
                              f"{_shorten(raw)!r}.", 400)
         value = float(raw)
+        if self.choices is not None:
+            return value
+        self._check_open_min(value, f"{value:g}")
         if not self.min <= value <= self.max:
             raise ParamError(f"{self.label} must be between {self.min:g} and {self.max:g}; "
                              f"got {value:g}.")
@@ -140,6 +174,15 @@ class State:
         self.reject(name, f"{what[:1].upper()}{what[1:]} {value} does not exist: {where} {n} "
                     f"{things or what + 's'} (0 to {n - 1}).")
         return self.values[name] if default is None else self.resolve(name, default)
+
+    def one_of(self, name: str, choices):
+        """The value of `name` if it is one of `choices`, a set known only once the model is
+        (a Param's fixed `choices` are checked when the query is parsed); else its default,
+        with the message of a value outside a Param's choices."""
+        choices = tuple(choices)
+        if self.values[name] not in choices:
+            self.reject(name, self.params[name].choice_message(self.values[name], choices))
+        return self.values[name]
 
     def check_time(self, name: str):
         """Call inside a loop whose length the control `name` sets: past the request's time

@@ -5,6 +5,7 @@ The Sampling section owns the controls (s_rep, s_temp, s_topk, s_topp, s_minp, s
 generation section owns the choice between them and greedy decoding (gen_choose).
 """
 from pipeline.sampling import SamplerSettings, sampler
+from web.params import Param
 
 # The page's one default temperature, for every sampler on it (the overview's, the Sampling
 # section's and the loops that borrow it): a common chat setting, below 1 so the model's own
@@ -13,16 +14,17 @@ from pipeline.sampling import SamplerSettings, sampler
 DEFAULT_TEMPERATURE = 0.8
 
 
+def top_p_param(name: str, default: float) -> Param:
+    """A top-p control: in (0, 1], since 0 would remove every token (the Param refuses it when
+    the query is parsed, naming the control)."""
+    return Param(name, "Top-p", kind="float", default=default, min=0.0, max=1.0, min_open=True,
+                 min_why="0 would remove every token")
+
+
 def settings_from(state, reject=True) -> SamplerSettings:
-    """The sampler settings of the page. Top-p and the penalty must be > 0 (the parameter
-    table's ranges are inclusive): a 0 is refused here, naming the parameter."""
-    for name, label in (("s_topp", "Top-p"), ("s_rep", "Repetition penalty")):
-        if state[name] == 0:
-            if reject:
-                state.reject(name, f"{label} must be greater than 0 (0 would remove every "
-                             "token); got 0.")
-            else:
-                state.values[name] = state.params[name].default
+    """The sampler settings of the page. Their Params (web/sections/sampling.py) refuse a top-p
+    or a repetition penalty of 0 with the query, so every value here can be used; `reject` is
+    still accepted and changes nothing."""
     return SamplerSettings(repetition_penalty=state["s_rep"], temperature=state["s_temp"],
                            top_k=state["s_topk"], top_p=state["s_topp"], min_p=state["s_minp"])
 

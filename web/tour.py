@@ -23,7 +23,7 @@ PAGE_PARAMS = (
     Param("model", "Model", default=None, max_chars=100),
     Param("tour", "Tour step", kind="int", default=0, min=0, max=99),
     Param("present", "Presentation mode", kind="int", default=0, min=0, max=1),
-    Param("theme", "Theme", default="auto", max_chars=10),
+    Param("theme", "Theme", default="auto", max_chars=10, choices=THEMES),
     Param("open", "Open disclosures", default="", max_chars=1000),
 )
 DISCLOSURE_ID = re.compile(r"[a-z0-9][a-z0-9-]{0,39}")
@@ -56,14 +56,12 @@ def tour_steps(sections) -> list:
 
 
 def page_context(state, sections) -> dict:
-    """The tour's steps and the page-level state; a step past the end is a clear 422."""
+    """The tour's steps and the page-level state; a step past the end is a clear 422 (the
+    theme is one of its Param's choices, checked with the query)."""
     steps = tour_steps(sections)
     if state["tour"] > len(steps):
         state.reject("tour", f"The tour has {len(steps)} steps; there is no step "
                      f"{state['tour']}.")
-    if state["theme"] not in THEMES:
-        state.reject("theme", f"Theme must be one of {', '.join(THEMES)}; got "
-                     f"{state['theme']!r}.")
     bad = [d for d in open_disclosures(state) if not DISCLOSURE_ID.fullmatch(d)]
     if bad:
         state.reject("open", f"Open disclosures must be ids of lower-case letters, digits and "

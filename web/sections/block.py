@@ -143,10 +143,7 @@ def build(lm, state) -> dict:
     head = state.index_within("blk_head", cfg.n_heads, "head", "this model has")
     parts = parts_of(cfg)
     by_key = {p.key: p for p in parts}
-    if state["blk_part"] not in by_key:
-        state.reject("blk_part", f"{state['blk_part']!r} is not a part of this model's block; "
-                     f"the parts are {', '.join(by_key)}.")
-    part = by_key[state["blk_part"]]
+    part = by_key[state.one_of("blk_part", by_key)]        # this model's parts only
     pos = state.index_within("blk_pos", T, "position", things="tokens", default=T - 1)
 
     shapes = {p.key: list(run.cache[p.hook.format(i=layer)].shape) for p in parts}

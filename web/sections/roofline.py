@@ -17,8 +17,9 @@ BITS = tuple(WEIGHT_SCHEMES)          # 16, 8, 4
 LENGTHS = (128, 512, 1024, 2048, 4096, 8192, 32768, 131072)
 
 PARAMS = (
-    Param("rf_model", "Model", default=DEFAULT_MODEL, max_chars=60),
-    Param("rf_bits", "Bits per weight", kind="int", default=16, min=1, max=32),
+    Param("rf_model", "Model", default=DEFAULT_MODEL, max_chars=60,
+          choices=[p.name for p in PUBLISHED]),
+    Param("rf_bits", "Bits per weight", kind="int", default=16, choices=BITS),
     Param("rf_len", "Prompt tokens", kind="int", default=1024, min=1, max=131072),
     Param("rf_batch", "Batch size", kind="int", default=16, min=1, max=1024),
 )
@@ -38,16 +39,7 @@ def warm(lm):
 
 
 def build(lm, state) -> dict:
-    names = [p.name for p in PUBLISHED]
-    name = state["rf_model"]
-    if name not in names:
-        state.reject("rf_model", f"Unknown model {name!r}: choose one of the list.")
-        name = DEFAULT_MODEL
-    bits = state["rf_bits"]
-    if bits not in BITS:
-        state.reject("rf_bits", f"Bits per weight must be one of {', '.join(map(str, BITS))}; "
-                     f"got {bits}.")
-        bits = 16
+    name, bits = state["rf_model"], state["rf_bits"]     # one of their Params' choices
     p = published(name)
     cfg = p.config
     n, batch = state["rf_len"], state["rf_batch"]
@@ -74,8 +66,8 @@ def build(lm, state) -> dict:
     roofs = [(h.name, *roof_curve(h.peak_flops, h.bandwidth)) for h in HARDWARE]
     roofs.append(("this server", *roof_curve(live["peak"], live["bandwidth"])))
     return dict(
-        models=names, model=name, repo=p.repo, nominal=p.nominal, params=p.reported_params,
-        bits=bits, bits_choices=BITS, n=n, prefill_verdict=prefill_verdict(n, rows),
+        model=name, repo=p.repo, nominal=p.nominal, params=p.reported_params,
+        bits=bits, n=n, prefill_verdict=prefill_verdict(n, rows),
         scheme=("16-bit floats" if scheme is None else
                 f"{scheme.name} ({scheme.describe()}; embeddings and norms at 16 bits)"),
         lengths=LENGTHS, batch=batch, n_ctx=cfg.n_ctx,

@@ -19,25 +19,24 @@ from web.cache import memoized
 from web.figures import sampling as figures
 from web.forward import prompt_run
 from web.params import Param
-from web.sampler_settings import DEFAULT_TEMPERATURE, settings_from
+from web.sampler_settings import DEFAULT_TEMPERATURE, settings_from, top_p_param
 from web.tokens import token_plain
 
 SHOWN = 12            # tokens drawn in the figures and the table (most probable first)
-MAX_DRAWS = 100_000
 EXAMPLE = "It was a beautiful"     # a common example of explainers of sampling, run on this model
 
 PARAMS = (
     Param("s_rep", "Repetition penalty", kind="float", default=1.0, min=0.0,
-          max=REPETITION_PENALTY_MAX),
+          max=REPETITION_PENALTY_MAX, min_open=True, min_why="0 would remove every token"),
     # The defaults are common chat settings, each of which changes the default prompt's
     # distribution (tests/test_web_sampling.py checks that every one of them does).
     Param("s_temp", "Temperature", kind="float", default=DEFAULT_TEMPERATURE, min=0.0,
           max=TEMPERATURE_MAX),
     Param("s_topk", "Top-k", kind="int", default=40, min=0, max=1_000_000),
-    Param("s_topp", "Top-p", kind="float", default=0.9, min=0.0, max=1.0),
+    top_p_param("s_topp", 0.9),
     Param("s_minp", "Min-p", kind="float", default=0.05, min=0.0, max=1.0),
     Param("s_seed", "Seed", kind="int", default=0, min=0, max=999_999_999),
-    Param("s_draws", "Number of draws", kind="int", default=1000, min=1, max=MAX_DRAWS),
+    Param("s_draws", "Number of draws", kind="int", default=1000, min=1),   # max: web.limits
 )
 
 # What each stage does, in the page's words; the order is pipeline.sampling's.

@@ -1,0 +1,106 @@
+"""web.params: a Param's choices and open lower bound are checked with the query, with the page's
+usual message naming the parameter; State.one_of checks a set of choices known only once the
+model is; the control macro renders a select's options from its Param."""
+import re
+
+import pytest
+from flask import render_template_string
+
+from web.params import Param, parse_state
+from web.registry import all_params
+from web_support import HX, app, client, error_message, model, text_of, url  # noqa: F401
+
+COLOUR = Param("colour", "Colour", default="red", max_chars=10, choices=("red", "green"))
+BITS = Param("bits", "Bits", kind="int", default=16, choices=(16, 8, 4))
+TOP_P = Param("top_p", "Top-p", kind="float", default=0.9, min=0.0, max=1.0, min_open=True,
+              min_why="0 would remove every token")
+K = Param("k", "K", kind="int", default=3, min=0, max=9, min_open=True)
+
+
+def parsed(query: str, *params):
+    return parse_state(query.encode(), list(params))
+
+
+@pytest.mark.parametrize("param,raw,value", [
+    (COLOUR, "green", "green"), (BITS, "8", 8), (BITS, "+4", 4), (TOP_P, "0.01", 0.01),
+    (TOP_P, "1", 1.0), (K, "1", 1), (K, "9", 9),
+])
+def test_allowed_values_pass(param, raw, value):
+    state = parsed(f"{param.name}={raw}", param)
+    assert state.errors == {} and state[param.name] == value
+
+
+@pytest.mark.parametrize("param,raw,status,message", [
+    (COLOUR, "blue", 422, "Colour must be one of red, green; got 'blue'."),
+    (COLOUR, "Red", 422, "Colour must be one of red, green; got 'Red'."),
+    (COLOUR, "b" * 11, 422, "Colour is 11 characters long; the limit is 10."),
+    (BITS, "5", 422, "Bits must be one of 16, 8, 4; got 5."),
+    (BITS, "32", 422, "Bits must be one of 16, 8, 4; got 32."),
+    (BITS, "eight", 400, "Bits must be a whole number, not 'eight'."),
+    (TOP_P, "0", 422, "Top-p must be greater than 0 (0 would remove every token); got 0."),
+    (TOP_P, "0.0", 422, "Top-p must be greater than 0 (0 would remove every token); got 0."),
+    (TOP_P, "-0.5", 422, "Top-p must be between 0 and 1; got -0.5."),
+    (TOP_P, "1.5", 422, "Top-p must be between 0 and 1; got 1.5."),
+    (K, "0", 422, "K must be greater than 0; got 0."),
+])
+def test_refused_values_name_the_parameter_and_fall_back_to_the_default(param, raw, status,
+                                                                       message):
+    state = parsed(f"{param.name}={raw}", param)
+    assert state.errors == {param.name: message}
+    assert state.statuses[param.name] == status
+    assert state[param.name] == param.default
+
+
+def test_numeric_choices_give_the_range_their_ends():
+    assert (BITS.min, BITS.max) == (4, 16)
+    assert Param("b", "B", kind="int", default=2, min=1, max=32, choices=(2, 4)).max == 32
+    assert BITS.choices == (16, 8, 4) and isinstance(
+        Param("c", "C", choices=["a", "b"]).choices, tuple)
+
+
+def test_one_of_checks_choices_known_later_with_the_same_message():
+    p = Param("part", "Part", default="q", max_chars=30)
+    state = parsed("part=k", p)
+    assert state.one_of("part", ["q", "k"]) == "k" and state.errors == {}
+    state = parsed("part=pos", p)
+    assert state.one_of("part", {"q": 1, "k": 2}) == "q"
+    assert state.errors["part"] == "Part must be one of q, k; got 'pos'."
+    assert state.statuses["part"] == 422
+    long = parsed("part=" + "z" * 25, p)      # shortened to 20 characters
+    long.one_of("part", ["q"])
+    assert long.errors["part"] == "Part must be one of q; got 'zzzzzzzzzzzzzzzzzzzz…'."
+
+
+def test_every_choice_of_a_registered_parameter_is_valid_and_its_default_is_one():
+    for p in all_params():
+        if p.choices is not None:
+            assert p.default in p.choices, p.name
+            for c in p.choices:
+                assert parsed(f"{p.name}={c}", p).errors == {}, (p.name, c)
+
+
+@pytest.mark.parametrize("query,name,message", [
+    (dict(theme="sepia"), "theme", "Theme must be one of auto, light, dark; got 'sepia'."),
+    (dict(rf_bits="2"), "rf_bits", "Bits per weight must be one of 16, 8, 4; got 2."),
+    (dict(s_topp="0"), "s_topp", "Top-p must be greater than 0 (0 would remove every token); "
+                                 "got 0."),
+    (dict(s_rep="0"), "s_rep", "Repetition penalty must be greater than 0 (0 would remove "
+                               "every token); got 0."),
+])
+def test_the_page_refuses_them_next_to_the_control_with_a_422(client, query, name, message):
+    r = client.get(url("/", **query))
+    assert r.status_code == 422
+    assert error_message(text_of(r), name) == message
+
+
+def test_a_select_without_options_lists_its_params_choices(app):
+    template = ('{% from "macros.html" import control %}'
+                '{{ control(state, "s", "bits", "p", "select") }}'
+                '{{ control(state, "s", "colour", "p", "select", options=[("red", "Red!")]) }}')
+    with app.test_request_context("/"):
+        html = render_template_string(template, state=parsed("bits=8", BITS, COLOUR))
+    bits = re.search(r'<select id="bits".*?</select>', html, re.S).group(0)
+    assert re.findall(r'<option value="(\d+)"( selected)?>(\d+)</option>', bits) == [
+        ("16", "", "16"), ("8", " selected", "8"), ("4", "", "4")]
+    colour = re.search(r'<select id="colour".*?</select>', html, re.S).group(0)
+    assert re.findall(r"<option[^>]*>([^<]*)</option>", colour) == ["Red!"]   # given: kept
