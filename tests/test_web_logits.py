@@ -108,3 +108,16 @@ def test_confident_example_is_the_most_confident_candidate(client, model):
     assert "It was trained only on Jane Austen's six novels" in page
     france = next(r for r in rows if r[0] == "not in Austen's novels")
     assert france[3] == f"{100 * top_p('The capital of France is'):.2f}%"
+
+
+def test_the_austen_check_is_the_loaded_models(app, tmp_path):
+    """LoadedModel.trained_on_austen: the project's own model (training_log.json beside it)
+    is; a checkpoint without the log, or without a directory, is not."""
+    import dataclasses
+    from types import SimpleNamespace
+    lm = app.extensions["explainer"].default_model
+    assert lm.trained_on_austen
+    assert not dataclasses.replace(lm, model=SimpleNamespace(path=str(tmp_path))).trained_on_austen
+    assert not dataclasses.replace(lm, model=SimpleNamespace(path=None)).trained_on_austen
+    (tmp_path / "training_log.json").write_text("{}")
+    assert dataclasses.replace(lm, model=SimpleNamespace(path=str(tmp_path))).trained_on_austen

@@ -15,6 +15,12 @@ from web.explainer import card_for, is_big, model_key_name
 BIG_MODEL_PROMPT_TOKENS = 128
 
 
+def trained_on_austen(model) -> bool:
+    """The project's own models (training/train_model.py writes training_log.json beside them)
+    are trained on Jane Austen's novels; of any other checkpoint the page claims nothing."""
+    return bool(model.path) and os.path.exists(os.path.join(model.path, "training_log.json"))
+
+
 @dataclass(frozen=True)
 class LoadedModel:
     model: object            # pipeline model: .tokenizer, .config, .path
@@ -32,6 +38,11 @@ class LoadedModel:
     @property
     def default_prompt(self) -> str:
         return self.card.prompts[0] if self.card and self.card.prompts else ""
+
+    @property
+    def trained_on_austen(self) -> bool:
+        """Trained here on Jane Austen's novels (see trained_on_austen above)."""
+        return trained_on_austen(self.model)
 
     @property
     def n_params(self) -> int:

@@ -2,14 +2,17 @@
 from web.figures import ACCENT, MUTED, base_layout, figure_json, label
 
 
-def probs_figure(texts: list, p1, pt, temp: float) -> str:
-    """The highest-scoring tokens' probabilities at temperature 1 and at the chosen one."""
+def probs_figure(texts: list, own, dist, ids) -> str:
+    """The highest-scoring tokens' probabilities at temperature 1 (`own`, a
+    web.distribution.Distribution) and at the chosen one (`dist`); ids: the tokens, best first."""
     names = [f"{r + 1}. {label(t)}" for r, t in enumerate(texts)]
+    temp = dist.temperature
     data = [
-        dict(type="bar", x=names, y=[float(v) for v in pt], name=f"T = {temp:g}",
+        dict(type="bar", x=names, y=[float(v) for v in dist.probs[ids]], name=f"T = {temp:g}",
              marker=dict(color=ACCENT),
              hovertemplate="%{x}: %{y:.2%}<extra>T = " + f"{temp:g}" + "</extra>"),
-        dict(type="scatter", x=names, y=[float(v) for v in p1], name="T = 1 (the model's own)",
+        dict(type="scatter", x=names, y=[float(v) for v in own.probs[ids]],
+             name="T = 1 (the model's own)",
              mode="markers", marker=dict(color=MUTED, size=10, symbol="line-ew-open",
                                          line=dict(width=3, color=MUTED)),
              hovertemplate="%{x}: %{y:.2%}<extra>T = 1</extra>"),
@@ -21,12 +24,13 @@ def probs_figure(texts: list, p1, pt, temp: float) -> str:
         margin=dict(l=10, r=10, t=10, b=10), height=270))
 
 
-def entropy_figure(temps: list, entropies: list, temp: float, entropy: float) -> str:
-    """Entropy (bits) of this prompt's next-token distribution as the temperature varies."""
+def entropy_figure(temps: list, entropies: list, dist) -> str:
+    """Entropy (bits) of this prompt's next-token distribution as the temperature varies, and
+    `dist` (a web.distribution.Distribution at the chosen temperature) marked on the curve."""
     data = [
         dict(type="scatter", x=temps, y=entropies, mode="lines", line=dict(color=MUTED),
              hovertemplate="T = %{x}: %{y:.2f} bits<extra></extra>", name="entropy"),
-        dict(type="scatter", x=[temp], y=[entropy], mode="markers",
+        dict(type="scatter", x=[dist.temperature], y=[dist.entropy], mode="markers",
              marker=dict(size=13, color=ACCENT),
              hovertemplate="T = %{x}: %{y:.2f} bits<extra>now</extra>", name="now"),
     ]

@@ -2,20 +2,23 @@
 softmax makes of them, and how temperature reshapes them.
 
 The scores are the last row of the prompt's cached forward pass (`web.forward.prompt_run`);
-probabilities and entropy come from `pipeline.sampling`, the same functions the sampler uses.
+probabilities and entropy come from `pipeline.sampling`, the same functions the sampler uses,
+through `web.distribution.Distribution` (one at the chosen temperature, one at T = 1).
 The "confident example" is found by running the model on a fixed list of candidate prompts (famous
 lines and names from its training text), once per model, and keeping the most confident.
 """
-import os
+from dataclasses import dataclass
 
 import numpy as np
 from flask import current_app
 
 from pipeline.ranking import top_k
-from pipeline.sampling import entropy_bits, softmax_with_temperature, tokens_holding_mass
+from pipeline.sampling import entropy_bits, softmax_with_temperature
 from web.cache import memoized
+from web.distribution import Distribution
 from web.figures import logits as figures
 from web.forward import prompt_ids, prompt_run
+from web.loaded import trained_on_austen  # noqa: F401  (web/sections/embeddings.py imports it here)
 from web.params import Param
 from web.sampler_settings import DEFAULT_TEMPERATURE
 from web.tokens import token_plain
@@ -52,6 +55,27 @@ CANDIDATES = (
     (NOT_AUSTEN, "The capital of France is"),
 )
 
+@dataclass(frozen=True)
+class Example:
+    """A candidate prompt and the model's most probable next token after it."""
+    source: str          # where the line comes from
+    prompt: str
+    id: int              # the top token
+    text: str            # as the page writes it
+    p: float             # its probability at T = 1
+
+
+@dataclass(frozen=True)
+class Row:
+    """A row of the table of the highest scores."""
+    rank: int            # 1: the highest score
+    id: int
+    text: str
+    logit: float
+    p1: float            # probability at T = 1
+    pt: float            # at the chosen T
+
+
 def warm(lm):
     confident_examples(lm)
 
@@ -68,9 +92,8 @@ def confident_examples(lm) -> list:
         logits = lm.model.forward(list(ids))[-1]                           # [V]
         p = softmax_with_temperature(logits, 1.0)
         top = int(np.argmax(p))
-        rows.append(dict(source=source, prompt=prompt, id=top, p=float(p[top]),
-                         text=token_plain(lm.tokenizer, top)))
-    return sorted(rows, key=lambda r: -r["p"])
+        rows.append(Example(source, prompt, top, token_plain(lm.tokenizer, top), float(p[top])))
+    return sorted(rows, key=lambda r: -r.p)
 
 
 def build(lm, state) -> dict:
@@ -78,40 +101,28 @@ def build(lm, state) -> dict:
     run = prompt_run(lm, state["prompt"])
     logits = run.next_logits                                       # [V]: after the last token
     temp = state["lg_temp"]
-    p1 = softmax_with_temperature(logits, 1.0)                     # [V] the model's own
-    pt = softmax_with_temperature(logits, temp)                    # [V] reshaped
+    dist = Distribution.at(logits, temp)                           # reshaped by T
+    own = dist if temp == 1 else Distribution.at(logits, 1.0)      # the model's own
     order = top_k(logits, max(TOP, TOP_BARS))                      # best score first
-    rows = [dict(rank=r + 1, id=int(i), text=token_text(lm, i), logit=float(logits[i]),
-                 p1=float(p1[i]), pt=float(pt[i])) for r, i in enumerate(order[:TOP])]
+    rows = [Row(r + 1, int(i), token_text(lm, i), float(logits[i]), float(own.probs[i]),
+                float(dist.probs[i])) for r, i in enumerate(order[:TOP])]
     curve = [entropy_bits(softmax_with_temperature(logits, float(t)))
              for t in CURVE_TEMPERATURES]
     examples = confident_examples(lm)
     last = token_plain(lm.tokenizer, run.ids[-1])
+    bars = order[:TOP_BARS]
     return dict(
-        temp=temp, rows=rows, vocab_size=len(logits), last_token=last,
+        temp=temp, dist=dist, own=own, rows=rows, vocab_size=len(logits), last_token=last,
         n_tokens=len(run.ids),
         logit_max=float(logits.max()), logit_min=float(logits.min()),
-        entropy=abs(entropy_bits(pt)), entropy1=entropy_bits(p1),   # abs: one-hot gives -0.0
         max_entropy=float(np.log2(len(logits))),
-        top_p=float(pt[order[0]]), top_p1=float(p1[order[0]]),
-        mass50=tokens_holding_mass(pt, 0.5), mass90=tokens_holding_mass(pt, 0.9),
-        mass90_1=tokens_holding_mass(p1, 0.9),
         examples=examples, best=examples[0] if examples else None,
-        trained_on_austen=trained_on_austen(lm.model),
-        france=next((r for r in examples if r["source"] == NOT_AUSTEN), None),
+        trained_on_austen=lm.trained_on_austen,
+        france=next((r for r in examples if r.source == NOT_AUSTEN), None),
         model_param=None if lm.key == current_app.extensions["explainer"].default else lm.key,
-        probs_figure=figures.probs_figure(
-            [token_text(lm, i) for i in order[:TOP_BARS]], p1[order[:TOP_BARS]],
-            pt[order[:TOP_BARS]], temp),
-        entropy_figure=figures.entropy_figure(CURVE_TEMPERATURES.tolist(), curve, temp,
-                                              entropy_bits(pt)),
+        probs_figure=figures.probs_figure([token_text(lm, i) for i in bars], own, dist, bars),
+        entropy_figure=figures.entropy_figure(CURVE_TEMPERATURES.tolist(), curve, dist),
     )
-
-
-def trained_on_austen(model) -> bool:
-    """The project's own models (training/train_model.py writes training_log.json beside them)
-    are trained on Jane Austen's novels; of any other checkpoint the page claims nothing."""
-    return bool(model.path) and os.path.exists(os.path.join(model.path, "training_log.json"))
 
 
 def token_text(lm, i) -> str:
