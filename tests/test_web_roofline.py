@@ -87,3 +87,16 @@ def test_disclosure_open_from_the_url(client):
     assert not re.search(closed, text_of(client.get(url("/section/roofline"), headers=HX)))
     page = text_of(client.get(url("/section/roofline", open="rf-chips"), headers=HX))
     assert re.search(closed, page)
+
+
+def test_this_servers_roof_is_measured_once_in_web_measured(client):
+    """web.measured.machine: the roof the roofline and generation sections cite, measured once
+    (a second call returns the same measurement and measures nothing)."""
+    from web import measured
+    first = measured.machine_measurement()
+    count = measured.measurements()
+    assert measured.machine_measurement() is first and measured.machine() is first[0]
+    assert measured.measurements() == count
+    assert first[0].peak_flops > 0 and first[0].bandwidth > 0
+    page = plain_text(text_of(client.get(url("/section/roofline"), headers=HX)))
+    assert f"measured at {measured.stamp(first[1])}" in page

@@ -39,6 +39,20 @@ def stamp(epoch_seconds: float) -> str:
     return time.strftime("%H:%M:%S UTC", time.gmtime(epoch_seconds))
 
 
+# --- this server's roof ------------------------------------------------------------------------
+
+def machine_measurement() -> tuple:
+    """(this server's roof: pipeline.roofline.Machine, when it was measured): measured once per
+    process (under a second)."""
+    from pipeline.roofline import measure_machine
+    return measured(("machine",), lambda: (measure_machine(), time.time()))
+
+
+def machine():
+    """This server's roof (peak FLOP/s, memory bandwidth), measured once per process."""
+    return machine_measurement()[0]
+
+
 # --- prefill and decode over a grid of prompt lengths: one measurement, cited everywhere -----
 
 GRID = (8, 16, 24, 32, 48, 64, 96, 128, 192, 248)   # prompt lengths timed (ctx 256 leaves room)

@@ -1,15 +1,13 @@
 """Prefill vs decode on the roofline: published hardware and model configurations through the
 roofline formula (pipeline/roofline.py), next to this server's own roof and the live model's
 prefill and decode, each measured once per process (web.measured)."""
-import time
-
 from pipeline.published import PUBLISHED, published
 from pipeline.roofline import (HARDWARE, WEIGHT_SCHEMES, compute_bound_from, decode_work,
-                               measure_machine, model_costs, prefill_work, roofline,
-                               roof_curve, weight_scheme)
+                               model_costs, prefill_work, roofline, roof_curve, weight_scheme)
 from web.figures import roofline as figures
 from web.forward import prompt_ids
-from web.measured import measured, prefill_decode_timings, stamp
+# machine: web/sections/generation.py imports it from here
+from web.measured import machine, machine_measurement, prefill_decode_timings, stamp
 from web.params import Param
 
 DEFAULT_MODEL = "Llama 3 8B"
@@ -23,15 +21,6 @@ PARAMS = (
     Param("rf_len", "Prompt tokens", kind="int", default=1024, min=1, max=131072),
     Param("rf_batch", "Batch size", kind="int", default=16, min=1, max=1024),
 )
-
-def machine_measurement() -> tuple:
-    """(this server's roof, when it was measured): measured once per process (under a second)."""
-    return measured(("machine",), lambda: (measure_machine(), time.time()))
-
-
-def machine():
-    return machine_measurement()[0]
-
 
 def warm(lm):
     machine()
