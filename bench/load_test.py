@@ -142,7 +142,9 @@ class Student(threading.Thread):
         self.conn = http.client.HTTPConnection(self.parts.hostname, self.parts.port or 80,
                                                timeout=30)
 
-    def one(self, first=False):
+    def choose(self, first=False) -> tuple:
+        """The student's next request, as the page's htmx makes it: (path with its query,
+        kind, headers)."""
         headers = {"HX-Request": "true"}
         r = self.rng.random()
         if first:
@@ -169,11 +171,15 @@ class Student(threading.Thread):
         chosen = {"model": self.model} if self.model else {}
         query = urllib.parse.urlencode({**chosen, "prompt": self.prompt, **self.state},
                                        quote_via=urllib.parse.quote)
+        return f"{path}?{query}", kind, headers
+
+    def one(self, first=False):
+        path, kind, headers = self.choose(first)
         t0 = time.perf_counter()
         try:
             if self.conn is None:
                 self.connect()
-            self.conn.request("GET", f"{path}?{query}", headers=headers)
+            self.conn.request("GET", path, headers=headers)
             response = self.conn.getresponse()
             response.read()
             status = response.status

@@ -169,6 +169,28 @@ def classroom(r) -> list:
     return lines
 
 
+def demand(runs) -> list:
+    """bench/bench_demand.py: the CPU a class asks for, against the cores the machine has."""
+    lines = ["**What a class asks of the server** (`bench/bench_demand.py`: the load test's "
+             "students replayed one request at a time, each request's CPU measured; cores "
+             "needed = CPU seconds / the class's seconds):", "",
+             "| run | cores needed (machine has) | per model: CPU per request, cores | "
+             "its costliest kinds (share of its CPU) | when, commit |", "|---|---|---|---|---|"]
+    for r in runs:
+        per = []
+        costly = []
+        for m, pm in sorted(r["per_model"].items()):
+            per.append(f"{m}: {pm['ms_per_request']:.0f} ms, {pm['cores_needed']:.2f}")
+            top = sorted(pm["per_kind"].items(), key=lambda kv: -kv[1]["share"])[:3]
+            costly.append(f"{m}: " + ", ".join(f"{k} {v['mean_ms']:.0f} ms ({100 * v['share']:.0f} %)"
+                                                for k, v in top))
+        lines.append(f"| {r['students']} students ({r['smollm2_students']} on SmolLM2), "
+                     f"{r['prompts']} prompts, {r['class_seconds']:.0f} s | "
+                     f"**{r['cores_needed']:.2f}** ({r['cores']}) | {'; '.join(per)} | "
+                     f"{'; '.join(costly)} | {r['date'][:16].replace('T', ' ')}, {r['commit']} |")
+    return lines + [""]
+
+
 def render() -> str:
     out = []
     r = load("bench_engine")
@@ -189,6 +211,10 @@ def render() -> str:
             if n.startswith("load_test") and n.endswith(".json")] if os.path.isdir(RESULTS) else []
     if runs:
         out += load_tests(runs)
+    runs = [load(n[:-5]) for n in sorted(os.listdir(RESULTS))
+            if n.startswith("demand") and n.endswith(".json")] if os.path.isdir(RESULTS) else []
+    if runs:
+        out += demand(runs)
     r = load("bench_classroom")
     if r:
         out += classroom(r)
