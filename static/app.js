@@ -1,6 +1,8 @@
-// The page's only script. htmx does the requests and swaps; this draws the Plotly figures
-// found in new content (their JSON is in a data-figure attribute, built by the server) and
-// mirrors range sliders into their <output> while they move.
+// The figures and controls of the page. htmx does the requests and swaps (and a section that
+// reads another's parameters follows it through an event the server names: web/registry.py's
+// refresh_trigger); this draws the Plotly figures found in new content (their JSON is in a
+// data-figure attribute, built by the server) and mirrors range sliders into their <output>
+// while they move. learn.js, overview.js and classroom.js are the page's other scripts.
 (function () {
   "use strict";
   var PLOT_CONFIG = { responsive: true, displaylogo: false, displayModeBar: false };
@@ -176,19 +178,6 @@
     document.querySelectorAll('output[data-mirror="' + el.id + '"]').forEach(function (out) {
       out.value = el.value;
     });
-  });
-
-  // The samples beside the beams are drawn with the sampling section's settings. When one of
-  // the sampling section's controls changed, the decoding section (if loaded) fetches itself
-  // again; a prompt change already re-renders both.
-  document.addEventListener("htmx:afterSwap", function (event) {
-    var info = event.detail && event.detail.pathInfo;
-    if (!info || String(info.requestPath).indexOf("/section/sampling") !== 0) return;
-    if (!event.target.matches || !event.target.matches("section.section, .part")) return;
-    if (!event.target.closest("#sampling")) return;
-    if (event.detail.elt && event.detail.elt.id === "sampling") return;   // its own first load
-    var refresh = document.getElementById("decoding-refresh");
-    if (refresh && typeof htmx !== "undefined") htmx.trigger(refresh, "sampling-changed");
   });
 
   if (typeof htmx !== "undefined") {

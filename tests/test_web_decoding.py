@@ -154,3 +154,29 @@ def test_samples_are_drawn_only_while_their_disclosure_is_open(client):
 
 
 HX_SAMPLES = {"HX-Request": "true", "HX-Target": "decoding-samples"}
+
+
+def test_a_sampling_control_names_the_event_the_samples_follow(client):
+    """The server, not static/app.js, knows who follows whom: a sampling control's answer names
+    "sampling-changed" (after the swap), the samples' refresh element listens for exactly that,
+    and answers that are not a control change of a followed section name nothing."""
+    from web.registry import readers, refresh_trigger, section
+    assert [s.id for s in readers(section("sampling"))] == ["decoding"]
+    assert refresh_trigger(section("decoding")) == "sampling-changed from:body"
+    assert refresh_trigger(section("tokenization")) == ""
+    moved = client.get(url("/section/sampling", prompt=PROMPT, s_temp=0.5),
+                       headers={"HX-Request": "true", "HX-Trigger": "s-temp"})
+    assert moved.status_code == 200
+    assert moved.headers["HX-Trigger-After-Swap"] == "sampling-changed"
+    first_load = client.get(url("/section/sampling", prompt=PROMPT),
+                            headers={"HX-Request": "true", "HX-Trigger": "sampling"})
+    refused = client.get(url("/section/sampling", prompt=PROMPT, s_temp=-1),
+                         headers={"HX-Request": "true", "HX-Trigger": "s-temp"})
+    other = client.get(url("/section/tokenization", prompt=PROMPT, merges=3),
+                       headers={"HX-Request": "true", "HX-Trigger": "merges"})
+    assert refused.status_code == 422
+    for r in (first_load, refused, other):
+        assert "HX-Trigger-After-Swap" not in r.headers
+    opened = text_of(client.get(url("/section/decoding", prompt=PROMPT, open="dec-beams"),
+                                headers=HX_SAMPLES))
+    assert 'hx-trigger="sampling-changed from:body"' in opened

@@ -182,4 +182,31 @@ def all_params() -> list:
 
 
 def section(section_id: str):
-    return next((s for s in SECTIONS if s.id == section_id), None)
+    return next((s for s in sections() if s.id == section_id), None)
+
+
+# --- a section that reads another's parameters follows its changes ---------------------------
+# When one of a section's own controls changed, its answer names an event (views.section:
+# HX-Trigger-After-Swap); each section whose build reads that section's parameters (`reads`)
+# fetches itself again on it, through an element whose hx-trigger is refresh_trigger(section).
+
+def changed_event(section_id: str) -> str:
+    return f"{section_id}-changed"
+
+
+def owners(names) -> list:
+    """The sections owning any of these parameter names."""
+    names = set(names)
+    return [s for s in sections() if names & {p.name for p in s.params}]
+
+
+def readers(s) -> list:
+    """The sections whose build reads one of section s's own parameters."""
+    own = {p.name for p in s.params}
+    return [t for t in sections() if own & set(t.reads)]
+
+
+def refresh_trigger(s) -> str:
+    """The hx-trigger through which section s follows the sections whose parameters it reads:
+    "<owner>-changed from:body" for each ("" when it reads none)."""
+    return ", ".join(f"{changed_event(o.id)} from:body" for o in owners(s.reads))

@@ -18,7 +18,7 @@ from markupsafe import Markup
 from web import overview as overview_pass
 from web.cache import cached_build
 from web.limits import Deadline, OverBudget
-from web.registry import section as find_section, sections
+from web.registry import changed_event, readers, section as find_section, sections
 from web.explainer import choices as model_choices
 from web.request_state import current_state, explainer
 from web.tour import page_context
@@ -144,8 +144,15 @@ def section(section_id):
         body += Markup(render_template("prompt_error.html", state=state))
     # Only the values this answer shows a message for decide its status: a bad value of another
     # section (sent along with the whole form) is that section's to show, not this one's.
-    return respond(body, state,
-                   state.status_of(["prompt", *s.borrows] + [p.name for p in s.params]))
+    response = respond(body, state,
+                       state.status_of(["prompt", *s.borrows] + [p.name for p in s.params]))
+    # One of its own controls changed (not its first load): the sections that read its
+    # parameters follow (web.registry.refresh_trigger listens for this event).
+    loading_itself = request.headers.get("HX-Trigger") == s.id
+    if is_partial_request() and response.status_code == 200 and not loading_itself \
+            and readers(s):
+        response.headers["HX-Trigger-After-Swap"] = changed_event(s.id)
+    return response
 
 
 def render_overview(lm, state, oob: bool = False, live_only: bool = False):
