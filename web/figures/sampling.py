@@ -108,12 +108,14 @@ def _title(st) -> str:
     return head
 
 
-def draws_figure(names, counts, other_count, probs, other_prob, n) -> str:
-    """Each shown token's share of the n draws next to its predicted probability: horizontal
-    bars, most probable token on top, so that the token names never crowd a narrow column."""
+def draws_figure(names, many) -> str:
+    """Each shown token's share of the draws (`many`, web.sections.sampling.ManyDraws) next to
+    its predicted probability: horizontal bars, most probable token on top, so that the token
+    names never crowd a narrow column."""
+    n, counts, other_count = many.n, many.counts, many.other
     x = [label(t) for t in names] + [OTHERS]
     observed = [c / n for c in counts] + [other_count / n]
-    predicted = list(probs) + [other_prob]
+    predicted = list(many.probs) + [many.other_p]
     rows = list(range(len(x)))
     data = [
         dict(type="bar", orientation="h", name="predicted probability", y=rows,

@@ -3,7 +3,9 @@ sampler in order, then drawn from: once with a seed, and N times against the pre
 
 Every probability is computed by pipeline/sampling.py from the logits of the prompt's last
 position (web/forward.py's one cached forward pass); every draw is a real draw of NumPy's
-seeded generator.
+seeded generator. The context names its parts: the model's own and the final distribution
+(web.distribution.Distribution), the stages (StageView), one seeded draw (SeededDraw), many
+draws against the prediction (ManyDraws) and the "It was a beautiful" example (Example).
 """
 import urllib.parse
 from dataclasses import dataclass
@@ -13,9 +15,10 @@ import numpy as np
 from pipeline.ranking import top_k
 from pipeline.sampling import (
     REPETITION_PENALTY_MAX, TEMPERATURE_MAX, draw, draw_slice, entropy_bits, inverse_cdf,
-    sampling_stages, top_p_keep)
+    sampling_stages)
 from pipeline.statistics import goodness_of_fit
 from web.cache import memoized
+from web.distribution import Distribution
 from web.figures import sampling as figures
 from web.forward import prompt_run
 from web.params import Param
@@ -76,6 +79,38 @@ class StageView:
     kept: tuple           # bool for the shown tokens
     other: float          # mass of every token not shown, after the stage
     changed: bool         # the stage changed the distribution (removed or reshaped)
+
+
+@dataclass(frozen=True)
+class SeededDraw:
+    """One draw: the seed fixes u in [0, 1), which lands in one token's slice."""
+    seed: int
+    u: float
+    token: int
+    name: str             # the token as the page writes it
+    p: float              # its probability
+    slice: tuple          # [start, end) of its slice
+
+
+@dataclass(frozen=True)
+class ManyDraws:
+    """n draws from the same seed against the prediction, over the shown tokens and the rest."""
+    n: int
+    counts: list          # draws of each shown token
+    other: int            # draws of every other token
+    probs: list           # each shown token's probability: its expected share
+    other_p: float        # the probability of every other token
+    fit: object           # pipeline.statistics.goodness_of_fit over all tokens
+    tv_shown: float       # total-variation distance over the shown tokens and the rest
+
+
+@dataclass(frozen=True)
+class Example:
+    """The common example prompt, run on this model with the same settings."""
+    prompt: str
+    url: str              # the page with it as the prompt, the settings kept
+    top: list             # (token, the model's probability, after the controls), top five
+    is_prompt: bool       # it is the prompt in the box
 
 
 def shown_tokens(stages, n=SHOWN) -> list:
@@ -152,51 +187,52 @@ def build(lm, state) -> dict:
     run = prompt_run(lm, state["prompt"])
     logits, context = run.logits[-1], list(run.ids)
     stages = sampling_stages(logits, context, settings)
-    final = stages[-1].probs
+    model = Distribution(stages[0].probs)                          # softmax of the logits
+    final = Distribution(stages[-1].probs, settings.temperature)   # what the token is drawn from
     shown = shown_tokens(stages)
     tok = lm.tokenizer
     names = [token_plain(tok, t) for t in shown]
     views = stage_views(stages, shown, settings)
-
-    seed, n = state["s_seed"], state["s_draws"]
-    u, one, counts = draws(final.tobytes(), seed, n)
-    fit = goodness_of_fit(counts, final)
-    idx = np.array(shown)
-    drawn_shown = counts[idx]
-    other_drawn = int(n - drawn_shown.sum())
-    # the total-variation distance over what the figure draws: the shown tokens and the rest
-    # lumped together (over all V tokens it also counts the noise of thousands of tiny ones)
-    tv_shown = drawn_tv_distance([int(c) for c in drawn_shown] + [other_drawn],
-                                 [float(final[t]) for t in shown] + [mass_not_shown(final, idx)])
-    surviving = int((final > 0).sum())
-    # Predict-then-reveal: what top-p = 0.5 alone keeps of the model's own distribution.
-    model_probs = stages[0].probs
-    half = top_p_keep(model_probs, 0.5)
-
-    ex = prompt_run(lm, EXAMPLE)
-    ex_stages = sampling_stages(ex.logits[-1], list(ex.ids), settings)
-    ex_model, ex_final = ex_stages[0].probs, ex_stages[-1].probs
-    ex_top = [(token_plain(tok, int(t)), float(ex_model[t]),
-               float(ex_final[t])) for t in top_k(ex_model, 5)]
+    one, many = seeded_draws(final, shown, state["s_seed"], state["s_draws"], tok)
     return dict(
-        settings=settings, stages=views, names=names, shown=shown,
-        n_vocab=len(final), n_context=len(context), surviving=surviving,
+        settings=settings, stages=views, names=names, model=model, final=final,
         context_unique=len(set(context)),
+        changed=[v for v in views if v.changed], unchanged=[v for v in views if not v.changed],
         stages_figure=figures.stages_figure([v for v in views if v.changed], names),
         headline_figure=figures.model_vs_final_figure(
             names, views[0].probs, views[-1].probs, views[-1].kept),
-        seed=seed, u=u, drawn=one, drawn_name=token_plain(tok, one),
-        drawn_p=float(final[one]), drawn_slice=draw_slice(final, one),
-        n_draws=n, counts=[int(c) for c in drawn_shown], other_drawn=other_drawn,
-        final_shown=[float(final[t]) for t in shown],
-        final_other=mass_not_shown(final, idx),
-        fit=fit, tv_shown=tv_shown, changed=[v for v in views if v.changed],
-        unchanged=[v for v in views if not v.changed],
-        draws_figure=figures.draws_figure(names, [int(c) for c in drawn_shown], other_drawn,
-                                          [float(final[t]) for t in shown],
-                                          mass_not_shown(final, idx), n),
-        example=EXAMPLE, example_url=example_url(state), example_top=ex_top,
-        example_is_prompt=state["prompt"] == EXAMPLE, pct=pct, stage_text=STAGE_TEXT,
-        topp_half_kept=int(half.sum()),
-        topp_half_mass=float(model_probs[half].sum(dtype=np.float64)),
+        draw=one, many=many, draws_figure=figures.draws_figure(names, many),
+        example=example_run(lm, state, settings),
+        # predict-then-reveal: what top-p = 0.5 alone keeps of the model's own distribution
+        half=model.nucleus(0.5),
+        pct=pct, stage_text=STAGE_TEXT,
     )
+
+
+def seeded_draws(final, shown, seed: int, n: int, tok) -> tuple:
+    """The seeded single draw and n draws from `final` (a Distribution), counted over the
+    shown tokens and the rest."""
+    probs = final.probs
+    u, token, counts = draws(probs.tobytes(), seed, n)
+    idx = np.array(shown)
+    drawn_shown = [int(c) for c in counts[idx]]
+    other = int(n - sum(drawn_shown))
+    expected = [float(probs[t]) for t in shown]
+    other_p = mass_not_shown(probs, idx)
+    # the total-variation distance over what the figure draws: the shown tokens and the rest
+    # lumped together (over all V tokens it also counts the noise of thousands of tiny ones)
+    tv_shown = drawn_tv_distance(drawn_shown + [other], expected + [other_p])
+    one = SeededDraw(seed, u, token, token_plain(tok, token), float(probs[token]),
+                     draw_slice(probs, token))
+    return one, ManyDraws(n, drawn_shown, other, expected, other_p,
+                          goodness_of_fit(counts, probs), tv_shown)
+
+
+def example_run(lm, state, settings) -> Example:
+    """EXAMPLE's five most probable next tokens on this model, before and after the controls."""
+    ex = prompt_run(lm, EXAMPLE)
+    ex_stages = sampling_stages(ex.logits[-1], list(ex.ids), settings)
+    ex_model, ex_final = ex_stages[0].probs, ex_stages[-1].probs
+    top = [(token_plain(lm.tokenizer, int(t)), float(ex_model[t]), float(ex_final[t]))
+           for t in top_k(ex_model, 5)]
+    return Example(EXAMPLE, example_url(state), top, state["prompt"] == EXAMPLE)
