@@ -13,7 +13,7 @@ import numpy as np
 from flask import current_app
 
 from pipeline.ranking import top_k
-from pipeline.sampling import entropy_bits, softmax_with_temperature
+from pipeline.sampling import softmax_with_temperature
 from web.cache import memoized
 from web.distribution import Distribution
 from web.figures import logits as figures
@@ -106,8 +106,7 @@ def build(lm, state) -> dict:
     order = top_k(logits, max(TOP, TOP_BARS))                      # best score first
     rows = [Row(r + 1, int(i), token_text(lm, i), float(logits[i]), float(own.probs[i]),
                 float(dist.probs[i])) for r, i in enumerate(order[:TOP])]
-    curve = [entropy_bits(softmax_with_temperature(logits, float(t)))
-             for t in CURVE_TEMPERATURES]
+    curve = [Distribution.at(logits, float(t)).entropy for t in CURVE_TEMPERATURES]
     examples = confident_examples(lm)
     last = token_plain(lm.tokenizer, run.ids[-1])
     bars = order[:TOP_BARS]
