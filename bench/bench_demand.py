@@ -77,6 +77,8 @@ def main(argv=None):
         random.Random(args.seed * 1000 + round_).shuffle(order)   # who asks first in a round
         for s in order:
             path, kind, headers = s.choose(first=round_ == 0)
+            if kind == "section load":                  # which section loaded itself
+                kind = "load " + path.split("?")[0].rsplit("/", 1)[-1]
             t = time.process_time()
             status = client.get(path, headers=headers).status_code
             cpu[(s.model or "default", kind)].append(time.process_time() - t)

@@ -148,3 +148,20 @@ def test_state_round_trips_through_the_url(client):
     # the default step is computed: it is left out of the address
     r, _ = fragment(client, bat_n=7)
     assert r.headers["HX-Push-Url"] == "/?bat_n=7"
+
+
+def test_a_timeline_past_10_s_is_drawn_in_seconds(model):
+    """A big model's schedules run for tens of seconds: the axis is in seconds then (not
+    "30k" ms), with the same bars."""
+    from web.figures import batching as batching_figures
+    _, _, runs = batching.schedules(model, 6, 4, 0)
+    run = runs["continuous"]
+    in_ms = json.loads(batching_figures.timeline_figure(run, "Continuous"))
+    in_s = json.loads(batching_figures.timeline_figure(run, "Continuous", end_ms=20_000))
+    assert run.makespan_ms < 10_000 and "ms" in in_ms["layout"]["xaxis"]["title"]["text"]
+    assert in_s["layout"]["xaxis"]["title"]["text"] == "time (s, measured step costs)"
+    assert in_s["layout"]["xaxis"]["range"] == pytest.approx([0, 20.4])
+    for a, b in zip(in_ms["data"], in_s["data"]):
+        assert b["base"] == pytest.approx([x / 1000 for x in a["base"]])
+        assert b["x"] == pytest.approx([x / 1000 for x in a["x"]])
+    assert in_s["layout"]["title"]["text"].endswith(f"{run.makespan_ms / 1000:.1f} s")

@@ -47,17 +47,21 @@ def _segments(schedule):
 def timeline_figure(schedule, title: str, end_ms: float = None) -> str:
     """Which request occupies which slot over time: one bar per stretch of steps; padding
     (a finished request still computed in a static batch) drawn pale. end_ms: the time axis
-    runs to it (the longer of the schedules compared), so two timelines share one scale."""
+    runs to it (the longer of the schedules compared), so two timelines share one scale.
+    Times are in ms, or in seconds when the axis runs past 10 s (a big model's schedule: "30k"
+    ms reads badly)."""
+    span = max(end_ms or 0.0, schedule.makespan_ms)
+    scale, unit = (1000.0, "s") if span >= 10_000 else (1.0, "ms")
     traces = {}
     for slot, rid, padding, t0, t1, k0, k1 in _segments(schedule):
         name = f"request {rid}" + (" (padding)" if padding else "")
         tr = traces.setdefault((rid, padding), dict(x=[], base=[], y=[], text=[], custom=[],
                                                    name=name))
-        tr["x"].append(t1 - t0)
-        tr["base"].append(t0)
+        tr["x"].append((t1 - t0) / scale)
+        tr["base"].append(t0 / scale)
         tr["y"].append(f"slot {slot}")
         tr["text"].append("pad" if padding else str(rid))
-        tr["custom"].append([k0, k1, t0, t1])
+        tr["custom"].append([k0, k1, t0 / scale, t1 / scale])
     data = []
     for (rid, padding), tr in sorted(traces.items(), key=lambda kv: (kv[0][0], kv[0][1])):
         colour = REQUEST_COLOURS[rid % len(REQUEST_COLOURS)]
@@ -68,13 +72,15 @@ def timeline_figure(schedule, title: str, end_ms: float = None) -> str:
                         line=dict(color="white", width=1)),
             customdata=tr["custom"], showlegend=False,     # each bar is labelled with its request
             hovertemplate=tr["name"] + ": steps %{customdata[0]}-%{customdata[1]}, "
-                          "%{customdata[2]:.1f}-%{customdata[3]:.1f} ms<extra></extra>"))
+                          f"%{{customdata[2]:.{3 if unit == 's' else 1}f}}-"
+                          f"%{{customdata[3]:.{3 if unit == 's' else 1}f}} {unit}<extra></extra>"))
     return figure_json(data, base_layout(
         title=dict(text=f"{title}: {len(schedule.steps)} steps, "
-                        f"{schedule.makespan_ms:.0f} ms"),
+                        + (f"{schedule.makespan_ms / 1000:.1f} s" if unit == "s"
+                           else f"{schedule.makespan_ms:.0f} ms")),
         barmode="overlay", bargap=0.25,
-        xaxis=dict(title=dict(text="time (ms, measured step costs)"), rangemode="tozero",
-                   **({"range": [0, end_ms * 1.02]} if end_ms else {})),
+        xaxis=dict(title=dict(text=f"time ({unit}, measured step costs)"), rangemode="tozero",
+                   **({"range": [0, end_ms / scale * 1.02]} if end_ms else {})),
         yaxis=dict(autorange="reversed", type="category",     # the slots name themselves
                    categoryorder="array",
                    categoryarray=[f"slot {i}" for i in range(schedule.n_slots)]),

@@ -43,7 +43,8 @@ def cosine_matrix_heatmap(sims, labels: list) -> str:
     heatmap = dict(
         type="heatmap", z=typed_array(s), **signed_colours(1.0),
         hovertemplate="%{y} and %{x}: %{z:.3f}<extra></extra>",
-        colorbar=dict(thickness=12, title=dict(text="cosine")))
+        # three ticks: on a short prompt's short bar, Plotly's five overlapped
+        colorbar=dict(thickness=12, title=dict(text="cosine"), tickvals=[-1, 0, 1]))
     return figure_json([heatmap], base_layout(
         title=dict(text="Cosine similarity of the tokens"),
         # across: the token's place only (its text is on the row of the same number); plotly
@@ -51,7 +52,10 @@ def cosine_matrix_heatmap(sims, labels: list) -> str:
         xaxis=dict(title=dict(text="token (its place in the prompt)"), showgrid=False,
                    tickangle=0, tickformat="d"),
         yaxis=dict(_token_axis(labels), showgrid=False),
-        margin=dict(l=10, r=10, t=40, b=10), height=min(600, 90 + 15 * n)))
+        margin=dict(l=10, r=10, t=40, b=10), height=min(600, max(COSINE_MIN_HEIGHT, 90 + 15 * n))))
+
+
+COSINE_MIN_HEIGHT = 260      # px: a 5-token prompt's squares still readable, its colour bar too
 
 
 # Up to this many tokens the map draws one dot per token (the Austen model's 4,096); a bigger
