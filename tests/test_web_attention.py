@@ -3,6 +3,8 @@ import base64
 import html
 import json
 import re
+import struct
+import zlib
 
 import numpy as np
 import pytest
@@ -11,7 +13,7 @@ from engine_support import get_model
 from pipeline.attention_analysis import (attention_row, head_measures, stack_layers,
                                          strongest_heads)
 from pipeline.model import softmax
-from web.figures.attention import MASK
+from web.figures.attention import THUMB_MASKED, THUMB_PALETTE
 from web.forward import prompt_run
 from web.loaded import LoadedModel
 from web.sections import attention
@@ -36,6 +38,36 @@ def shown_percents(page):
 def figures_of(page, section="attention"):
     body = page.split(f'<section id="{section}"', 1)[1].split("</section>", 1)[0]
     return [json.loads(html.unescape(f)) for f in re.findall(r'data-figure="([^"]*)"', body)]
+
+
+def png_pixels(uri):
+    """(palette, indices [h, w]) of an 8-bit indexed PNG data URI written by the page, read
+    chunk by chunk (every row's filter byte must be 0, none)."""
+    raw = base64.b64decode(uri.split(",", 1)[1])
+    assert raw[:8] == b"\x89PNG\r\n\x1a\n"
+    at, chunks = 8, {}
+    while at < len(raw):
+        n, = struct.unpack(">I", raw[at:at + 4])
+        kind, data = raw[at + 4:at + 8], raw[at + 8:at + 8 + n]
+        assert struct.unpack(">I", raw[at + 8 + n:at + 12 + n])[0] == zlib.crc32(kind + data)
+        chunks[kind] = chunks.get(kind, b"") + data
+        at += 12 + n
+    w, h, depth, colour = struct.unpack(">IIBB", chunks[b"IHDR"][:10])
+    assert (depth, colour) == (8, 3)                              # 8-bit, indexed
+    rows = np.frombuffer(zlib.decompress(chunks[b"IDAT"]), np.uint8).reshape(h, w + 1)
+    assert (rows[:, 0] == 0).all()
+    palette = [tuple(chunks[b"PLTE"][i:i + 3]) for i in range(0, len(chunks[b"PLTE"]), 3)]
+    return palette, rows[:, 1:]
+
+
+def thumbnails_of(page):
+    """{(layer, head): (chosen, data URI)} of the section's thumbnails of every head."""
+    found = re.findall(r'<button type="button" class="att-thumb( chosen)?"[^>]*aria-pressed="(\w+)"'
+                       r'\s+aria-label="layer (\d+), head (\d+)"[^>]*><img\s+src="([^"]+)"', page)
+    assert found
+    for chosen, pressed, *_ in found:
+        assert bool(chosen) == (pressed == "true")
+    return {(int(i), int(h)): (bool(chosen), uri) for chosen, _, i, h, uri in found}
 
 
 @pytest.mark.parametrize("layer,head", [(0, "3"), (3, "7"), (1, "mean")])
@@ -80,28 +112,45 @@ def test_softmax_table_recomputes_the_pattern_row(client, model):
     assert f"the {len(run.ids) - t - 1} masked" in page
 
 
-def test_grid_holds_every_heads_pattern_with_the_mask_marked(client, model):
+def test_thumbnails_are_every_heads_pattern_with_the_mask_marked(client, model):
     run = run_of(model)
     page = text_of(client.get(url("/", prompt=PROMPT), headers=every_section()))
-    grid = figures_of(page)[0]
+    thumbs = thumbnails_of(page)
     L, H, T = model.config.n_layers, model.config.n_heads, len(run.ids)
-    assert len(grid["data"]) == L * H
+    assert sorted(thumbs) == [(i, h) for i in range(L) for h in range(H)]
     patterns = stack_layers(run.cache, "attn.hook_pattern", L)
-    for i, trace in enumerate(grid["data"]):
-        z = trace["z"]
-        assert z["dtype"] == "i1" and z["shape"] == f"{T}, {T}"
-        got = np.frombuffer(base64.b64decode(z["bdata"]), np.int8).reshape(T, T)
-        want = patterns[i // H, i % H]
-        below = np.tri(T, T, dtype=bool)
-        assert (got[~below] == MASK).all()                      # masked: marked, not 0
-        np.testing.assert_array_equal(got[below], np.rint(want[below] * 100))
-    assert len(json.dumps(grid)) < 60_000
+    below = np.tri(T, T, dtype=bool)
+    for (i, h), (_, uri) in thumbs.items():
+        palette, got = png_pixels(uri)
+        assert palette == THUMB_PALETTE and got.shape == (T, T)
+        assert (got[~below] == THUMB_MASKED).all()              # masked: grey, not a 0 weight
+        np.testing.assert_array_equal(got[below], np.rint(patterns[i, h][below] * 100))
+    assert palette[0] == (255, 255, 255) and palette[100] == (8, 48, 107)   # WEIGHTS' ends
+    assert palette[THUMB_MASKED] == (0xc9, 0xcc, 0xd3)
+    assert sum(len(uri) for _, uri in thumbs.values()) < 60_000
+
+
+@pytest.mark.parametrize("layer,head,chosen", [(2, "5", [(2, 5)]), (0, "mean", None)])
+def test_the_chosen_head_is_the_one_outlined_and_labelled(client, model, layer, head, chosen):
+    page = text_of(client.get(url("/", prompt=PROMPT, att_layer=layer, att_head=head),
+                              headers=every_section()))
+    H = model.config.n_heads
+    chosen = chosen or [(layer, h) for h in range(H)]           # the mean: the layer's heads
+    thumbs = thumbnails_of(page)
+    assert sorted(k for k, (c, _) in thumbs.items() if c) == chosen
+    labels = re.findall(r'<span class="att-thumb-name"[^>]*>(.*?)</span>', page)
+    assert len(labels) == len(thumbs)
+    assert [x for x in labels if "chosen" in x] == ([f"head {chosen[0][1]}<br>chosen"]
+                                                    if head != "mean" else [])
+    assert re.search(rf'<div class="att-layer chosen" role="group" aria-label="layer {layer}"', page)
+    # a click on a thumbnail asks for the whole section with that layer and head
+    assert f'hx-vals=\'{{"att_layer": "1", "att_head": "4"}}\' ' in page
 
 
 def test_large_views_are_the_heads_scores_and_weights_with_the_mask_grey(client, model):
     run = run_of(model)
     page = text_of(client.get(url("/", prompt=PROMPT, att_layer=1, att_head=6, att_token=4), headers=every_section()))
-    _, scores_fig, pattern_fig, _ = figures_of(page)
+    scores_fig, pattern_fig, _ = figures_of(page)
     T = len(run.ids)
     masked = ~np.tri(T, T, dtype=bool)
     for fig, name in [(scores_fig, "attn_scores"), (pattern_fig, "pattern")]:
@@ -123,7 +172,7 @@ def test_long_prompts_are_shown_in_blocks(client, model):
     size = -(-T // attention.GRID_MAX)
     n = -(-T // size)
     assert f"a block of\n    {size} × {size} tokens" in page
-    assert figures_of(page)[0]["data"][0]["z"]["shape"] == f"{n}, {n}"
+    assert all(png_pixels(uri)[1].shape == (n, n) for _, uri in thumbnails_of(page).values())
 
 
 def test_strongest_heads_are_named_with_their_numbers(client, model):
@@ -217,7 +266,11 @@ def test_bad_values_get_a_4xx_and_a_message(client, query, name, status, message
 def test_token_html_stays_text(client):
     evil = "<img src=x onerror=alert(1)> said </script><script>alert(2)</script>"
     page = text_of(client.get(url("/section/attention", prompt=evil)))
-    assert "<img" not in page and "<script>" not in page
+    assert "<script>" not in page
+    # the only images are the thumbnails, each a PNG written by the server
+    images = re.findall(r"<img\b[^>]*>", page)
+    assert images and all(re.fullmatch(r'<img\s+src="data:image/png;base64,[A-Za-z0-9+/=]+" '
+                                       r'alt="">', img) for img in images)
     for fig in figures_of(page):
         assert "<img" not in json.dumps(fig)
 

@@ -12,7 +12,7 @@ import numpy as np
 import plotly.graph_objects as go
 import pytest
 
-from web.figures import DIVERGING, TICK_SIZE, base_layout, signed_colours
+from web.figures import DIVERGING, TICK_SIZE, TITLE_SIZE, base_layout, signed_colours
 from web.figures.attention import MASKED
 from web.figures.positions import TWILIGHT
 from web.registry import SECTIONS
@@ -90,6 +90,49 @@ def test_base_layout_styles_every_axis_it_is_given():
     assert layout["xaxis"]["dtick"] == 1 and layout["xaxis"]["title"]["text"] == "tokens"
     assert layout["xaxis"]["title"]["font"]["size"] >= 14
     assert layout["legend"] == dict(orientation="h", font=dict(size=TICK_SIZE))
+
+
+def test_base_layout_gives_every_title_one_size_and_one_alignment():
+    """Titles were 13 px from the left edge in some figures, Plotly's 21 px centred in others:
+    base_layout sets one size and one alignment over whatever the figure asked, and keeps the
+    figure's text and its vertical place."""
+    for title in ("Plain", dict(text="Small, left", font=dict(size=13), x=0, xanchor="left"),
+                  dict(text="Big, centred", font=dict(size=22, color="red"), x=0.5,
+                       xanchor="center", xref="paper", yref="container", y=1, yanchor="top",
+                       pad=dict(t=8))):
+        got = base_layout(title=title)["title"]
+        want = title if isinstance(title, dict) else dict(text=title)
+        assert got["text"] == want["text"]
+        assert got["font"]["size"] == TITLE_SIZE
+        assert (got["x"], got["xanchor"], got["xref"], got["pad"]["l"]) == (0, "left", "container", 10)
+        for key in ("y", "yref", "yanchor"):
+            assert got.get(key) == want.get(key)
+        assert got["pad"].get("t") == want.get("pad", {}).get("t")
+    assert base_layout(title=dict(text="x", font=dict(size=22, color="red")))["title"]["font"] == \
+        dict(size=TITLE_SIZE, color="red")
+    assert "title" not in base_layout(height=300)
+
+
+@pytest.mark.parametrize("section", SECTION_IDS)
+def test_every_figure_title_has_the_one_size_and_alignment(pages, section):
+    titled = [f for f in figures_of(pages[section]) if (f["layout"].get("title") or {}).get("text")]
+    for fig in titled:
+        title = fig["layout"]["title"]
+        where = f"{section}: {title['text']!r}"
+        assert title["font"]["size"] == TITLE_SIZE, where
+        assert (title["x"], title["xanchor"], title["xref"]) == (0, "left", "container"), where
+
+
+def test_every_figure_builder_lays_its_figure_out_with_base_layout():
+    """The one place of the page's style: a function of web/figures that writes a figure
+    (figure_json) builds its layout with base_layout, or returns a layout built by one."""
+    for path in glob.glob(os.path.join(ROOT, "web", "figures", "*.py")):
+        tree = ast.parse(open(path, encoding="utf-8").read())
+        for fn in (n for n in ast.walk(tree) if isinstance(n, ast.FunctionDef)):
+            calls = {c.func.id for c in ast.walk(fn)
+                     if isinstance(c, ast.Call) and isinstance(c.func, ast.Name)}
+            if "figure_json" in calls:
+                assert "base_layout" in calls, f"{os.path.basename(path)}: {fn.name}"
 
 
 def test_signed_colours_are_symmetric_around_a_white_zero():

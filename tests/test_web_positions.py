@@ -57,6 +57,34 @@ def test_sinusoid_figure_is_the_formula_for_the_chosen_base(client, model):
     assert "does not use these" in page
 
 
+def test_heatmaps_keep_a_phones_width_for_their_plots(client, model):
+    """At 390 px the angle heatmap's plot was 35 px wide (its colour bar beside it, its row
+    labels whole tokens) and each half of the sine waves under 100 px (side by side): the
+    colour bars lie under the plots, row labels are short, and sine and cosine are stacked,
+    each the figure's whole width, on one scale."""
+    long = "Elizabeth acknowledged the extraordinary circumstances."
+    page = part(text_of(client.get(url("/", prompt=long), headers=every_section())))
+    by_title = {f["layout"]["title"]["text"]: f for f in figures(page)}
+    angle = by_title["Angle of each pair, ±180°"]
+    sine = next(f for t, f in by_title.items() if t.startswith("Sine waves"))
+    for bar in (angle["data"][0]["colorbar"], sine["layout"]["coloraxis"]["colorbar"]):
+        assert bar["orientation"] == "h" and bar["yref"] == "container" and bar["y"] == 0
+    assert angle["data"][0]["colorbar"]["ticksuffix"] == "°"
+    ticks = angle["layout"]["yaxis"]["ticktext"]
+    tokens = [model.tokenizer.decode([i]) for i in model.tokenizer.encode(long)]
+    assert len(ticks) == len(tokens) and any(len(t) > 8 for t in tokens)
+    for i, (tick, token) in enumerate(zip(ticks, tokens)):
+        shown = tick.split(": ", 1)[1]
+        assert tick.startswith(f"{i}: ") and len(shown) <= 8
+        cut = shown.rstrip("…")
+        assert cut == token.replace(" ", "·")[:len(cut)]        # the token's start, spaces as ·
+    lay = sine["layout"]
+    assert "domain" not in lay["xaxis"] and "domain" not in lay["xaxis2"]     # the whole width
+    top, bottom = lay["yaxis"]["domain"], lay["yaxis2"]["domain"]
+    assert bottom[1] < top[0]                                 # stacked, not side by side
+    assert lay["xaxis2"]["matches"] == "x" and lay["yaxis2"]["matches"] == "y"
+
+
 def test_word_order_table_is_the_engines(client, model):
     a, b = "the man loved the woman.", "the woman loved the man."
     page = part(text_of(client.get(url("/", pos_a=a, pos_b=b), headers=every_section())))

@@ -76,19 +76,60 @@ def test_a_new_prompt_forgets_the_clicked_token(page, model):
 
 def test_clicking_a_picture_of_the_grid_shows_that_head(page, model):
     page.goto("/?prompt=" + PROMPT)
-    grid = page.get_by_role("img", name=re.compile("Attention patterns of all"))
-    expect(grid.locator(".main-svg").first).to_be_attached()
-    layer, head = 1, 5
-    # the pixel of a visible (unmasked) cell of that head's picture, from Plotly's own axes
-    n = len(model.tokenizer.encode_ordinary(PROMPT))        # short: one cell per token
-    x, y = grid.evaluate("""(el, [layer, head, n]) => {
-        const H = el._fullLayout.xaxis.tickvals.length, t = el.data[layer * H + head];
-        const xa = el._fullLayout.xaxis, ya = el._fullLayout.yaxis;
-        return [xa._offset + xa.l2p(t.x0 + 1), ya._offset + ya.l2p(t.y0 + n - 2)];
-    }""", [layer, head, n])
-    grid.click(position={"x": x, "y": y})
+    grid = page.get_by_role("group", name=re.compile("Attention patterns of all"))
+    L, H = model.config.n_layers, model.config.n_heads
+    pictures = grid.get_by_role("button")
+    expect(pictures).to_have_count(L * H)
+    chosen = grid.locator('[aria-pressed="true"]')
+    expect(chosen).to_have_count(1)                 # the default: the last layer, head 0
+    expect(chosen).to_have_accessible_name(f"layer {L - 1}, head 0")
+    grid.get_by_role("button", name="layer 1, head 5", exact=True).click()
     expect(page).to_have_url(re.compile(r"att_layer=1&att_head=5"))
     expect(page.get_by_label("Attention layer")).to_have_value("1")
     expect(page.get_by_label("Attention head")).to_have_value("5")
+    n = len(model.tokenizer.encode_ordinary(PROMPT))
     expect(page.get_by_role("list", name="Attention from the clicked token").locator(".pct")) \
         .to_have_text(percents(attention_row(pattern(model, 1), 5, n - 1)))
+    # the chosen picture is marked: outlined in the accent colour and labelled, and only it
+    picked = grid.get_by_role("button", name="layer 1, head 5", exact=True)
+    expect(picked).to_have_attribute("aria-pressed", "true")
+    expect(picked).to_contain_text("chosen")
+    expect(chosen).to_have_count(1)
+    assert picked.evaluate("el => getComputedStyle(el).outlineWidth") == "3px"
+    assert grid.get_by_role("button", name="layer 1, head 4", exact=True).evaluate(
+        "el => getComputedStyle(el).outlineStyle") == "none"
+    # choosing a head with its select moves the mark too
+    page.get_by_label("Attention head").select_option("2")
+    expect(page).to_have_url(re.compile(r"att_head=2"))
+    expect(chosen).to_have_accessible_name("layer 1, head 2")
+
+
+# (viewport width, most pictures in a row, fewest px a picture) at a laptop and on a phone
+SIZES = [(1280, 8, 90), (390, 4, 70)]
+
+
+def test_the_pictures_of_every_head_are_readable_on_a_laptop_and_a_phone(browser, base_url,
+                                                                          model):
+    """Each picture was about 30 px wide; now at least 70 px on a phone (four a row) and 90 px
+    on a laptop (a layer's heads in one row), and the section stays inside the window."""
+    for width, per_row, least in SIZES:
+        context = browser.new_context(base_url=base_url, viewport={"width": width, "height": 900})
+        try:
+            page = context.new_page()
+            page.goto("/?prompt=" + PROMPT)
+            section = page.locator("#attention")
+            section.evaluate("el => el.scrollIntoView()")
+            layer = section.get_by_role("group", name="layer 0", exact=True)
+            pictures = layer.get_by_role("button")
+            expect(pictures).to_have_count(model.config.n_heads)
+            boxes = [pictures.nth(h).locator("img").bounding_box()
+                     for h in range(model.config.n_heads)]
+            rows = sorted({round(b["y"]) for b in boxes})
+            assert all(b["width"] >= least and abs(b["width"] - b["height"]) < 1 for b in boxes), \
+                (width, boxes)
+            assert max(sum(1 for b in boxes if round(b["y"]) == y) for y in rows) == per_row
+            # the section fits the window: nothing in it sticks out or scrolls sideways
+            assert section.evaluate("el => el.getBoundingClientRect().right") <= width
+            assert section.evaluate("el => el.scrollWidth <= el.clientWidth")
+        finally:
+            context.close()

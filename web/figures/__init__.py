@@ -6,8 +6,9 @@ where writing the same dicts takes well under one. The builders draw what the pi
 they do not compute it again.
 
 One style for every figure, through `base_layout`: the page's font, tick labels and axis titles
-of at least 14 px, every axis sized to its labels (automargin), one categorical palette
-(PALETTE) and one diverging scale for signed values (DIVERGING, via `signed_colours`).
+of at least 14 px, every axis sized to its labels (automargin), every figure's title in one size
+and one alignment (TITLE_SIZE, from the left edge), one categorical palette (PALETTE) and one
+diverging scale for signed values (DIVERGING, via `signed_colours`).
 
 Text that came from a user or a tokenizer is HTML-escaped before it goes into a label, because
 Plotly renders a little HTML in text and hover labels.
@@ -22,6 +23,12 @@ from plotly.io.json import to_json_plotly
 FONT = dict(family="system-ui, -apple-system, 'Segoe UI', Roboto, sans-serif", size=15)
 TICK_SIZE = 14                # px: tick labels, legend, labels written on the plot
 TEXT_SIZE = 14
+# A figure's title: one size and one alignment on the whole page (base_layout sets them over the
+# figure's own): left, from the figure's left edge, as the page's headings are; a size between
+# the body text and a heading, small enough for a phone's width (static/app.js wraps a longer one).
+TITLE_SIZE = 16
+TITLE_ALIGN = dict(x=0, xref="container", xanchor="left")
+TITLE_INDENT = 10             # px from the figure's left edge (the figures' own left margin)
 
 # The categorical palette: one colour per series, in this order. ACCENT marks what the reader
 # chose or the current value; MUTED is context (a reference line, every other point); INK text.
@@ -136,12 +143,18 @@ def _axis(spec: dict) -> dict:
 
 def base_layout(**kw) -> dict:
     """A figure's layout in the page's style: kw are the figure's own settings (title, axes,
-    height, ...). Every x and y axis (xaxis, yaxis2, ...) gets automargin and readable ticks."""
+    height, ...). Every x and y axis (xaxis, yaxis2, ...) gets automargin and readable ticks; the
+    title (its text, and where it sits vertically, are the figure's) gets TITLE_SIZE and
+    TITLE_ALIGN, whatever the figure asked."""
     layout = dict(font=FONT, margin=dict(l=10, r=10, t=48, b=10), height=340,
                   paper_bgcolor="white", plot_bgcolor="white", colorway=list(PALETTE),
                   legend=dict(font=dict(size=TICK_SIZE)),
                   hoverlabel=dict(font=dict(size=TICK_SIZE)))
     layout.update(kw)
+    if kw.get("title"):
+        title = dict(kw["title"]) if isinstance(kw["title"], dict) else dict(text=kw["title"])
+        layout["title"] = dict(title, font=dict(title.get("font", {}), size=TITLE_SIZE),
+                               pad=dict(title.get("pad", {}), l=TITLE_INDENT), **TITLE_ALIGN)
     if "legend" in kw:
         layout["legend"] = dict(kw["legend"], font=dict(kw["legend"].get("font", {}),
                                                         size=TICK_SIZE))

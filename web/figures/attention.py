@@ -3,11 +3,15 @@ scores), and the measured behaviour of every head.
 
 Masked cells (a query cannot see later keys) are drawn grey, never as a 0 weight: in the large
 views they are gaps (NaN) over a grey layer drawn underneath (not the plot background, which the
-dark theme recolours); in the grid, whose weights travel as whole percents in one byte each to
-keep the figure small, they are the value MASK, which the colour scale paints grey.
+dark theme recolours); in the thumbnails of every head, small PNG images whose pixels are the
+weights in whole percents (one byte a cell), they are the palette's grey entry THUMB_MASKED.
 
-Written as plain Plotly JSON (web.figures.figure_json), 32 heatmap traces and all.
+The large views are plain Plotly JSON (web.figures.figure_json).
 """
+import base64
+import struct
+import zlib
+
 import numpy as np
 
 from web.figures import (ACCENT, FONT, PALETTE, SEQUENTIAL, base_layout, every_kth, figure_json,
@@ -16,19 +20,9 @@ from web.figures import (ACCENT, FONT, PALETTE, SEQUENTIAL, base_layout, every_k
 MASKED = "#c9ccd3"            # grey of masked cells: in neither colour scale
 CHOSEN = ACCENT               # outline of the clicked token's row
 WEIGHTS = SEQUENTIAL          # weights are in [0, 1]; scores are signed (signed_colours)
-GRID_GAP = 2                  # empty cells between two panels of the grid
-MASK = -100                   # grid value of a masked cell (its base64 has no "/" to escape)
-
-
-def _grid_colorscale():
-    """WEIGHTS on percents 0..100, and everything below 0 (the MASK) grey: a sharp step at 0."""
-    cut = -MASK / (100 - MASK)
-    return ([[0.0, MASKED], [cut * 0.999, MASKED]]
-            + [[cut + (1 - cut) * p, c] for p, c in WEIGHTS])
-
-
-# A model with more layers than this has its grid drawn with the layers across (a 30-layer
-# model's 30 rows of panels were 1,800 px tall beside the token view).
+# A model with more layers than this has its thumbnails in a box that scrolls (a 30-layer
+# model's 270 thumbnails, at a readable size, are thousands of px tall), and its bar charts of
+# measures numbered every fifth layer in two tones.
 LAYERS_DOWN_MAX = 12
 
 
@@ -36,41 +30,55 @@ def layers_across(n_layers: int) -> bool:
     return n_layers > LAYERS_DOWN_MAX
 
 
-def head_grid_figure(grid) -> str:
-    """Small multiples: grid [L, H, n, n] of attention weights (NaN = masked), one panel per
-    head: layers down and heads across, or for a deep model (layers_across) layers across and
-    heads down. Each panel's `meta` is [layer, head]: the page's script chooses that head when
-    it is clicked. It depends on the prompt alone (no outline of the chosen head), so choosing a
-    head never redraws its panels."""
-    L, H, n, _ = grid.shape
-    percent = np.where(np.isnan(grid), MASK, np.rint(np.nan_to_num(grid) * 100)).astype(np.int8)
-    step = n + GRID_GAP
-    across = layers_across(L)
+def _png(indices, palette) -> bytes:
+    """An 8-bit indexed PNG of `indices` [h, w] (uint8) with `palette` [(r, g, b), ...]: one
+    pixel a cell, scaled up by the page (CSS image-rendering: pixelated keeps the cells sharp)."""
+    h, w = indices.shape
 
-    def place(layer, h):            # (column, row) of a panel
-        return (layer, h) if across else (h, layer)
+    def chunk(kind, data):
+        return (struct.pack(">I", len(data)) + kind + data
+                + struct.pack(">I", zlib.crc32(kind + data) & 0xFFFFFFFF))
+    rows = b"".join(b"\x00" + bytes(r) for r in np.ascontiguousarray(indices, np.uint8))
+    return (b"\x89PNG\r\n\x1a\n"
+            + chunk(b"IHDR", struct.pack(">IIBBBBB", w, h, 8, 3, 0, 0, 0))
+            + chunk(b"PLTE", bytes(c for rgb in palette for c in rgb))
+            + chunk(b"IDAT", zlib.compress(rows, 9)) + chunk(b"IEND", b""))
 
-    data = [dict(type="heatmap", z=typed_array(percent[layer, h]),
-                 x0=place(layer, h)[0] * step, dx=1, y0=place(layer, h)[1] * step, dy=1,
-                 coloraxis="coloraxis", meta=[layer, h],
-                 hovertemplate=f"layer {layer}, head {h} (click to show it large)<extra></extra>")
-            for layer in range(L) for h in range(H)]
-    n_cols, n_rows = (L, H) if across else (H, L)
-    # layers across: every fifth layer numbered (30 numbers collide on a phone; hover names all)
-    labelled = [c for c in range(n_cols) if not across or c % 5 == 0 or c == n_cols - 1]
-    col_names = [str(c) for c in labelled]
-    row_names = [f"head {i}" if across else f"layer {i}" for i in range(n_rows)]
-    layout = base_layout(
-        height=50 + (30 if across else 40) * n_rows, margin=dict(l=70, r=10, t=36, b=10),
-        coloraxis=dict(cmin=MASK, cmax=100, colorscale=_grid_colorscale(), showscale=False),
-        xaxis=dict(tickvals=[c * step + (n - 1) / 2 for c in labelled],
-                   ticktext=col_names, side="top", showgrid=False,
-                   title=dict(text="layer" if across else "head", standoff=4), tickangle=0,
-                   zeroline=False, range=[-1, n_cols * step - GRID_GAP]),
-        yaxis=dict(tickvals=[r * step + (n - 1) / 2 for r in range(n_rows)],
-                   ticktext=row_names, autorange="reversed",
-                   showgrid=False, zeroline=False))
-    return figure_json(data, layout)
+
+def _rgb(hex_colour: str) -> tuple:
+    return tuple(int(hex_colour[i:i + 2], 16) for i in (1, 3, 5))
+
+
+def _weight_palette() -> list:
+    """Palette entries 0..100: the weight p/100 in WEIGHTS, the scale of the large views;
+    entry THUMB_MASKED: the grey of masked cells."""
+    stops = np.array([p for p, _ in WEIGHTS])
+    rgb = np.array([_rgb(c) for _, c in WEIGHTS], dtype=np.float64)
+    at = np.arange(101) / 100
+    ramp = np.stack([np.interp(at, stops, rgb[:, k]) for k in range(3)], axis=1)
+    return [tuple(int(round(v)) for v in row) for row in ramp] + [_rgb(MASKED)]
+
+
+THUMB_MASKED = 101            # palette index of a masked cell in a thumbnail
+THUMB_PALETTE = _weight_palette()
+
+
+def thumbnail_percents(pattern):
+    """A head's pattern [n, n] (NaN = masked) as palette indices: whole percents 0..100 of the
+    weight, THUMB_MASKED where masked."""
+    return np.where(np.isnan(pattern), THUMB_MASKED,
+                    np.rint(np.nan_to_num(pattern) * 100)).astype(np.uint8)
+
+
+def head_thumbnails(grid) -> list:
+    """Small multiples as images: grid [L, H, n, n] of attention weights (NaN = masked) ->
+    for each layer, for each head, a PNG data URI of its pattern (query rows down, key columns
+    across, one pixel a cell, whole percents in WEIGHTS, masked cells grey). The page lays them
+    out in a grid that wraps to its width (fewer a row on a phone) and marks the chosen head."""
+    L, H = grid.shape[:2]
+    return [["data:image/png;base64," + base64.b64encode(
+        _png(thumbnail_percents(grid[layer, h]), THUMB_PALETTE)).decode("ascii")
+        for h in range(H)] for layer in range(L)]
 
 
 def _token_axis(labels, every):
@@ -126,8 +134,7 @@ def token_matrix_figure(matrix, labels, title, row, *, kind) -> str:
     outline = dict(type="rect", x0=-0.5, x1=row + 0.5, y0=row - 0.5, y1=row + 0.5,
                    line=dict(color=CHOSEN, width=3))
     layout = base_layout(
-        # a small title from the left edge fits a phone's width
-        title=dict(text=title, font=dict(size=13), x=0, xanchor="left"),
+        title=dict(text=title),
         height=height, margin=dict(l=10, r=10, t=MATRIX_TOP, b=MATRIX_BOTTOM), shapes=[outline],
         # automargin with a standoff: the axis title goes below the longest vertical label
         xaxis=dict(title=dict(text="key token (looked at)", standoff=8), type="category",

@@ -11,6 +11,27 @@ TWILIGHT_COLOURS = ("#e2d9e2", "#9ebbc9", "#6785be", "#5e43a5", "#421257", "#471
 TWILIGHT = [[i / (len(TWILIGHT_COLOURS) - 1), c] for i, c in enumerate(TWILIGHT_COLOURS)]
 
 
+# A heatmap's colour bar along the bottom edge: beside the plot it took a third of a phone's
+# width (the angle heatmap's plot was 35 px wide at 390 px). COLORBAR_BOTTOM: px kept for it.
+COLORBAR_BOTTOM = 56
+
+
+def _colorbar_below(**kw) -> dict:
+    """A horizontal colour bar at the figure's bottom edge, untitled (the figure's title names
+    the values; on a short figure a bar's title ran over the bar): a unit goes in kw's
+    ticksuffix."""
+    return dict(orientation="h", thickness=10, yref="container", y=0, yanchor="bottom", ypad=6,
+                nticks=7, tickangle=0, **kw)
+
+
+TOKEN_TICK_CHARS = 8     # a token's text in a row label at most this long (hover names it all)
+
+
+def _row_label(i: int, token: str) -> str:
+    short = token if len(token) <= TOKEN_TICK_CHARS else token[:TOKEN_TICK_CHARS - 1] + "…"
+    return f"{i}: {label(short)}"
+
+
 def rope_wavelengths(inv_freq, n_ctx: int) -> str:
     """Positions per full turn of each RoPE pair (2 pi / frequency), log scale."""
     wavelengths = 2 * np.pi / np.asarray(inv_freq, dtype=np.float64)
@@ -39,10 +60,11 @@ def position_table(table) -> str:
     heatmap = dict(
         type="heatmap", z=typed_array(np.round(t, 4)), **signed_colours(limit),
         hovertemplate="position %{y}, dimension %{x}: %{z:.4f}<extra></extra>",
-        colorbar=dict(thickness=12))
+        colorbar=_colorbar_below())
     return figure_json([heatmap], base_layout(
         title=dict(text=f"Learned position table ({t.shape[0]} x {t.shape[1]})"),
-        xaxis=dict(title=dict(text="dimension")),
+        margin=dict(l=10, r=10, t=48, b=COLORBAR_BOTTOM),
+        xaxis=dict(title=dict(text="dimension", standoff=4)),
         yaxis=dict(title=dict(text="position (token)"), autorange="reversed"), height=420))
 
 
@@ -52,18 +74,20 @@ def position_similarity(similarity) -> str:
         type="heatmap", z=typed_array(np.round(similarity, 4).astype(np.float32)),
         **signed_colours(1.0),
         hovertemplate="positions %{y} and %{x}: cosine %{z:.3f}<extra></extra>",
-        colorbar=dict(thickness=12, title=dict(text="cosine")))
+        colorbar=_colorbar_below())
     return figure_json([heatmap], base_layout(
         title=dict(text="Cosine similarity between positions"),
-        xaxis=dict(title=dict(text="position (token)")),
+        margin=dict(l=10, r=10, t=48, b=COLORBAR_BOTTOM),
+        xaxis=dict(title=dict(text="position (token)", standoff=4)),
         yaxis=dict(title=dict(text="position (token)"), autorange="reversed", scaleanchor="x"),
         height=420))
 
 
 def sinusoid_heatmap(pe, base: int) -> str:
-    """Sinusoidal encodings, one row per position: the sine dimensions (0, 2, 4, ...) on the
-    left and the cosine dimensions (1, 3, 5, ...) on the right, each by its frequency index i,
-    so each half shows its waves slowing from left to right instead of interleaving."""
+    """Sinusoidal encodings, one row per position: the sine dimensions (0, 2, 4, ...) above and
+    the cosine dimensions (1, 3, 5, ...) below, each by its frequency index i, so each shows
+    its waves slowing from left to right instead of interleaving. Stacked, each the figure's
+    whole width (side by side, each had under 100 px of a phone's width)."""
     pe = np.round(np.asarray(pe), 3).astype(np.float32)
     halves = [(pe[:, 0::2], "sin", "x", "y"), (pe[:, 1::2], "cos", "x2", "y2")]
     data = [dict(type="heatmap", z=typed_array(np.ascontiguousarray(z)), xaxis=xa, yaxis=ya,
@@ -74,34 +98,39 @@ def sinusoid_heatmap(pe, base: int) -> str:
             for z, name, xa, ya in halves]
     return figure_json(data, base_layout(
         title=dict(text=f"Sine waves, base {base:,}"),
-        coloraxis=dict(colorscale=DIVERGING, cmid=0, cmin=-1, cmax=1, colorbar=dict(thickness=12)),
-        # short titles on two lines: side by side, each has half the width (a phone's: ~100 px)
-        xaxis=dict(title=dict(text="sin<br>frequency i"), domain=[0, 0.47]),
-        xaxis2=dict(title=dict(text="cos<br>frequency i"), domain=[0.53, 1],
-                    anchor="y2"),
-        yaxis=dict(title=dict(text="position (token)"), autorange="reversed"),
-        yaxis2=dict(autorange="reversed", anchor="x2", matches="y", showticklabels=False),
-        height=420))
+        coloraxis=dict(colorscale=DIVERGING, cmid=0, cmin=-1, cmax=1,
+                       colorbar=_colorbar_below()),
+        margin=dict(l=10, r=10, t=48, b=COLORBAR_BOTTOM),
+        xaxis=dict(title=dict(text="sin: frequency i", standoff=4), anchor="y"),
+        xaxis2=dict(title=dict(text="cos: frequency i", standoff=4), anchor="y2", matches="x"),
+        yaxis=dict(title=dict(text="position"), autorange="reversed", domain=[0.56, 1]),
+        yaxis2=dict(title=dict(text="position"), autorange="reversed", anchor="x2",
+                    matches="y", domain=[0, 0.44]),
+        height=620))
 
 
 def rope_angles_heatmap(angles, labels: list, q_at: int) -> str:
     """The angle RoPE turns each pair by at each position of the prompt, in degrees. A plain
-    figure dict: redrawn for every prompt and choice."""
+    figure dict: redrawn for every prompt and choice. The colour bar is under the plot and the
+    row labels short (a long token cut, hover names it), so that the plot keeps most of a
+    phone's width."""
     deg = np.degrees(np.asarray(angles, dtype=np.float64)).astype(np.float32)
     heatmap = dict(
         type="heatmap", z=typed_array(deg), zmin=-180, zmax=180, colorscale=TWILIGHT,
-        hovertemplate="position %{y}, pair %{x}: turned %{z:.1f}°<extra></extra>",
-        colorbar=dict(thickness=12, title=dict(text="°")))
+        customdata=[[label(t)] * deg.shape[1] for t in labels],
+        hovertemplate="position %{y} (%{customdata}), pair %{x}: turned %{z:.1f}°<extra></extra>",
+        colorbar=_colorbar_below(ticksuffix="°"))
     outline = dict(type="rect", x0=-0.5, x1=deg.shape[1] - 0.5, y0=q_at - 0.5, y1=q_at + 0.5,
                    line=dict(color=INK, width=2))
     return figure_json([heatmap], base_layout(
         title=dict(text="Angle of each pair, ±180°"),
-        xaxis=dict(title=dict(text="dimension pair j")),
+        margin=dict(l=10, r=10, t=48, b=COLORBAR_BOTTOM),
+        xaxis=dict(title=dict(text="dimension pair j", standoff=4)),
         yaxis=dict(title=dict(text="prompt token"), tickmode="array",
                    tickvals=list(range(len(labels))),
-                   ticktext=[f"{i}: {label(t)}" for i, t in enumerate(labels)],
+                   ticktext=[_row_label(i, t) for i, t in enumerate(labels)],
                    autorange="reversed"),
-        shapes=[outline], height=120 + 20 * len(labels)))
+        shapes=[outline], height=170 + 20 * len(labels)))
 
 
 def score_by_distance(curve, offset: int) -> str:

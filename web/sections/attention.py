@@ -57,8 +57,8 @@ def build(lm, state) -> dict:
         row=[dict(index=s, weight=float(w), percent=100 * float(w)) for s, w in enumerate(weights)],
         top=sorted(range(t + 1), key=lambda s: (-weights[s], s))[:N_TOP],
         bin_size=bin_size,
-        grid_figure=figures.head_grid_figure(block_mean(visible, bin_size)),
-        grid_across=figures.layers_across(cfg.n_layers),
+        thumbnails=figures.head_thumbnails(block_mean(visible, bin_size)),
+        grid_deep=figures.layers_across(cfg.n_layers),
         pattern_figure=figures.token_matrix_figure(
             visible[layer].mean(0) if head is None else visible[layer, head], labels,
             f"Layer {layer}, {chosen}: weights after softmax", t, kind="pattern"),
