@@ -93,7 +93,8 @@ def test_paging_wastes_less_by_default_and_the_inversion_is_explained(client, mo
         snap.paged_tokens(16) - snap.used_tokens()
     assert ("Here contiguous reservation wastes less" in page) == inverted
     r, page = fragment(client, bat_reserve="everything")
-    assert r.status_code == 422 and "A contiguous cache reserves one of context, limit" in page
+    assert r.status_code == 422 and error_message(page, "bat_reserve") == (
+        "What a contiguous cache reserves must be one of context, limit; got 'everything'.")
 
 
 def test_static_and_continuous_timelines_share_one_time_axis(client, model):

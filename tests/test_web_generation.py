@@ -63,7 +63,7 @@ def test_each_step_shows_the_sequence_and_the_models_candidates(client, model, s
      "Pause between streamed tokens (ms) must be between 0 and 500; got 501."),
     ({"gen_pace": "1e3"}, "gen_pace",
      "Pause between streamed tokens (ms) must be a whole number, not '1e3'."),
-    ({"gen_choose": "beam"}, "gen_choose", "The token chooser must be greedy or sampler; "
+    ({"gen_choose": "beam"}, "gen_choose", "The token chooser must be one of greedy, sampler; "
      "got 'beam'."),
     ({"gen_choose": "sampler", "s_topp": "0"}, "s_topp",
      "Top-p must be greater than 0 (0 would remove every token); got 0."),

@@ -86,11 +86,40 @@ def test_every_choice_of_a_registered_parameter_is_valid_and_its_default_is_one(
                                  "got 0."),
     (dict(s_rep="0"), "s_rep", "Repetition penalty must be greater than 0 (0 would remove "
                                "every token); got 0."),
+    (dict(sp_mode="beam"), "sp_mode", "Decoding must be one of sample, greedy; got 'beam'."),
+    (dict(q_group="16"), "q_group", "Group size (int4) must be one of 32, 64, 128; got 16."),
+    (dict(bat_reserve="all"), "bat_reserve",
+     "What a contiguous cache reserves must be one of context, limit; got 'all'."),
+    (dict(til_model="GPT-5"), "til_model", "Published model must be one of GPT-2 small, GPT-2 "
+     "medium, GPT-2 large, GPT-2 XL, SmolLM 135M, TinyLlama 1.1B, Llama 3.2 1B, Llama 3.2 3B, "
+     "Llama 2 7B, Llama 3 8B, Llama 3.1 8B, Llama 2 70B, Llama 3 70B, Llama 3.1 70B, "
+     "Llama 3.1 405B; got 'GPT-5'."),
+    (dict(gen_choose="beam"), "gen_choose",
+     "The token chooser must be one of greedy, sampler; got 'beam'."),
 ])
 def test_the_page_refuses_them_next_to_the_control_with_a_422(client, query, name, message):
     r = client.get(url("/", **query))
     assert r.status_code == 422
     assert error_message(text_of(r), name) == message
+
+
+def test_a_long_list_of_choices_is_named_by_its_first_few_and_its_last():
+    p = Param("m", "Matrix", default="a")
+    names = [f"m{i}" for i in range(28)]
+    assert p.choice_message("x", names) == ("Matrix must be one of m0, m1, m2, …, m27 (28 in all); "
+                                            "got 'x'.")
+    assert p.choice_message("x", names[:16]).count(",") == 15        # up to 16: every one
+
+
+def test_a_matrix_this_model_lacks_is_refused_next_to_its_control_with_a_422(client, model):
+    from pipeline.quantize import linear_weights
+    names = list(linear_weights(model.params))
+    r = client.get(url("/section/quantization", q_matrix="wte"), headers=HX)
+    assert r.status_code == 422
+    assert error_message(text_of(r), "q_matrix") == (
+        f"Matrix must be one of {', '.join(names[:3])}, …, {names[-1]} ({len(names)} in all); "
+        "got 'wte'.")
+    assert f'<option value="{names[6]}" selected>' in text_of(r)   # this model's default: w_down
 
 
 def test_a_select_without_options_lists_its_params_choices(app):

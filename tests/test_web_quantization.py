@@ -126,10 +126,11 @@ def test_histogram_levels(client, model):
 
 
 BAD = [
-    ({"q_group": "50"}, "q_group", 422, "Group size must be one of 32, 64, 128; got 50."),
-    ({"q_group": "0"}, "q_group", 422, "Group size (int4) must be between 1 and 4096; got 0."),
+    ({"q_group": "50"}, "q_group", 422, "Group size (int4) must be one of 32, 64, 128; got 50."),
+    ({"q_group": "0"}, "q_group", 422, "Group size (int4) must be one of 32, 64, 128; got 0."),
     ({"q_group": "big"}, "q_group", 400, "Group size (int4) must be a whole number, not 'big'."),
-    ({"q_matrix": "wte"}, "q_matrix", 422, "'wte' is not a quantized matrix of this model"),
+    ({"q_matrix": "wte"}, "q_matrix", 422, "Matrix must be one of blocks.0.attn.w_q, "
+     "blocks.0.attn.w_k, blocks.0.attn.w_v, …, blocks.3.mlp.w_down (28 in all); got 'wte'."),
     ({"q_matrix": "x" * 65}, "q_matrix", 422, "Matrix is 65 characters long; the limit is 64."),
 ]
 

@@ -50,7 +50,7 @@ def test_real_scale_numbers_are_the_formula_on_the_published_config(client):
     (dict(til_bk="x"), "til_bk", "must be a whole number"),
     (dict(til_bq=1, til_bk=1, prompt="word " * 120), "til_bq", "choose larger tiles"),
     (dict(til_row=500), "til_row", "Row 500 does not exist"),
-    (dict(til_model="GPT-5"), "til_model", "Unknown model"),
+    (dict(til_model="GPT-5"), "til_model", "Published model must be one of GPT-2 small, "),
     (dict(til_len=300000), "til_len", "between 256 and 131072"),
 ])
 def test_bad_values_get_a_message_and_a_4xx(client, query, name, message):

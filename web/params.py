@@ -16,6 +16,7 @@ _FLOAT = re.compile(r"[+-]?(?:[0-9]{1,9}(?:\.[0-9]{0,9})?|\.[0-9]{1,9})")  # no 
 # Control characters other than tab, newline and carriage return: NUL and other binary.
 _CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
 _SURROGATE = re.compile(r"[\ud800-\udfff]")
+MAX_CHOICES_LISTED = 16     # a refused value's message lists at most this many choices
 
 
 class ParamError(ValueError):
@@ -67,10 +68,13 @@ class Param:
                     object.__setattr__(self, "max", max(self.choices))
 
     def choice_message(self, value, choices=None) -> str:
-        """The message for a value that is not one of `choices` (default: the Param's)."""
+        """The message for a value that is not one of `choices` (default: the Param's); a long
+        list (a model's matrices) is named by its first few and its last."""
         shown = _shorten(value) if isinstance(value, str) else value
-        return (f"{self.label} must be one of {', '.join(map(str, choices or self.choices))}; "
-                f"got {shown!r}.")
+        names = [str(c) for c in (choices or self.choices)]
+        if len(names) > MAX_CHOICES_LISTED:
+            names = names[:3] + ["…", f"{names[-1]} ({len(names)} in all)"]
+        return f"{self.label} must be one of {', '.join(names)}; got {shown!r}."
 
     def parse(self, raw: str):
         if self.kind == "int":

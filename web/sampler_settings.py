@@ -21,33 +21,23 @@ def top_p_param(name: str, default: float) -> Param:
                  min_why="0 would remove every token")
 
 
-def settings_from(state, reject=True) -> SamplerSettings:
+def settings_from(state) -> SamplerSettings:
     """The sampler settings of the page. Their Params (web/sections/sampling.py) refuse a top-p
-    or a repetition penalty of 0 with the query, so every value here can be used; `reject` is
-    still accepted and changes nothing."""
+    or a repetition penalty of 0 with the query, so every value here can be used."""
     return SamplerSettings(repetition_penalty=state["s_rep"], temperature=state["s_temp"],
                            top_k=state["s_topk"], top_p=state["s_topp"], min_p=state["s_minp"])
 
 
+# gen_choose's choices (its Param, in web/sections/generation.py, refuses any other value)
 CHOOSERS = {"greedy": "the most probable token (greedy)",
             "sampler": "drawn by the sampler of the Sampling section"}
-
-
-def chooser(state) -> str:
-    """gen_choose, checked ("greedy" or "sampler"); an unknown value is refused, naming it."""
-    value = state["gen_choose"]
-    if value not in CHOOSERS:
-        state.reject("gen_choose", f"The token chooser must be {' or '.join(CHOOSERS)}; "
-                     f"got {value[:20]!r}.", 422)
-        value = state["gen_choose"]
-    return value
 
 
 def sampler_for(state):
     """The token chooser of the loop and of the stream: None (greedy, decode_loop's default)
     or pipeline.sampling.sampler with the Sampling section's settings and seed (a fresh seeded
     generator per run, so the same URL gives the same tokens)."""
-    if chooser(state) == "greedy":
+    if state["gen_choose"] == "greedy":
         return None
     settings = settings_from(state)
     return sampler(settings, state["s_seed"])

@@ -36,18 +36,20 @@ PROMPTS = (             # one per request, in queue order
 )
 assert len(PROMPTS) == MAX_REQUESTS
 
+# What a server without pages reserves per request: the whole context window (it cannot know
+# how long an answer will be: the usual case, and vLLM's comparison), or prompt + the request's
+# token limit (it knows each request's limit).
+RESERVE = {"context": "the context window", "limit": "prompt + the token limit"}
+
 PARAMS = (
     Param("bat_n", "Requests in the queue", kind="int", default=6, min=1, max=MAX_REQUESTS),
     Param("bat_slots", "Slots in a batch", kind="int", default=4, min=1, max=MAX_SLOTS),
     Param("bat_gap", "Time between arrivals (ms)", kind="int", default=0, min=0, max=500),
     Param("bat_block", "Block size (tokens)", kind="int", default=16, min=1, max=MAX_NEW),
     Param("bat_step", "Step of the continuous schedule", kind="int", min=0, max=9999),
-    Param("bat_reserve", "A contiguous cache reserves", default="context", max_chars=10),
+    Param("bat_reserve", "What a contiguous cache reserves", default="context",
+          choices=RESERVE),
 )
-# What a server without pages reserves per request: the whole context window (it cannot know
-# how long an answer will be: the usual case, and vLLM's comparison), or prompt + the request's
-# token limit (it knows each request's limit).
-RESERVE = {"context": "the context window", "limit": "prompt + the token limit"}
 
 
 _generations = memo("batching generations", 4)
@@ -97,9 +99,6 @@ def build(lm, state) -> dict:
     gens = generations(model)
     queue, costs, runs = schedules(model, n, slots, gap)
     cont = runs["continuous"]
-    if state["bat_reserve"] not in RESERVE:
-        state.reject("bat_reserve", f"A contiguous cache reserves one of {', '.join(RESERVE)}; "
-                     f"got {state['bat_reserve']!r}.")
     reserve = reserve_tokens(model, state["bat_reserve"])
     snaps = page_snapshots(cont, block, MAX_NEW, reserve)
     step = state.index_within("bat_step", len(snaps), "step", "the continuous schedule has",

@@ -139,7 +139,7 @@ def build(lm, state) -> dict:
         return dict(full=True, n_ctx=model.config.n_ctx)
     n = min(n, fit)
     search = cached_search(model, ids, width, n, alpha)
-    settings = settings_from(state, reject=False)
+    settings = settings_from(state)
     seed = state["s_seed"]
     g = cached_greedy(model, ids, n)
 

@@ -15,7 +15,6 @@ from web.cache import memoized
 from web.figures import embeddings as figures
 from web.forward import prompt_run
 from web.params import Param
-from web.sections.logits import trained_on_austen
 from web.tokens import plain, token_pieces, token_plain
 
 MAX_HEATMAP_TOKENS = 64       # rows of the token-vector heatmap (more would not be readable)
@@ -105,7 +104,7 @@ def build(lm, state) -> dict:
     n_cos = min(len(ids), MAX_COSINE_TOKENS)
     ctx = dict(
         d_model=model.config.d_model, vocab_size=model.config.vocab_size, n_tokens=len(ids),
-        n_params=model.n_params(), austen=trained_on_austen(model),
+        n_params=model.n_params(), austen=lm.trained_on_austen,
         n_shown=shown, model_name=lm.name, tied=model.config.tied_embeddings,
         explained=[float(e) for e in space.explained], k=k,
         neighbour_rows=neighbour_rows, n_distinct=len(dict.fromkeys(ids)),

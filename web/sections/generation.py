@@ -13,10 +13,9 @@ from pipeline.roofline import decode_work, model_costs, prefill_work, roofline
 from web.figures import generation as figures
 from web.cache import memo
 from web.forward import prompt_ids
-from web.measured import model_key, prefill_decode_timings
+from web.measured import machine, model_key, prefill_decode_timings
 from web.params import Param
-from web.sampler_settings import CHOOSERS, chooser, sampler_for, settings_from
-from web.sections.roofline import machine
+from web.sampler_settings import CHOOSERS, sampler_for, settings_from
 from web.tokens import token_pieces
 
 MAX_NEW_TOKENS = 200       # the most a request may generate (a classroom shares 2 cores)
@@ -29,14 +28,14 @@ PARAMS = (
           big_default=8),
     Param("gen_pace", "Pause between streamed tokens (ms)", kind="int", default=50, min=0,
           max=500),
-    Param("gen_choose", "Choose the next token with", default="greedy", max_chars=20),
+    Param("gen_choose", "The token chooser", default="greedy", choices=CHOOSERS),
 )
 
 
 def sampler_description(state) -> str:
-    if chooser(state) == "greedy":
+    if state["gen_choose"] == "greedy":
         return "greedily: the most probable token at every step"
-    st = settings_from(state, reject=False)
+    st = settings_from(state)
     parts = [f"repetition penalty {st.repetition_penalty:g}", f"temperature {st.temperature:g}",
              f"top-k {st.top_k or 'off'}", f"top-p {st.top_p:g}", f"min-p {st.min_p:g}"]
     return (f"by the sampler of the Sampling section ({', '.join(parts)}; seed "
@@ -44,9 +43,9 @@ def sampler_description(state) -> str:
 
 
 def sampler_key(state) -> tuple:
-    if chooser(state) == "greedy":
+    if state["gen_choose"] == "greedy":
         return ("greedy",)
-    return ("sampler", settings_from(state, reject=False), state["s_seed"])
+    return ("sampler", settings_from(state), state["s_seed"])
 
 
 BORROWED = ("s_rep", "s_temp", "s_topk", "s_topp", "s_minp", "s_seed")   # the Sampling section's
@@ -142,7 +141,7 @@ def build(lm, state) -> dict:
         generated_chips=[Chip(tok, s.token) for s in steps[:step + 1]],
         steps=steps, step=step, current=current, last_step=len(steps) - 1,
         candidates=candidates, eos_id=lm.model.config.eos_token_id,
-        sampler=sampler_description(state), choose=chooser(state), choosers=CHOOSERS,
+        sampler=sampler_description(state), choose=state["gen_choose"], choosers=CHOOSERS,
         sampler_params=BORROWED,
         max_new_tokens=MAX_NEW_TOKENS,
         n_ctx=lm.n_ctx, model_name=lm.name,

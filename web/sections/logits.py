@@ -18,7 +18,6 @@ from web.cache import memoized
 from web.distribution import Distribution
 from web.figures import logits as figures
 from web.forward import prompt_ids, prompt_run
-from web.loaded import trained_on_austen  # noqa: F401  (web/sections/embeddings.py imports it here)
 from web.params import Param
 from web.sampler_settings import DEFAULT_TEMPERATURE
 from web.tokens import token_plain

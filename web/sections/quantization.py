@@ -48,9 +48,9 @@ CALC_MODELS = ("GPT-2 small", "Llama 3.2 1B", "Llama 2 7B", "Llama 3 8B", "Llama
                "Llama 3.1 405B")
 
 PARAMS = (
-    Param("q_group", "Group size (int4)", kind="int", default=32, min=1, max=4096),
-    # the default model's first feed-forward output matrix; another model's is found in build
-    Param("q_matrix", "Matrix", default="blocks.0.mlp.w_down", max_chars=64),
+    Param("q_group", "Group size (int4)", kind="int", default=32, choices=quantize.GROUP_SIZES),
+    # no default of its own: this model's first feed-forward output matrix (default_matrix)
+    Param("q_matrix", "Matrix", max_chars=64),
 )
 
 
@@ -292,17 +292,11 @@ def build(lm, state) -> dict:
     """Template context for the quantization section."""
     model = lm.model
     names = list(quantize.linear_weights(model.params))
-    matrix = state["q_matrix"]
-    if matrix not in names and "q_matrix" in state.raw and "q_matrix" not in state.errors:
-        state.reject("q_matrix", f"{matrix!r} is not a quantized matrix of this model; choose "
-                     f"one of the list ({names[0]} ... {names[-1]}).")
-    if matrix not in names:
-        matrix = default_matrix(names)
-    group = state["q_group"]
-    if group not in quantize.GROUP_SIZES:
-        state.reject("q_group", f"Group size must be one of "
-                     f"{', '.join(map(str, quantize.GROUP_SIZES))}; got {group}.")
-        group = state["q_group"]
+    default = default_matrix(names)             # q_matrix's Param has none: it is this model's
+    state.resolve("q_matrix", default)
+    state.one_of("q_matrix", names)             # one of this model's matrices
+    matrix = state.resolve("q_matrix", default)   # or, refused, the default again
+    group = state["q_group"]                                     # one of its Param's choices
     run = prompt_run(lm, state["prompt"])
     ids = run.ids
     schemes = [None, "int8", f"int4-g{group}"]
@@ -322,7 +316,7 @@ def build(lm, state) -> dict:
                     changes={s: weight_change(model, s) for s in schemes[1:]})
     return dict(
         model_name=lm.name, n_params=model.n_params(), n_prompt=len(ids), rows=rows,
-        group=group, group_sizes=quantize.GROUP_SIZES, matrices=names, matrix=matrix,
+        group=group, matrices=names, matrix=matrix,
         n_matrices=len(names), greedy_tokens=greedy_length(model),
         heldout_file=os.path.basename(HELDOUT_PATH), heldout_windows=n_windows,
         heldout_window=window, kept_in_float=kept_in_float(model.config),

@@ -6,7 +6,6 @@ from pipeline.roofline import (HARDWARE, WEIGHT_SCHEMES, compute_bound_from, dec
                                model_costs, prefill_work, roofline, roof_curve, weight_scheme)
 from web.figures import roofline as figures
 from web.forward import prompt_ids
-# machine: web/sections/generation.py imports it from here
 from web.measured import machine, machine_measurement, prefill_decode_timings, stamp
 from web.params import Param
 

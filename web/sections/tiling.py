@@ -31,7 +31,8 @@ PARAMS = (
     Param("til_bk", "Key tile", kind="int", default=8, min=1, max=256),
     Param("til_row", "Query row to follow", kind="int", min=0, max=9999,
           resets_with_prompt=True),
-    Param("til_model", "Published model", default=DEFAULT_CONFIG, max_chars=60),
+    Param("til_model", "Published model", default=DEFAULT_CONFIG, max_chars=60,
+          choices=[p.name for p in PUBLISHED]),
     Param("til_len", "Sequence length", kind="int", default=8192, min=256, max=131072),
 )
 
@@ -126,11 +127,7 @@ def scale_curves(name: str, hd: int, tile: int) -> tuple:
 
 
 def at_scale(state) -> dict:
-    names = [p.name for p in PUBLISHED]
-    name = state["til_model"]
-    if name not in names:
-        state.reject("til_model", f"Unknown model {name!r}: choose one of the list.")
-        name = DEFAULT_CONFIG
+    name = state["til_model"]                 # one of its Param's choices
     p = published(name)
     c = p.config
     n = state["til_len"]
@@ -139,7 +136,7 @@ def at_scale(state) -> dict:
     plain_n = plain_traffic(n, c.head_dim).total * SCALE_BYTES
     tiled_n = tiled_traffic(n, c.head_dim, tile, tile).total * SCALE_BYTES
     return dict(
-        models=names, model=name, repo=p.repo, scale_hd=c.head_dim,
+        model=name, repo=p.repo, scale_hd=c.head_dim,
         scale_heads=c.n_heads, scale_layers=c.n_layers, scale_len=n, scale_tile=tile,
         sram_kb=SRAM_BYTES // 1024,
         tile_bytes=fast_memory_elements(tile, tile, c.head_dim) * SCALE_BYTES,
