@@ -113,7 +113,8 @@ def counted(model, monkeypatch):
     process), in whose context the test runs, and the count of calls of each measuring
     function: (app, counts)."""
     from app import create_app
-    from web.sections import batching, roofline, speculative
+    import pipeline.roofline
+    from web.sections import batching, speculative
     counts = {}
 
     def count(module, name):
@@ -125,7 +126,7 @@ def counted(model, monkeypatch):
         monkeypatch.setattr(module, name, wrapper)
 
     count(measured_module, "measure_prefill_decode")
-    count(roofline, "measure_machine")
+    count(pipeline.roofline, "measure_machine")      # web.measured imports it when it measures
     count(speculative, "measure_speed")
     count(batching, "measure_step_costs")
     fresh = create_app({"MODEL": model, "TESTING": True, "WARM_CACHES": False,
