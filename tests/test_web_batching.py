@@ -166,3 +166,17 @@ def test_a_timeline_past_10_s_is_drawn_in_seconds(model):
         assert b["base"] == pytest.approx([x / 1000 for x in a["base"]])
         assert b["x"] == pytest.approx([x / 1000 for x in a["x"]])
     assert in_s["layout"]["title"]["text"].endswith(f"{run.makespan_ms / 1000:.1f} s")
+
+
+def test_a_batch_of_one_is_set_beside_the_pages_one_decode_step(client, model, app):
+    """The step costs time decode_batch; the page's one decode-step measurement (web.measured,
+    the generation loop's Model.decode) is named beside them, at the first request's length."""
+    from web.measured import prefill_decode_timings
+    lm = app.extensions["explainer"].default_model
+    _, page = fragment(client, open="bat-deeper")
+    _, costs, _ = batching.schedules(model, 6, 4, 0)
+    point = prefill_decode_timings(lm).at(costs.context_tokens[0])
+    text = " ".join(html.unescape(re.sub(r"<[^>]+>", "", page)).split())
+    assert (f"the generation loop's own step (Model.decode, one cache, nothing to gather), "
+            f"measured once for the page at {point.n} tokens, took "
+            f"{1000 * point.decode_s:.2f} ms.") in text

@@ -367,3 +367,20 @@ def test_smollm2_prompt_without_repetition(smol):
     if run.proposed == 0:
         assert cell(page, "sp-acceptance") == "no proposals"
         assert cell(page, "sp-expected") == "—"
+
+
+def test_the_target_step_is_set_beside_the_pages_one_decode_step(client, app):
+    """Its target step is timed with the sampler; the page's one decode-step measurement
+    (web.measured, the generation loop's) is named beside it, at the reference text's length."""
+    from web.measured import prefill_decode_timings
+    from web.sections.speculative import speed_table
+    lm = app.extensions["explainer"].default_model
+    if lm.draft is None:
+        pytest.skip("the default model has no draft model here")
+    page = text_of(client.get(url("/section/speculative", prompt="Mr. Darcy", open="spec-rule"),
+                              headers=HX))
+    point = prefill_decode_timings(lm).at(speed_table(lm).n_prompt)
+    text = plain_text(page)
+    assert ("each step with its sampler (a softmax over the vocabulary and a draw); the model's "
+            f"pass alone, as the generation loop measured it at {point.n} tokens: "
+            f"{1000 * point.decode_s:.2f} ms") in text

@@ -15,7 +15,7 @@ from web.figures import batching as figures
 from web.figures.kvcache import human_bytes
 from web.cache import memo
 from web.explainer import is_big
-from web.measured import measured, model_key
+from web.measured import measured, model_key, prefill_decode_timings
 from web.params import Param
 from web.tokens import token_string
 
@@ -93,6 +93,15 @@ def peak_step(snapshots) -> int:
     return max(range(len(snapshots)), key=lambda k: (snapshots[k].used_tokens(), -k))
 
 
+def loop_step(lm, n_context: int) -> dict:
+    """The model's decode step as the page measures it once (web.measured: the step the
+    generation loop, the KV cache and the roofline cite), at the length nearest the first
+    request's cache: a batch of one here is timed another way (decode_batch)."""
+    timings = prefill_decode_timings(lm)
+    point = timings.at(n_context)
+    return dict(loop_step_ms=1000.0 * point.decode_s, loop_step_n=point.n)
+
+
 def build(lm, state) -> dict:
     model, tok = lm.model, lm.tokenizer
     n, slots, gap, block = (state[p] for p in ("bat_n", "bat_slots", "bat_gap", "bat_block"))
@@ -115,6 +124,7 @@ def build(lm, state) -> dict:
         costs=[dict(rows=b, ms=ms, per_token_ms=ms / b, tokens_per_s=1000.0 * b / ms)
                for b, ms in enumerate(costs.step_ms, start=1)],
         cost_context=costs.context_tokens, cost_rounds=len(costs.samples[0]),
+        **loop_step(lm, costs.context_tokens[0]),
         costs_measured_at=time.strftime("%H:%M:%S UTC", time.gmtime(costs.measured_at)),
         policies=[policy_row(runs[p]) for p in ("static", "continuous")],
         per_request=[dict(id=r.id, arrival_ms=r.arrival_ms, length=r.length,

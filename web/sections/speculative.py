@@ -29,7 +29,7 @@ from pipeline.speculative import (DraftMismatch, NgramDraft, check_draft, distri
 from web.figures import speculative as figures
 from web.forward import prefilled, prompt_ids
 from web.cache import memo
-from web.measured import measured, model_key, stamp
+from web.measured import measured, model_key, prefill_decode_timings, stamp
 from web.params import Param
 from web.tokens import token_plain
 
@@ -333,7 +333,9 @@ def build(lm, state) -> dict:
         same_as_alone=tuple(spec.tokens) == alone_tokens,
         speed_seed=SPEED_SEED)
     if isinstance(draft, NgramDraft):
-        return dict(common, **lookup_context(lm, measured_a, gamma))
+        sp = lookup_speed(lm)
+        return dict(common, **lookup_context(lm, measured_a, gamma),
+                    **loop_step(lm, sp.n_prompt))
     table = speed_table(lm)
     speed = table.modes[mode]
     ref = speed.rows[gamma - 1]
@@ -355,7 +357,17 @@ def build(lm, state) -> dict:
         else expected_tokens_per_pass(a, gamma),
         expected_speedup=None if measured_a is None else expected_speedup(a, gamma, c),
         time_figure=time_figure(lm, table, mode, gamma),
+        **loop_step(lm, table.n_prompt),
     )
+
+
+def loop_step(lm, n_prompt: int) -> dict:
+    """The model's decode step as the page measures it once (web.measured: the one the
+    generation loop, the KV cache and the roofline cite), at the length nearest the reference
+    text's: shown beside this section's own step timings, which time a step another way."""
+    timings = prefill_decode_timings(lm)
+    point = timings.at(n_prompt)
+    return dict(loop_step=point.decode_s, loop_step_n=point.n, loop_step_when=timings.when)
 
 
 def lookup_context(lm, a, gamma: int) -> dict:
