@@ -136,9 +136,11 @@ def decode_loop(model, prompt_ids, max_new_tokens: int, sample=None, stop_at_eos
 
 
 def generation_steps(model, prompt_ids, max_new_tokens: int, sample=None, n_top: int = 5,
-                     stop_at_eos: bool = True, should_stop=None):
-    """Yield a Step per new token: decode_loop's passes with the model's probabilities."""
-    for p in decode_loop(model, prompt_ids, max_new_tokens, sample, stop_at_eos, should_stop):
+                     stop_at_eos: bool = True, should_stop=None, start=None):
+    """Yield a Step per new token: decode_loop's passes with the model's probabilities
+    (start: the prompt already run, as for decode_loop)."""
+    for p in decode_loop(model, prompt_ids, max_new_tokens, sample, stop_at_eos, should_stop,
+                         start=start):
         probs = softmax(p.logits)                                     # [V]
         yield Step(p.index, p.phase, p.input_ids, p.n_context, p.token, p.forward_seconds,
                    p.step_seconds, p.finish, prob=float(probs[p.token]),

@@ -259,3 +259,30 @@ def test_a_prompt_off_the_grid_names_the_measured_length_and_its_own(client, mod
     page = text_of(client.get(url("/section/generation", prompt=on_grid), headers=HX))
     assert "the nearest measured length to this prompt's" not in page
     assert "your prompt's own length" in page
+
+
+def test_the_stepped_run_starts_from_the_prompts_shared_run(client, model, monkeypatch):
+    """The loop's steps are the ones a prefill would give, but the prompt is not run again: its
+    times are not shown (the page's one measurement is), so it starts from the prompt's run."""
+    from pipeline.generation import generation_steps
+    prompt = "Mr. Darcy looked at Elizabeth and"
+    from web.registry import sections
+    lm = client.application.extensions["explainer"].default_model
+    for s in sections():                  # the measurements, as the server makes them at start
+        if s.warm is not None:
+            s.warm(lm)
+    client.get(url("/", prompt=prompt))                       # the prompt's shared run
+    passes = []
+    original = model.prefill
+
+    def counting(tokens, kv, cache=None):
+        passes.append(len(tokens))
+        return original(tokens, kv, cache)
+    monkeypatch.setattr(model, "prefill", counting)
+    page = client.get(url("/section/generation", prompt=prompt, gen_max=5, gen_choose="greedy"),
+                      headers=HX)
+    assert page.status_code == 200 and passes and set(passes) == {1}    # decode steps only
+    monkeypatch.undo()
+    shown = chip_ids(page.get_data(as_text=True), "Sequence at this step")
+    ids = model.tokenizer.encode_ordinary(prompt)
+    assert shown[:len(ids)] == ids and shown[len(ids):] == greedy_tokens(model, prompt, 5)[:len(shown) - len(ids)]

@@ -12,7 +12,7 @@ from pipeline.generation import generation_steps
 from pipeline.roofline import decode_work, model_costs, prefill_work, roofline
 from web.figures import generation as figures
 from web.cache import memo
-from web.forward import prompt_ids
+from web.forward import prefilled, prompt_ids
 from web.measured import machine, model_key, prefill_decode_timings
 from web.params import Param
 from web.sampler_settings import CHOOSERS, sampler_for, settings_from
@@ -65,9 +65,12 @@ _runs = memo("generation runs", 16)
 
 def stepped_run(lm, ids: tuple, max_new_tokens: int, sample, sample_key: tuple) -> tuple:
     """The loop's steps; `sample_key` names the chooser (a seeded one always draws alike)."""
+    # Its times are not shown (the page's one measurement is: web.measured), so it starts from
+    # the prompt's shared run (web.forward.prefilled) instead of running the prompt again.
     return _runs.get((model_key(lm.model), ids, max_new_tokens, sample_key),
                      lambda: tuple(generation_steps(lm.model, ids, max_new_tokens,
-                                                    sample=sample, n_top=N_TOP)))
+                                                    sample=sample, n_top=N_TOP,
+                                                    start=prefilled(lm.model, ids))))
 
 
 class Chip:
