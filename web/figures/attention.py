@@ -9,10 +9,10 @@ weights in whole percents (one byte a cell), they are the palette's grey entry T
 The large views are plain Plotly JSON (web.figures.figure_json).
 """
 import base64
-import struct
-import zlib
+import io
 
 import numpy as np
+from PIL import Image
 
 from web.figures import (ACCENT, FONT, PALETTE, SEQUENTIAL, base_layout, every_kth, figure_json,
                          label, signed_colours, text_px, typed_array)
@@ -31,18 +31,15 @@ def layers_across(n_layers: int) -> bool:
 
 
 def _png(indices, palette) -> bytes:
-    """An 8-bit indexed PNG of `indices` [h, w] (uint8) with `palette` [(r, g, b), ...]: one
-    pixel a cell, scaled up by the page (CSS image-rendering: pixelated keeps the cells sharp)."""
-    h, w = indices.shape
-
-    def chunk(kind, data):
-        return (struct.pack(">I", len(data)) + kind + data
-                + struct.pack(">I", zlib.crc32(kind + data) & 0xFFFFFFFF))
-    rows = b"".join(b"\x00" + bytes(r) for r in np.ascontiguousarray(indices, np.uint8))
-    return (b"\x89PNG\r\n\x1a\n"
-            + chunk(b"IHDR", struct.pack(">IIBBBBB", w, h, 8, 3, 0, 0, 0))
-            + chunk(b"PLTE", bytes(c for rgb in palette for c in rgb))
-            + chunk(b"IDAT", zlib.compress(rows, 9)) + chunk(b"IEND", b""))
+    """An 8-bit indexed PNG of `indices` [h, w] (uint8) with `palette` [(r, g, b), ...], written
+    by Pillow: one pixel a cell, scaled up by the page (CSS image-rendering: pixelated keeps the
+    cells sharp)."""
+    cells = np.ascontiguousarray(indices, np.uint8)
+    image = Image.frombytes("P", (cells.shape[1], cells.shape[0]), cells.tobytes())
+    image.putpalette([c for rgb in palette for c in rgb])
+    out = io.BytesIO()
+    image.save(out, format="PNG", optimize=True)
+    return out.getvalue()
 
 
 def _rgb(hex_colour: str) -> tuple:
