@@ -22,12 +22,12 @@
   function currentStep() { return Number(($("tour-bar") || {}).value || 1); }
   function presenting() { return document.body.classList.contains("present"); }
 
-  // The element a step shows. In presentation mode the first step, the prompt, is shown by the
-  // overview: the whole pass of the prompt on one slide.
+  // The element a step shows. The first step, the prompt, is shown by the overview: the prompt
+  // is typed in its Text box, and the whole pass of it is there (one slide when presenting).
   function overview() { return $("overview") || document.querySelector("section.ov"); }
   function stepTarget(n) {
     var li = steps()[n - 1], target = li && li.getAttribute("data-target");
-    if (target === "prompt" && presenting() && overview()) target = overview().id;
+    if (target === "prompt" && overview()) target = overview().id;
     return target;
   }
 
@@ -74,6 +74,7 @@
       document.querySelectorAll(".predict[data-shown-in]").forEach(function (box) {
         box.removeAttribute("data-shown-in");
       });
+      presentShown = {};
     }
     restorePredictions(document.body);
     if (on && !tourOpen()) showStep(1);
@@ -151,7 +152,10 @@
   function revealSlide() {
     var slide = document.querySelector(".section.current");
     if (!slide) return;
-    slide.querySelectorAll(".predict:not(.revealed)").forEach(function (box) { reveal(box, "nothing"); });
+    slide.querySelectorAll(".predict:not(.revealed)").forEach(function (box) { reveal(box, NO_GUESS); });
+    slide.querySelectorAll(".ov-gate.gated[data-answer-of]").forEach(function (el) {
+      showAnswer(el.getAttribute("data-answer-of"), el.getAttribute("data-answer"), NO_GUESS);
+    });
     fitSlide();
   }
 
@@ -167,9 +171,24 @@
   }
 
   // --- predict, then reveal --------------------------------------------------------------------
-  function guessKey(box) { return "predict:" + box.getAttribute("data-predict") + ":" + box.getAttribute("data-answer"); }
+  // A guess is kept in this browser under the prediction's key (its id and the model's answer);
+  // "Just show me" keeps an empty guess there: the answer was shown without a guess. The answer
+  // is shown elsewhere too: the elements named by a prediction's data-gate, and the overview's
+  // boxes marked data-answer-of (its top token, before any step), stay blurred until then.
+  var NO_GUESS = "";
+  var presentShown = {};          // keys revealed during this presentation (none stored)
+
+  function keyOf(id, answer) { return "predict:" + id + ":" + answer; }
+  function guessKey(box) { return keyOf(box.getAttribute("data-predict"), box.getAttribute("data-answer")); }
+  function saved(key) {
+    try { return window.localStorage.getItem(key); } catch (e) { return null; }
+  }
+  function keep(key, guess) {
+    try { window.localStorage.setItem(key, guess); } catch (e) { /* private mode */ }
+  }
 
   function verdict(kind, guess, answer) {
+    if (guess === NO_GUESS) return "Shown without a guess.";
     if (kind === "number") {
       var g = Number(guess), a = Number(answer);
       if (!isFinite(g)) return "";
@@ -181,21 +200,54 @@
     return same ? "Right!" : "Not this time.";
   }
 
+  // The overview's boxes that show this answer (web/overview.py's answer_text: the same key).
+  function answerBoxes(id, answer, root) {
+    return Array.prototype.slice.call((root || document).querySelectorAll(".ov-gate[data-answer-of]"))
+      .filter(function (el) {
+        return el.getAttribute("data-answer-of") === id && el.getAttribute("data-answer") === answer;
+      });
+  }
+
   function gate(box, closed) {
-    var id = box.getAttribute("data-gate"), el = id && document.getElementById(id);
-    if (el) el.classList.toggle("gated", closed);
+    (box.getAttribute("data-gate") || "").split(/\s+/).forEach(function (id) {
+      var el = id && document.getElementById(id);
+      if (el) el.classList.toggle("gated", closed);
+    });
+    answerBoxes(box.getAttribute("data-predict"), box.getAttribute("data-answer")).forEach(function (el) {
+      el.classList.toggle("gated", closed);
+    });
   }
 
   function reveal(box, guess) {
     gate(box, false);
+    var skipped = guess === NO_GUESS;
     box.querySelector(".predict-guess").textContent = guess;
+    var you = box.querySelector(".predict-you");
+    if (you) you.hidden = skipped;
     box.querySelector(".predict-verdict").textContent =
       verdict(box.getAttribute("data-kind"), guess, box.getAttribute("data-answer"));
     box.querySelector(".predict-reveal").hidden = false;
     box.querySelector(".predict-commit").disabled = true;
     box.querySelectorAll("input").forEach(function (i) { i.disabled = true; });
     box.classList.add("revealed");
-    if (presenting()) box.setAttribute("data-shown-in", "present");
+    box.classList.toggle("skipped", skipped);
+    if (presenting()) {
+      box.setAttribute("data-shown-in", "present");
+      presentShown[guessKey(box)] = true;
+    }
+  }
+
+  // The answer of prediction `id` is shown: every box of that prediction on the page says so
+  // (without a guess, unless one was made), and every element that shows the answer is unblurred.
+  function showAnswer(id, answer, guess) {
+    var key = keyOf(id, answer);
+    if (presenting()) presentShown[key] = true;
+    else if (saved(key) === null) keep(key, guess);
+    document.querySelectorAll(".predict[data-predict]").forEach(function (box) {
+      if (box.getAttribute("data-predict") === id && box.getAttribute("data-answer") === answer &&
+          !box.classList.contains("revealed")) reveal(box, guess);
+    });
+    answerBoxes(id, answer).forEach(function (el) { el.classList.remove("gated"); });
   }
 
   function commit(box) {
@@ -210,9 +262,17 @@
       box.querySelector(".predict-q").classList.add("need-guess");
       return;
     }
-    try { window.localStorage.setItem(guessKey(box), guess); } catch (e) { /* private mode */ }
+    keep(guessKey(box), guess);
     box.setAttribute("data-guess-recorded", "true");
     reveal(box, guess);
+    answerBoxes(box.getAttribute("data-predict"), box.getAttribute("data-answer")).forEach(function (el) {
+      el.classList.remove("gated");
+    });
+  }
+
+  function skip(box) {
+    if (!presenting()) keep(guessKey(box), NO_GUESS);
+    reveal(box, NO_GUESS);
   }
 
   // A guess kept in this browser reveals its answer when the page loads. Not in presentation
@@ -220,11 +280,18 @@
   // prediction shows its answer only once revealed during the presentation (R, or its buttons).
   function restorePredictions(root) {
     root.querySelectorAll(".predict").forEach(function (box) {
-      var saved = null;
-      try { saved = window.localStorage.getItem(guessKey(box)); } catch (e) { /* none */ }
+      var kept = saved(guessKey(box));
       if (presenting() && box.getAttribute("data-shown-in") !== "present") conceal(box);
-      else if (saved !== null) reveal(box, saved);
+      else if (kept !== null && !presenting()) reveal(box, kept);
       else if (!box.classList.contains("revealed")) gate(box, true);
+    });
+    // the overview's boxes that show an answer: blurred until it is shown, in this browser, or
+    // in this presentation
+    var boxes = root.matches && root.matches(".ov-gate") ? [root] : [];
+    root.querySelectorAll(".ov-gate[data-answer-of]").forEach(function (el) { boxes.push(el); });
+    boxes.forEach(function (el) {
+      var key = keyOf(el.getAttribute("data-answer-of"), el.getAttribute("data-answer"));
+      el.classList.toggle("gated", presenting() ? !presentShown[key] : saved(key) === null);
     });
   }
 
@@ -235,6 +302,16 @@
     box.querySelectorAll("input").forEach(function (i) { i.disabled = false; });
     box.classList.remove("revealed");
   }
+
+  // The overview's own way to its hidden answer: its "show" button, or a step of the loop (Next
+  // token, Play), which puts the model's choice on screen anyway.
+  document.addEventListener("click", function (e) {
+    var t = e.target.closest ? e.target.closest(".ov-reveal, #ov-next, #ov-play") : null;
+    if (!t) return;
+    document.querySelectorAll(".ov-gate.gated[data-answer-of]").forEach(function (el) {
+      showAnswer(el.getAttribute("data-answer-of"), el.getAttribute("data-answer"), NO_GUESS);
+    });
+  }, true);
 
   // --- exports -------------------------------------------------------------------------------
   var TYPED = { f8: Float64Array, f4: Float32Array, i1: Int8Array, u1: Uint8Array,
@@ -387,7 +464,7 @@
         status.textContent = window.location.href;
       }
     } else if (t.classList.contains("predict-commit")) commit(t.closest(".predict"));
-    else if (t.classList.contains("predict-skip")) reveal(t.closest(".predict"), "nothing");
+    else if (t.classList.contains("predict-skip")) skip(t.closest(".predict"));
   });
 
   document.addEventListener("change", function (e) {

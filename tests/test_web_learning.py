@@ -52,6 +52,15 @@ def test_the_next_token_prediction_hides_the_models_top_token(client, model):
     top = int(np.argmax(model.forward(model.tokenizer.encode(prompt))[-1]))
     word = model.tokenizer.decode_single_token_bytes(top).decode().strip()
     box = re.search(r'<div class="predict" data-predict="next-token" data-answer="([^"]*)"'
-                    r' data-kind="token" data-gate="lg-live">', page)
+                    r' data-kind="token" data-gate="([^"]*)">', page)
     assert box and html.unescape(box.group(1)) == word
+    # the gate blurs the answer itself (the table's top token and its id, the bar chart), not
+    # the section's other numbers or its opened disclosures
+    gated = box.group(2).split()
+    assert gated == ["lg-top-token", "lg-top-id", "lg-probs"]
+    for id_ in gated:
+        assert f'id="{id_}"' in page
+    assert re.search(r'<q class="pair" id="lg-top-token">([^<]*)</q>', page).group(1) \
+        .replace("·", " ").strip() == html.escape(word, quote=False)
+    assert re.search(r'<td id="lg-top-id">(\d+)</td>', page).group(1) == str(top)
     assert re.search(r'<div class="predict-reveal" hidden', page)

@@ -262,7 +262,11 @@ def test_gpt2_fixture():
 
 def test_page_holds_the_overview_and_its_map(client):
     page = text_of(client.get(url("/", ov_steps=2)))
-    assert page.index('id="prompt"') < page.index('id="overview"') < page.index('id="sections"')
+    # the prompt is typed in the overview's first box (Text), the form field the page's own
+    assert page.index('id="overview"') < page.index('id="prompt"') < page.index('id="sections"')
+    text_box = page[page.index('id="prompt"'):page.index('aria-label="Tokens of the pass"')]
+    assert re.search(r'<textarea id="prompt-input" name="prompt"[^>]*hx-preserve="true"', text_box)
+    assert page.count('name="prompt"') == 1
     # the slim map is the page's one list of sections: the prompt, then every section in order
     nav = re.search(r'<nav id="ov-map"[^>]*>(.*?)</nav>', page, re.S).group(1)
     assert page.count("<nav") == 1
@@ -343,9 +347,11 @@ def test_hostile_text_stays_text(client):
     assert r.status_code == 200
     assert "<img src=x" not in page and "<script>alert" not in page
     assert "&lt;img src=x onerror=alert(1)&gt;" in page       # the overview's text box
-    # the thumbnail's labels go through web.figures.label (Plotly draws a little HTML)
-    fig = html.unescape(re.search(r'id="ov-embed-plot" data-figure="([^"]*)"', page).group(1))
-    assert "<img" not in fig and "<script" not in fig and "&lt;" in fig
+    # the thumbnails' labels go through web.figures.label (Plotly draws a little HTML): the
+    # embedding strip's (the last tokens: "pt", ">") and the attention heatmap's (every token: "<", "im", ...)
+    for plot, escaped in (("ov-embed-plot", "&gt;"), ("ov-attn-plot", "&lt;")):
+        fig = html.unescape(re.search(rf'id="{plot}" data-figure="([^"]*)"', page).group(1))
+        assert "<img" not in fig and "<script" not in fig and escaped in fig
 
 
 def test_invalid_prompt_shows_no_overview(client):
@@ -443,3 +449,115 @@ def test_the_text_grows_with_each_step(client, model):
     # the prompt alone: the Text box is the prompt, nothing marked
     first = text_of(client.get(url("/overview", prompt=PROMPT.default, ov_steps=0), headers=LIVE))
     assert "ov-gen" not in first and "the prompt alone (step 0)" in first
+
+
+# --- the first screen: the prompt typed in the Text box, the chosen head's pattern, the
+#     embedding strip, and the top token kept for the Logits section's prediction ---
+
+def figure_of(page: str, element_id: str) -> dict:
+    import json
+    return json.loads(html.unescape(
+        re.search(rf'id="{element_id}" data-figure="([^"]*)"', page).group(1)))
+
+
+def decoded(array: dict) -> np.ndarray:
+    import base64
+    data = np.frombuffer(base64.b64decode(array["bdata"]), dtype={"f4": np.float32}[array["dtype"]])
+    return data.reshape([int(n) for n in str(array["shape"]).split(",")])
+
+
+@pytest.mark.parametrize("query, layer, head", [
+    ({}, -1, 0),                                           # the Attention section's defaults
+    ({"att_layer": 1, "att_head": "3"}, 1, 3),             # its chosen layer and head
+    ({"att_layer": 0, "att_head": "mean"}, 0, None),       # the mean of a layer's heads
+])
+def test_the_attention_box_draws_the_chosen_heads_pattern(client, model, query, layer, head):
+    prompt = "Emma Woodhouse, handsome, clever, and rich"
+    page = text_of(client.get(url("/", prompt=prompt, **query)))
+    ids = list(model.tokenizer.encode_ordinary(prompt))
+    _, cache = model.run_with_cache(ids)                   # a pass of its own, run afresh
+    layer = layer % model.config.n_layers
+    pattern = cache[f"blocks.{layer}.attn.hook_pattern"]
+    weights = pattern.mean(0) if head is None else pattern[head]
+    heat = figure_of(page, "ov-attn-plot")["data"][0]
+    z = decoded(heat["z"])
+    T = len(ids)
+    assert z.shape == (T, T) and heat["x"] == list(range(T)) and heat["y"] == list(range(T))
+    masked = np.triu(np.ones((T, T), bool), 1)
+    assert np.isnan(z[masked]).all()                       # the causal mask: not drawn
+    np.testing.assert_allclose(z[~masked], weights[~masked], rtol=1e-6, atol=1e-7)
+    which = "the mean of its heads" if head is None else f"head {head}"
+    assert f"layer {layer}, {which}" in html.unescape(page)
+    top = int(np.argmax(weights[-1]))
+    note = html.unescape(re.search(r'<span class="ov-note ov-attn-note">(.*?)</span></div>', page,
+                                   re.S).group(1))
+    assert f"({weights[-1, top]:.2f})" in note
+    assert model.tokenizer.decode([ids[top]]).replace(" ", "·") in re.sub(r"<[^>]+>", "", note)
+
+
+def test_after_a_step_the_attention_box_draws_the_decode_steps_one_row(client, model):
+    """After Next token the pass is the KV-cached decode step: one query row over every cached
+    position (the latest 40), the weights of that step."""
+    prompt = "It is a truth universally acknowledged, that a single man"
+    page = text_of(client.get(url("/overview", prompt=prompt, ov_steps=2), headers=LIVE))
+    ids = list(model.tokenizer.encode_ordinary(prompt))
+    steps = list(decode_loop(model, ids, 3, sampler(DEFAULT_SETTINGS, OV_SEED),
+                             stop_at_eos=False, record=True))
+    step = steps[2]
+    T = step.n_context
+    weights = step.cache[f"blocks.{model.config.n_layers - 1}.attn.hook_pattern"][0]   # [1, T]
+    heat = figure_of(page, "ov-attn-plot")["data"][0]
+    z = decoded(heat["z"])
+    first = max(0, T - 40)
+    assert z.shape == (1, T - first) and heat["y"] == [T - 1]
+    np.testing.assert_allclose(z[0], weights[0, first:], rtol=1e-6, atol=1e-7)
+    assert "(this step: one row)" in page
+
+
+def test_the_embedding_strip_labels_the_last_tokens_rows(client, model):
+    prompt = "Elizabeth looked at Mr. Darcy and"
+    page = text_of(client.get(url("/", prompt=prompt)))
+    ids = list(model.tokenizer.encode_ordinary(prompt))
+    fig = figure_of(page, "ov-embed-plot")
+    z = decoded(fig["data"][0]["z"])
+    last = ids[-4:]
+    np.testing.assert_array_equal(z, model.params["wte"][last].astype(np.float32))
+    ticks = fig["layout"]["yaxis"]["ticktext"]
+    assert [t.replace("·", " ") for t in ticks] == [
+        html.unescape(model.tokenizer.decode([t]))[:8] if len(model.tokenizer.decode([t])) <= 8
+        else model.tokenizer.decode([t])[:7] + "…" for t in last]
+    # the last token's first values, written out
+    values = re.search(r'<p class="ov-note ov-embed-values">.*?\[(.*?)…', page, re.S).group(1)
+    written = [float(v) for v in re.findall(r'<span class="ov-num">(-?[\d.]+)</span>', values)]
+    assert written == [round(float(v), 3) for v in model.params["wte"][ids[-1]][:3]]
+
+
+def test_the_top_token_waits_for_the_logits_prediction(client, model):
+    """Before any step, the overview's top five and chosen token carry the answer of the Logits
+    section's prediction under the same key (static/learn.js blurs them until it is shown);
+    after a step there is nothing to hide."""
+    for prompt in ("She was the youngest of the two daughters", "Emma Woodhouse, handsome"):
+        page = text_of(client.get(url("/", prompt=prompt)))
+        logits = text_of(client.get(url("/section/logits", prompt=prompt), headers=HX))
+        answer = re.search(r'data-predict="next-token" data-answer="([^"]*)"', logits).group(1)
+        gates = re.findall(r'<li class="ov-box (ov-top|ov-next-box) ov-gate gated" '
+                           r'data-answer-of="next-token" data-answer="([^"]*)">', page)
+        assert [g for g, _ in gates] == ["ov-top", "ov-next-box"]
+        assert {a for _, a in gates} == {answer}
+        top = int(np.argmax(model.forward(model.tokenizer.encode_ordinary(prompt))[-1]))
+        assert html.unescape(answer) == model.tokenizer.decode([top]).strip()
+        assert 'class="ov-reveal linkish" aria-label="show the top 5 now, without a guess">show</button>' in page
+    stepped = text_of(client.get(url("/overview", prompt=prompt, ov_steps=1), headers=LIVE))
+    assert "data-answer-of" not in stepped and "ov-gate" not in stepped
+
+
+def test_a_refused_prompt_keeps_the_text_box(client):
+    """The prompt's box stays, with its message, whatever replaces the overview: the page, a
+    step of the loop (live part) and a new prompt (sent out of band)."""
+    for path, headers in (("/", {}), ("/overview", LIVE), ("/", HX)):
+        r = client.get(url(path, prompt="   "), headers=headers)
+        page = text_of(r)
+        assert r.status_code == 422
+        assert re.search(r'<textarea id="prompt-input" name="prompt"[^>]*aria-invalid="true"', page)
+        assert "The prompt is empty" in error_message(page, "prompt")
+        assert "Nothing to show until the prompt is fixed" in page

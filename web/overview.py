@@ -39,14 +39,16 @@ from web.forward import prefilled, prompt_ids, prompt_run
 from web.params import Param
 from web.sampler_settings import DEFAULT_TEMPERATURE
 from web.shading import POSITIVE, blend
-from web.tokens import token_pieces
+from web.tokens import token_pieces, token_plain
 
 OV_LIMIT = 20          # most tokens the overview generates (Play stops there)
 OV_SEED = 0            # the overview sampler's seed: the same URL gives the same tokens
 TOP = 5                # candidates drawn as bars
 CHIPS_HEAD, CHIPS_TAIL = 4, 9       # a long sequence shows its first and last chips
 KV_COLUMNS = 40        # positions drawn in the KV cache picture (the latest ones)
-EMBED_ROWS = 24        # token rows of the embeddings thumbnail (the latest ones)
+EMBED_ROWS = 4         # token rows of the embeddings strip (the latest ones), each labelled
+EMBED_VALUES = 3       # the last token's first values, written out beside the strip
+ATTN_COLUMNS = 40      # key positions drawn in the attention thumbnail (the latest ones)
 
 PARAMS = (
     Param("ov_steps", "Tokens generated", kind="int", default=0, min=0, max=OV_LIMIT,
@@ -283,6 +285,7 @@ def build(lm, state) -> dict:
 
     first_row = max(0, T - EMBED_ROWS)
     embed = model.params["wte"][list(ids[first_row:])]       # the table's rows of the sequence
+    att_layer, att_head = attention_choice(state, cfg)
     return dict(
         ov_steps=steps, ov_most=most, ov_limit=OV_LIMIT, ov_finish=finish, ov_seed=OV_SEED,
         settings=settings, n_prompt=run.n_prompt, T=T, cfg=cfg,
@@ -298,8 +301,53 @@ def build(lm, state) -> dict:
         residual=residual_bars(cache, cfg.n_layers), resid_rows_max=RESID_ROWS_MAX,
         embed_figure=figures.embeddings_thumbnail(
             embed, [c for c in chips[first_row:]], first_row),
-        embed_rows=(first_row, T), candidates=candidates, chosen=chosen, pct=pct,
+        embed_rows=(first_row, T), embed_values=[float(v) for v in embed[-1][:EMBED_VALUES]],
+        last_chip=chips[-1],
+        attention=attention_picture(cache, chips, att_layer, att_head, n_prompt=run.n_prompt,
+                                    phase=run.phase),
+        next_answer=answer_text(model.tokenizer, top[0]) if not steps else "",
+        candidates=candidates, chosen=chosen, pct=pct,
         doors=DOORS)
+
+
+def attention_choice(state, cfg) -> tuple:
+    """The layer and head the Attention section shows (its att_layer and att_head, read
+    leniently: that section reports a bad value), else its defaults: the last layer, head 0.
+    head None: the mean of the layer's heads."""
+    layer = state.values.get("att_layer")
+    if not isinstance(layer, int) or not 0 <= layer < cfg.n_layers:
+        layer = cfg.n_layers - 1
+    raw = str(state.values.get("att_head") or "0").strip()
+    if raw == "mean":
+        return layer, None
+    head = int(raw) if raw.isdigit() and int(raw) < cfg.n_heads else 0
+    return layer, head
+
+
+def attention_picture(cache: dict, chips: list, layer: int, head, n_prompt: int,
+                      phase: str) -> dict:
+    """That head's pattern in the pass (hook_pattern: [H, rows, T]; one row in a decode step),
+    the latest ATTN_COLUMNS key positions, as a small heatmap: figure and what it holds."""
+    pattern = cache[f"blocks.{layer}.attn.hook_pattern"]
+    weights = pattern.mean(axis=0) if head is None else pattern[head]       # [rows, T]
+    n_rows, T = weights.shape
+    first = max(0, T - ATTN_COLUMNS)
+    rows = list(range(T - n_rows, T))                 # the query positions of the pass
+    shown = [i for i, q in enumerate(rows) if q >= first]
+    last = weights[-1]
+    top = int(np.argmax(last))
+    return dict(layer=layer, head=head, first=first, rows=len(shown), n_rows=n_rows, T=T,
+                top=top, top_weight=float(last[top]), top_chip=chips[top],
+                figure=figures.attention_thumbnail(
+                    weights[shown][:, first:], [rows[i] for i in shown], chips[first:], first,
+                    layer, head))
+
+
+def answer_text(tokenizer, token_id: int) -> str:
+    """The top token as the Logits section's prediction compares it (its plain text, markers
+    for spaces turned back into spaces, trimmed): the key that the overview's hidden answer
+    shares with that prediction (static/learn.js)."""
+    return token_plain(tokenizer, token_id).replace("·", " ").strip()
 
 
 def generated_text(tokenizer, ids, n_prompt: int) -> str:

@@ -64,6 +64,12 @@ def test_presentation_mode_shows_one_step_and_survives_reload(page):
     expect(page).not_to_have_url(re.compile(r"present="))
 
 
+def blurred(locator) -> bool:
+    """Whether the element is drawn blurred: a CSS blur on it or on a box around it."""
+    return locator.evaluate("""el => { for (let e = el; e; e = e.parentElement)
+        if (getComputedStyle(e).filter.includes('blur')) return true; return false; }""")
+
+
 def test_a_prediction_is_recorded_before_the_reveal(page, model):
     prompt = "It is a truth universally acknowledged, that a single man"
     logits = model.forward(model.tokenizer.encode(prompt))[-1]
@@ -72,14 +78,15 @@ def test_a_prediction_is_recorded_before_the_reveal(page, model):
     box = page.locator("#logits .predict")
     reveal = box.locator(".predict-reveal")
     expect(reveal).to_be_hidden()
-    expect(page.locator("#lg-live")).to_have_class(re.compile(r"\bgated\b"))
+    expect(page.locator("#lg-probs")).to_have_class(re.compile(r"\bgated\b"))
+    assert blurred(page.locator("#lg-probs")) and not blurred(page.locator("#lg-entropy"))
     box.get_by_label("Your guess").fill("of")
     box.get_by_role("button", name="Lock in my guess").click()
     expect(reveal).to_be_visible()
     expect(box.locator(".predict-guess")).to_have_text("of")
     expect(box.locator(".predict-answer")).to_have_text(re.compile(re.escape(top)))
     expect(box.locator(".predict-verdict")).to_have_text("Right!" if top == "of" else "Not this time.")
-    expect(page.locator("#lg-live")).not_to_have_class(re.compile(r"\bgated\b"))
+    expect(page.locator("#lg-probs")).not_to_have_class(re.compile(r"\bgated\b"))
     stored = page.evaluate("() => Object.entries(localStorage)"
                            ".filter(([k]) => k.startsWith('predict:next-token:'))")
     assert stored == [[f"predict:next-token:{top}", "of"]]
@@ -102,12 +109,12 @@ def test_number_and_choice_predictions_compare_with_the_models_answer(page, mode
 
     kv = page.locator("#kvcache .predict")
     nbytes = kv_bytes_per_token(model.config, 4)         # what one token adds, float32
-    expect(page.locator("#kv-live")).to_have_class(re.compile(r"\bgated\b"))
+    expect(page.locator("#kv-per-token")).to_have_class(re.compile(r"\bgated\b"))
     kv.get_by_label("Your guess").fill(str(nbytes // 2))
     kv.get_by_role("button", name="Lock in my guess").click()
     expect(kv.locator(".predict-answer")).to_have_text(f"{nbytes:,} bytes per token")
     expect(kv.locator(".predict-verdict")).to_have_text("You were off by a factor of 2.00.")
-    expect(page.locator("#kv-live")).not_to_have_class(re.compile(r"\bgated\b"))
+    expect(page.locator("#kv-per-token")).not_to_have_class(re.compile(r"\bgated\b"))
 
     half = int(top_p_keep(softmax_with_temperature(model.forward(ids)[-1], 1.0), 0.5).sum())
     tp = page.locator("#sampling .predict")
@@ -117,7 +124,7 @@ def test_number_and_choice_predictions_compare_with_the_models_answer(page, mode
     expect(tp.locator(".predict-verdict")).to_have_text("Exactly right.")
 
     beam = page.locator("#decoding .predict")
-    expect(page.locator("#dec-live")).to_have_class(re.compile(r"\bgated\b"))
+    expect(page.locator("#beam-vs-greedy")).to_have_class(re.compile(r"\bgated\b"))
     beam.get_by_role("radio", name="the same").check()
     beam.get_by_role("button", name="Lock in my guess").click()
     expect(beam.locator(".predict-guess")).to_have_text("the same")
@@ -254,3 +261,50 @@ def test_dark_theme_draws_figures_in_light_ink(page):
     assert not any(DARK_INKS & set(f["colours"]) for f in dark)
     assert not any(b.startswith("rgba(255, 255, 255") or b in ("white", "#fff", "#ffffff")
                    for f in dark for b in f["boxes"])
+
+
+def test_a_gate_blurs_the_answer_not_the_opened_disclosure(page, model):
+    """With "Go deeper" open before the guess, the table and its notes stay readable: only the
+    top token's cell and id (and the bar chart) are blurred, and they clear on the guess."""
+    prompt = "Emma Woodhouse, handsome, clever, and rich"
+    page.goto("/?prompt=" + prompt + "&open=lg-table,kv-how")
+    table = page.get_by_role("table", name="Highest-scoring next tokens")
+    expect(table).to_be_visible()
+    assert not blurred(table) and not blurred(table.locator("tbody tr").nth(1))
+    assert blurred(page.locator("#lg-top-token")) and blurred(page.locator("#lg-top-id"))
+    top = int(np.argmax(model.forward(model.tokenizer.encode(prompt))[-1]))
+    expect(page.locator("#lg-top-id")).to_have_text(str(top))
+    kv_disclosure = page.locator("#deeper-kv-how")
+    expect(kv_disclosure.get_by_role("table", name="Checked steps")).to_be_visible()
+    assert not blurred(kv_disclosure.get_by_role("table", name="Checked steps"))
+    assert blurred(page.locator("#kv-per-token"))
+    page.locator("#logits .predict").get_by_role("button", name="Just show me").click()
+    expect(page.locator("#lg-top-token")).not_to_have_class(re.compile(r"\bgated\b"))
+    assert not blurred(page.locator("#lg-top-token"))
+
+
+def test_just_show_me_says_the_answer_was_shown_without_a_guess(page, model):
+    """"Just show me": the verdict says no guess was made (not "Not this time"), for a word, a
+    number and a choice; the overview's top token, hidden until then, is shown too."""
+    prompt = "She was the youngest of the two daughters"
+    top = model.tokenizer.decode([int(np.argmax(model.forward(
+        model.tokenizer.encode(prompt))[-1]))]).strip()
+    page.goto("/?prompt=" + prompt)
+    overview_top = page.locator("#overview").get_by_role("list", name="Top 5 next tokens")
+    assert blurred(overview_top.locator(".ov-ctok").first)
+    for sid in ("logits", "kvcache", "decoding"):
+        box = page.locator(f"#{sid} .predict")
+        box.get_by_role("button", name="Just show me").click()
+        expect(box.locator(".predict-verdict")).to_have_text("Shown without a guess.")
+        expect(box.locator(".predict-reveal")).not_to_contain_text("Not this time")
+        expect(box.get_by_text("You guessed")).to_be_hidden()
+        expect(box.get_by_role("button", name="Just show me")).to_be_hidden()
+    expect(page.locator("#logits .predict-answer")).to_contain_text(top)
+    assert not blurred(overview_top.locator(".ov-ctok").first)
+    stored = page.evaluate("() => localStorage.getItem('predict:next-token:' + "
+                           "document.querySelector('#logits .predict').dataset.answer)")
+    assert stored == ""                                  # shown, no guess: kept as such
+    page.reload()
+    expect(page.locator("#logits .predict-verdict")).to_have_text("Shown without a guess.")
+    assert not blurred(page.locator("#overview").get_by_role(
+        "list", name="Top 5 next tokens").locator(".ov-ctok").first)

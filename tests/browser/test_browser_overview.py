@@ -209,3 +209,88 @@ def test_the_text_grows_and_the_chosen_token_is_the_next_to_append(page, model, 
     expect(text_box.locator("mark")).to_have_text(whole[len(model.tokenizer.decode(prompt)):])
     expect(text_box).to_contain_text("after step 2: the prompt")
     assert page_errors == []
+
+
+def test_the_whole_pass_is_the_first_screen(browser, base_url):
+    """At 1280x800 the overview's boxes, from the Text box (where the prompt is typed) to the
+    chosen token, are all on the first screen, without scrolling."""
+    context = browser.new_context(base_url=base_url, viewport={"width": 1280, "height": 800})
+    page = context.new_page()
+    try:
+        page.goto("/")
+        overview = page.locator("#overview")
+        expect(overview.get_by_label("Prompt", exact=True)).to_have_value(DEFAULT_PROMPT)
+        expect(overview.locator("#ov-attn-plot .main-svg").first).to_be_attached()
+        for name in ("Text", "Tokens", "Embedding rows", "Positions", "Attention", "KV cache",
+                     "Logits", "Top 5 next tokens", "Sampler", "Chosen"):
+            box = overview.locator(".ov-box, .ov-part").filter(
+                has=page.get_by_role("link", name=name, exact=True)).first
+            expect(box).to_be_in_viewport(ratio=1)
+        assert page.evaluate("() => window.scrollY") == 0
+    finally:
+        context.close()
+
+
+def test_typing_in_the_text_box_survives_the_overview_being_redrawn(page, model):
+    """The Text box is the prompt's field: typing runs the page (chips and overview follow), and
+    the textarea is kept as it is while the overview around it is replaced (htmx hx-preserve):
+    the focus and what was typed after the request stay."""
+    page.goto_first_screen("/")
+    box = page.get_by_label("Prompt", exact=True)
+    box.fill("")
+    box.press_sequentially("Emma was")
+    chips = page.get_by_role("list", name="Tokens of the pass").locator(".tid")
+    ids = model.tokenizer.encode_ordinary("Emma was")
+    expect(chips).to_have_count(len(ids))
+    box.press_sequentially(" happy")
+    assert page.evaluate("() => document.activeElement.id") == "prompt-input"
+    whole = model.tokenizer.encode_ordinary("Emma was happy")
+    expect(chips).to_have_count(len(whole))
+    expect(chips.last).to_have_text(str(whole[-1]))
+    expect(box).to_have_value("Emma was happy")
+    assert page.evaluate("() => document.activeElement.id") == "prompt-input"
+    # a step of the loop redraws the live part around the box: the box stays the same element
+    page.evaluate("() => { document.getElementById('prompt-input').dataset.mark = 'kept'; }")
+    page.get_by_role("button", name="Next token").click()
+    expect(page.locator("#overview-live")).to_have_attribute("data-steps", "1")
+    expect(box).to_have_attribute("data-mark", "kept")
+    expect(box).to_have_value("Emma was happy")
+
+
+def test_the_overviews_top_token_waits_for_the_prediction(page, model):
+    """Before a step, the top five's and the chosen token's names are blurred (the Logits
+    section asks the class to predict the top token); the overview's own button shows them
+    and the Logits prediction then says it was shown without a guess."""
+    page.goto_first_screen("/")
+    overview = page.locator("#overview")
+    names = overview.get_by_role("list", name="Top 5 next tokens").locator(".ov-ctok")
+    chosen = overview.get_by_role("list", name="Chosen next token").locator(".tok")
+    blur = "el => getComputedStyle(el).filter"
+    assert "blur" in names.first.evaluate(blur) and "blur" in chosen.evaluate(blur)
+    ids = model.tokenizer.encode_ordinary(DEFAULT_PROMPT)
+    expect(overview.get_by_role("list", name="Top 5 next tokens").locator("li").first) \
+        .to_have_attribute("data-id", top_five_ids(model, ids)[0])  # bars and ids: there
+    overview.get_by_role("button", name="show the top 5 now").click()
+    assert names.first.evaluate(blur) == "none" and chosen.evaluate(blur) == "none"
+    expect(overview.get_by_role("button", name="show the top 5 now")).to_be_hidden()
+    page.load_every_section()
+    verdict = page.locator("#logits .predict-verdict")
+    expect(verdict).to_have_text("Shown without a guess.")
+    page.reload()                                   # shown in this browser: stays shown
+    expect(names).to_have_count(5)
+    assert names.first.evaluate(blur) == "none"
+
+
+def test_next_token_shows_the_hidden_top_token(page):
+    page.goto_first_screen("/")
+    overview = page.locator("#overview")
+    page.get_by_role("button", name="Next token").click()
+    expect(page.locator("#overview-live")).to_have_attribute("data-steps", "1")
+    expect(overview.locator(".ov-gate")).to_have_count(0)     # a step: nothing left to hide
+    page.get_by_role("button", name="Back to the prompt").click()
+    expect(page.locator("#overview-live")).to_have_attribute("data-steps", "0")
+    names = overview.get_by_role("list", name="Top 5 next tokens").locator(".ov-ctok")
+    expect(names).to_have_count(5)
+    assert names.first.evaluate("el => getComputedStyle(el).filter") == "none"
+    page.load_every_section()
+    expect(page.locator("#logits .predict-verdict")).to_have_text("Shown without a guess.")

@@ -46,9 +46,9 @@ def test_slide_one_is_the_overview_and_the_arrows_move_between_slides(page, page
         expect(shown).to_have_id("overview" if step.target == "prompt" else step.target)
     expect(page).to_have_url(re.compile(r"tour=1(&|$)"))
     page.locator("body").press("p")                  # out of presentation mode: the tour's step
-    expect(page.locator("body")).not_to_have_class(re.compile(r"\bpresent\b"))   # is the prompt
-    expect(page.locator("#prompt")).to_have_class(re.compile(r"\bcurrent\b"))
-    expect(page.locator("#overview")).not_to_have_class(re.compile(r"\bcurrent\b"))
+    expect(page.locator("body")).not_to_have_class(re.compile(r"\bpresent\b"))   # is the prompt,
+    expect(page.locator("#overview")).to_have_class(re.compile(r"\bcurrent\b"))  # typed in the
+    expect(page.locator("#overview #prompt")).to_be_visible()                   # overview's box
     assert page_errors == []
 
 
@@ -122,17 +122,17 @@ def test_a_presenters_saved_guess_stays_hidden_and_r_reveals_the_answer(page):
     reveal = box.locator(".predict-reveal")
     expect(box).to_be_visible()
     expect(reveal).to_be_hidden()
-    expect(page.locator("#lg-live")).to_have_class(re.compile(r"\bgated\b"))
+    expect(page.locator("#lg-probs")).to_have_class(re.compile(r"\bgated\b"))
     page.locator("body").press("r")
     expect(reveal).to_be_visible()
     expect(box.locator(".predict-answer")).not_to_be_empty()
-    expect(page.locator("#lg-live")).not_to_have_class(re.compile(r"\bgated\b"))
+    expect(page.locator("#lg-probs")).not_to_have_class(re.compile(r"\bgated\b"))
     page.locator("body").press("p")                   # the reader's page: the saved guess
     expect(page.locator("body")).not_to_have_class(re.compile(r"\bpresent\b"))
     expect(box.locator(".predict-guess")).to_have_text("of")
     page.locator("body").press("p")                   # back: concealed again for the room
     expect(reveal).to_be_hidden()
-    expect(page.locator("#lg-live")).to_have_class(re.compile(r"\bgated\b"))
+    expect(page.locator("#lg-probs")).to_have_class(re.compile(r"\bgated\b"))
 
 
 # How far the slide on screen makes the page wider than the window, and its figures drawn wider
