@@ -48,8 +48,8 @@ def windows(model):
 @pytest.mark.parametrize("group", [32, 128])
 def test_table_is_the_pipelines_numbers(client, model, windows, group):
     prompt = "Elizabeth was determined to be civil."
-    page = text_of(client.get(url("/section/quantization", prompt=prompt, q_group=group),
-                              headers=HX))
+    page = text_of(client.get(url("/section/quantization", prompt=prompt, q_group=group,
+                                  open="q-measured"), headers=HX))
     rows = rows_of(page, "Quantized models compared")
     ids = model.tokenizer.encode_ordinary(prompt)
     float_logits = model.forward(ids)
@@ -71,7 +71,8 @@ def test_table_is_the_pipelines_numbers(client, model, windows, group):
 
 
 def test_int4_bytes_worked_out(client):
-    page = html.unescape(text_of(client.get("/section/quantization", headers=HX)))
+    page = html.unescape(text_of(client.get(url("/section/quantization", open="q-measured"),
+                                            headers=HX)))
     # austen: 3,014,656 linear weights; groups of 32 along the inputs of every column
     assert "3,014,656 weights × 4 bits / 8\n      = 1,507,328 B of codes" in page
     assert "94,208 scales × 2 B + 94,208 zero points × ½ B" in page
@@ -80,7 +81,8 @@ def test_int4_bytes_worked_out(client):
 
 def test_greedy_texts(client, model):
     prompt = "Mr. Darcy"
-    page = text_of(client.get(url("/section/quantization", prompt=prompt), headers=HX))
+    page = text_of(client.get(url("/section/quantization", prompt=prompt, open="q-measured"),
+                              headers=HX))
     ids = model.tokenizer.encode_ordinary(prompt)
     from web.sections.quantization import GREEDY_TOKENS
     m = re.search(r'aria-label="Greedy text of float32">(.*?)</p>', page, re.S)
@@ -94,7 +96,8 @@ def test_greedy_texts(client, model):
 
 
 def test_calculator_rows_are_the_formula(client):
-    page = text_of(client.get(url("/section/quantization", q_group=64), headers=HX))
+    page = text_of(client.get(url("/section/quantization", q_group=64, open="q-measured"),
+                              headers=HX))
     rows = rows_of(page, "Weight memory of published models")
     from web.sections.quantization import CALC_MODELS
     assert list(rows) == list(CALC_MODELS)     # a few models: the block section lists them all
@@ -142,7 +145,8 @@ def test_bad_values_get_a_message_next_to_their_control(client, query, name, sta
         assert r.status_code == status
         assert error_message(text_of(r), name).startswith(message)
     # the rest of the section still renders with the default
-    page = text_of(client.get(url("/section/quantization", **query), headers=every_section()))
+    page = text_of(client.get(url("/section/quantization", **query, open="q-measured"),
+                              headers=every_section()))
     assert "Quantized models compared" in page
 
 
@@ -167,8 +171,10 @@ def test_default_prompt(client):
 def test_core_and_its_disclosure(client):
     """The core states the measured shrink and perplexities of the table below it; the table
     sits in a disclosure that the URL's `open` opens."""
+    rows = rows_of(text_of(client.get(url("/section/quantization", q_group=64,
+                                          open="q-measured"), headers=HX)),
+                   "Quantized models compared")
     page = text_of(client.get(url("/section/quantization", q_group=64), headers=HX))
-    rows = rows_of(page, "Quantized models compared")
     m = re.search(r'<p class="stats" id="q-headline">(.*?)</p>', page, re.S)
     text = re.sub(r"\s+", " ", html.unescape(re.sub(r"<[^>]+>", "", m.group(1))))
     f32 = int(rows["float32"][0].replace(",", "").split()[0])
@@ -288,3 +294,26 @@ def test_smollm2_requantizing_is_measured(smol):
         assert (f"{name}: {100 * change['unchanged']:.2f}% come back exactly; the change is "
                 f"{100 * change['relative_rms']:.2f}% of the weights' RMS") in page
     assert "106,168,320 weights" in page
+
+
+def test_what_each_scheme_does_to_the_prompt_is_run_only_while_shown(client, model, monkeypatch):
+    """Closed, the two disclosures that show each scheme on the prompt (logits, top tokens,
+    greedy texts) hold a note that asks for them when one opens, and no quantized model runs;
+    open, they are there."""
+    from web.sections import quantization as section
+    prompt = "Elizabeth smiled at her sister."
+    client.get(url("/", prompt=prompt))
+    ran = []
+    for name in ("prompt_logits", "greedy_tokens"):
+        original = getattr(section, name)
+        monkeypatch.setattr(section, name, lambda *a, _f=original, _n=name: ran.append(_n) or _f(*a))
+    closed = text_of(client.get(url("/section/quantization", prompt=prompt, q_group=128),
+                                headers=HX))
+    assert ran == [] and "Quantized models compared" not in closed
+    assert 'id="q-wait-measured"' in closed
+    assert 'hx-trigger="toggle from:closest details"' in closed
+    assert 'hx-target="#quantization-group"' in closed
+    opened = text_of(client.get(url("/section/quantization", prompt=prompt, q_group=128,
+                                    open="q-measured"), headers=HX))
+    assert "Quantized models compared" in opened and 'id="q-wait-measured"' not in opened
+    assert set(ran) == {"prompt_logits", "greedy_tokens"}

@@ -384,3 +384,30 @@ def test_the_target_step_is_set_beside_the_pages_one_decode_step(client, app):
     assert ("each step with its sampler (a softmax over the vocabulary and a draw); the model's "
             f"pass alone, as the generation loop measured it at {point.n} tokens: "
             f"{1000 * point.decode_s:.2f} ms") in text
+
+
+
+def test_the_target_alone_runs_only_where_it_is_shown(client, model, monkeypatch):
+    """Sampling mode shows the target-alone text only in the spec-rule disclosure: closed, it is
+    not run and a note asks for it when the disclosure opens; open (or in greedy mode, whose core
+    checks it), it is the target's own sampled text."""
+    from pipeline.decoding import continue_batch
+    from web.sections import speculative as section
+    prompt = "Elizabeth walked to Meryton with"
+    ran = []
+    original = section.alone_run
+    monkeypatch.setattr(section, "alone_run", lambda *a: ran.append(a) or original(*a))
+    closed = text_of(client.get(url("/section/speculative", prompt=prompt, sp_seed=7),
+                                headers=HX))
+    assert ran == [] and 'id="sp-alone-wait"' in closed
+    assert 'hx-trigger="toggle from:closest details"' in closed
+    assert 'aria-label="Target alone text"' not in closed
+    opened = text_of(client.get(url("/section/speculative", prompt=prompt, sp_seed=7,
+                                    open="spec-rule"), headers=HX))
+    assert len(ran) == 1 and 'id="sp-alone-wait"' not in opened
+    ids = model.tokenizer.encode_ordinary(prompt)
+    rng, probs = np.random.default_rng(7), section.distribution_at(1.0)
+    want = continue_batch(model, ids, [lambda logits, _: section.draw(probs(logits), rng)],
+                          12)[0].tokens
+    m = re.search(r'aria-label="Target alone text">(.*?)</p>', opened, re.S)
+    assert marks_to_text(m.group(1)) == model.tokenizer.decode(want)

@@ -64,6 +64,23 @@ def test_quantization_numbers_are_the_pipelines(page, model, page_errors):
     assert page_errors == []
 
 
+def test_opening_the_disclosure_runs_each_scheme_on_the_prompt(page, model, page_errors):
+    """Closed, the schemes are not run on the prompt; opening the disclosure asks for them, and
+    the table holds the quantized model's own numbers."""
+    page.goto(f"/?prompt={PROMPT}#quantization")
+    box = quantization(page)
+    expect(box.get_by_label("Group size (int4)")).to_be_visible()
+    expect(box.get_by_role("table", name="Quantized models compared")).to_have_count(0)
+    box.get_by_text("the two schemes measured, greedy texts").click()
+    ids = model.tokenizer.encode_ordinary(PROMPT)
+    qm = quantize.quantize_model(model, quantize.INT8).model
+    change = np.abs(qm.forward(ids) - model.forward(ids)).max()
+    expect(scheme_cells(page, "int8").nth(2)).to_have_text(f"{change:.4f}")
+    expect(box.get_by_label("Greedy text of int8")).to_be_visible()
+    expect(page).to_have_url(re.compile(r"open=q-measured"))
+    assert page_errors == []
+
+
 def test_pick_a_matrix(page, model):
     page.goto("/#quantization")
     quantization(page).get_by_label("Matrix").select_option("blocks.2.attn.w_q")

@@ -11,6 +11,7 @@ the same logits, bit for bit); its quantized greedy texts check float32's in one
 (quantize.greedy_by_checking) and it scores fewer tokens of the chapter. A model read from a
 GGUF file also shows how the file stores it: its tensors' types and one real block of bytes.
 """
+import functools
 import os
 
 import numpy as np
@@ -156,7 +157,19 @@ def default_matrix(names) -> str:
     return next((n for n in names if n.endswith(("mlp.w_down", "mlp.w_proj"))), names[0])
 
 
-def scheme_row(lm, state, ids, float_logits, scheme_name):
+# The disclosures that show what each scheme does to this prompt (logits, top tokens, greedy
+# texts): measured only while one is open (the page asks again when one opens), so that a
+# control of the section does not wait for a quantized pass it does not show; on a big model
+# those passes dequantize every block (most of a second each).
+PROMPT_DISCLOSURES = ("q-measured", "q-file")
+
+
+def prompt_measured(state) -> bool:
+    return bool(set(PROMPT_DISCLOSURES) & set((state["open"] or "").split(",")))
+
+
+def scheme_row(lm, state, ids, float_logits, scheme_name, on_prompt=True):
+    """A scheme's row; on_prompt=False leaves out what it does to this prompt (None)."""
     model = lm.model
     held, held_float = heldout(model, scheme_name), heldout(model, None)
     if scheme_name is None:
@@ -169,20 +182,33 @@ def scheme_row(lm, state, ids, float_logits, scheme_name):
         qm = quantized(model, scheme_name)
         memory = quantize.weight_memory(model.config, model.n_params(), qm.scheme, float_bits=32)
         assert memory.total_bytes == qm.nbytes            # formula == the arrays, always
-        logits, label, describe = prompt_logits(model, scheme_name, ids), scheme_name, \
-            qm.scheme.describe()
+        logits, label, describe = (prompt_logits(model, scheme_name, ids) if on_prompt
+                                   else None), scheme_name, qm.scheme.describe()
         bits = 8 * memory.linear_bytes / memory.n_linear
-    tokens = greedy_tokens(model, scheme_name, ids)
+    tokens = greedy_tokens(model, scheme_name, ids) if on_prompt else None
     return dict(
         name=label, describe=describe, total_bytes=memory.total_bytes,
         linear_bytes=memory.linear_bytes, other_bytes=memory.other_bytes,
         n_linear=memory.n_linear, n_groups=memory.n_groups, bits_per_weight=bits,
-        max_logit_change=quantize.max_logit_change(float_logits, logits),
-        top1_prompt=quantize.top1_agreement(float_logits, logits),
+        max_logit_change=quantize.max_logit_change(float_logits, logits) if on_prompt else None,
+        top1_prompt=quantize.top1_agreement(float_logits, logits) if on_prompt else None,
         top1_heldout=float((held.top1 == held_float.top1).mean()),
         perplexity=held.perplexity, heldout_tokens=held.n_tokens,
-        greedy=[token_plain(model.tokenizer, t) for t in tokens],
-        greedy_ids=list(tokens), diverges_at=None)
+        greedy=None if tokens is None else [token_plain(model.tokenizer, t) for t in tokens],
+        greedy_ids=None if tokens is None else list(tokens), diverges_at=None)
+
+
+def scheme_rows(lm, run, schemes, on_prompt: bool) -> list:
+    """The rows of the schemes; on_prompt: with what each does to the prompt (a quantized pass
+    of each, memoized), else without (what the core shows)."""
+    rows = [scheme_row(lm, None, run.ids, run.logits if on_prompt else None, s, on_prompt)
+            for s in schemes]
+    for row in rows:
+        row["shrink"] = rows[0]["total_bytes"] / row["total_bytes"]
+        row["ideal_shrink"] = 32 / (8 if row["name"] == "int8" else 4)   # bits alone
+    for row in rows[1:] if on_prompt else ():
+        row["diverges_at"] = first_difference(row["greedy_ids"], rows[0]["greedy_ids"])
+    return rows
 
 
 def first_difference(a, b):
@@ -300,13 +326,8 @@ def build(lm, state) -> dict:
     run = prompt_run(lm, state["prompt"])
     ids = run.ids
     schemes = [None, "int8", f"int4-g{group}"]
-    rows = [scheme_row(lm, state, ids, run.logits, s) for s in schemes]
-    for row in rows[1:]:
-        row["diverges_at"] = first_difference(row["greedy_ids"], rows[0]["greedy_ids"])
+    rows = scheme_rows(lm, run, schemes, on_prompt=False)
     calc_names, calc_rows = calculator(group)
-    for row in rows:
-        row["shrink"] = rows[0]["total_bytes"] / row["total_bytes"]
-        row["ideal_shrink"] = 32 / (8 if row["name"] == "int8" else 4)   # bits alone
     n_windows, window = heldout_windows_of(model)
     gguf = None
     if model.file_format == "gguf" and model.stored:
@@ -316,6 +337,10 @@ def build(lm, state) -> dict:
                     changes={s: weight_change(model, s) for s in schemes[1:]})
     return dict(
         model_name=lm.name, n_params=model.n_params(), n_prompt=len(ids), rows=rows,
+        # the template asks for these rows only while a disclosure that shows them is open
+        # (the build is cached without `open`): prompt_shown(state), then rows_on_prompt()
+        prompt_shown=prompt_measured,
+        rows_on_prompt=functools.partial(scheme_rows, lm, run, schemes, True),
         group=group, matrices=names, matrix=matrix,
         n_matrices=len(names), greedy_tokens=greedy_length(model),
         heldout_file=os.path.basename(HELDOUT_PATH), heldout_windows=n_windows,

@@ -14,6 +14,7 @@ lookup the measurement is smaller (`lookup_speed`: a few seconds on SmolLM2): pa
 1, 2 and 5 tokens timed alike, the target alone and lookup at γ = LOOKUP_GAMMA in greedy mode,
 on a text that repeats itself (LOOKUP_TEXT).
 """
+import functools
 import time
 import urllib.parse
 from dataclasses import dataclass
@@ -64,21 +65,41 @@ def draft_key(draft):
 
 
 def live_run(target, draft, ids: tuple, gamma: int, n_tokens: int, mode: str, seed: int):
-    """This prompt's speculative run and the target alone with the same seed (for the text),
-    once per setting. Their times are not shown: see speed_table."""
-    temperature = MODES[mode]
-
+    """This prompt's speculative run, once per setting. Its times are not shown: see
+    speed_table. It starts from the prompt's shared run (web.forward.prefilled)."""
     def run():
-        # both start from the prompt's shared run (web.forward.prefilled): nothing here is timed
-        spec = speculative_generate(target, draft, list(ids), n_tokens, gamma, temperature,
+        return speculative_generate(target, draft, list(ids), n_tokens, gamma, MODES[mode],
                                     np.random.default_rng(seed),
                                     prompt_kv=prefilled(target, ids)[0])
-        rng, probs = np.random.default_rng(seed), distribution_at(temperature)
-        alone = continue_batch(target, ids, [lambda logits, _: draw(probs(logits), rng)],
-                               n_tokens, start=prefilled(target, ids))[0]
-        return spec, tuple(alone.tokens)
     key = (model_key(target), draft_key(draft), ids, gamma, n_tokens, mode, seed)
     return _runs.get(key, run)
+
+
+def alone_run(target, ids: tuple, n_tokens: int, mode: str, seed: int) -> tuple:
+    """The target alone with the same seed, from the prompt's shared run: its tokens, once per
+    setting (γ does not change it). The template asks for it only where it is shown: greedy
+    mode's check in the core, the texts side by side in the spec-rule disclosure."""
+    def run():
+        rng, probs = np.random.default_rng(seed), distribution_at(MODES[mode])
+        alone = continue_batch(target, ids, [lambda logits, _: draw(probs(logits), rng)],
+                               n_tokens, start=prefilled(target, ids))[0]
+        return tuple(alone.tokens)
+    return _runs.get(("alone", model_key(target), ids, n_tokens, mode, seed), run)
+
+
+def alone_view(target, ids: tuple, n_tokens: int, mode: str, seed: int, spec_tokens: tuple):
+    """What the page shows of the target alone: its text, and whether speculative decoding gave
+    the same tokens."""
+    tokens = alone_run(target, ids, n_tokens, mode, seed)
+    return dict(text=[token_text(target.tokenizer, t) for t in tokens],
+                same=spec_tokens == tokens)
+
+
+def alone_shown(state) -> bool:
+    return state["sp_mode"] == "greedy" or TEXT_DISCLOSURE in (state["open"] or "").split(",")
+
+
+TEXT_DISCLOSURE = "spec-rule"
 
 
 # --- times: measured once per model pair, on a reference text ---------------------------------
@@ -314,7 +335,7 @@ def build(lm, state) -> dict:
     gamma, n_tokens, seed = state["sp_gamma"], state["sp_tokens"], state["sp_seed"]
     ids = prompt_ids(lm, state["prompt"])
     target, draft = lm.model, draft_of(lm)
-    spec, alone_tokens = live_run(target, draft, ids, gamma, n_tokens, mode, seed)
+    spec = live_run(target, draft, ids, gamma, n_tokens, mode, seed)
     a = spec.acceptance_rate
     measured_a = a if spec.proposed else None
     tok = target.tokenizer
@@ -329,8 +350,10 @@ def build(lm, state) -> dict:
         tokens_per_pass=spec.tokens_per_pass, n_new=len(spec.tokens),
         draft_steps=spec.draft_steps,
         spec_text=[token_text(tok, t) for t in spec.tokens],
-        alone_text=[token_text(tok, t) for t in alone_tokens],
-        same_as_alone=tuple(spec.tokens) == alone_tokens,
+        # asked for by the template only where shown (the build is cached without `open`)
+        alone_shown=alone_shown,
+        alone=functools.partial(alone_view, target, ids, n_tokens, mode, seed,
+                                tuple(spec.tokens)),
         speed_seed=SPEED_SEED)
     if isinstance(draft, NgramDraft):
         sp = lookup_speed(lm)
