@@ -32,6 +32,7 @@ from web import assets, encodings, glossary, limits, security, serving, shading,
 from web.explainer import SMOLLM2_INSTALL, Explainer, installed_smollm2  # noqa: E402
 from web.loaded import LoadedModel  # noqa: E402
 from web.classroom import views as classroom  # noqa: E402
+from web.figures import DARK_INKS  # noqa: E402
 from web.registry import refresh_trigger, sections  # noqa: E402
 
 DEFAULT_DATA_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "data", "classroom")
@@ -110,7 +111,7 @@ def create_app(test_config=None):
     @app.context_processor
     def page_globals():
         return dict(all_sections=sections(), chip_style=shading.chip_style,
-                    refresh_trigger=refresh_trigger)
+                    refresh_trigger=refresh_trigger, figure_dark_inks=DARK_INKS)
 
     serving.init_app(app)                    # the gate: a 503 at once when too many compute
     security.init_app(app)                   # CSP and the other headers on every response

@@ -13,16 +13,28 @@
                                 window.matchMedia("(prefers-color-scheme: dark)").matches);
   }
 
-  // The server builds figures for a white page; the dark theme recolours the frame, the
-  // server's two dark inks (web/figures INK and PALETTE[0], which would vanish on the dark
-  // paper: lines, bars, the beam tree's edges) and white label boxes. Colour scales are kept.
-  var ink = "#e8ecf4", paper = "#161b26", grid = "#39414f";
-  var DARK_INKS = /"#(14213d|2b3a55)"/gi, LIGHT_INK = '"#eef1f7"';
+  // The server builds figures for a white page; the dark theme recolours the frame in the
+  // page's own dark colours (CSS --paper, --ink, --line), the server's dark inks (the page names
+  // them: data-dark-inks, from web/figures DARK_INKS; they would vanish on the dark paper: lines,
+  // bars, the beam tree's edges) in the page's ink, and white label boxes. Colour scales are kept.
+  function colours() {
+    var css = getComputedStyle(document.documentElement);
+    var get = function (name) { return css.getPropertyValue(name).trim(); };
+    return { ink: get("--ink"), paper: get("--paper"), grid: get("--line") };
+  }
+  var darkInks = (document.documentElement.getAttribute("data-dark-inks") || "")
+      .split(" ").filter(function (c) { return /^#[0-9a-f]{6}$/i.test(c); });
+  var DARK_INKS = darkInks.length ? new RegExp('"(' + darkInks.join("|") + ')"', "gi") : null;
   function themedJSON(json) {
-    return dark() ? json.replace(DARK_INKS, LIGHT_INK) : json;
+    return dark() && DARK_INKS ? json.replace(DARK_INKS, '"' + colours().ink + '"') : json;
+  }
+  function translucent(hex, alpha) {            // "#161b26" -> "rgba(22, 27, 38, alpha)"
+    var n = parseInt(hex.slice(1), 16);
+    return "rgba(" + (n >> 16) + ", " + ((n >> 8) & 255) + ", " + (n & 255) + ", " + alpha + ")";
   }
   function themed(layout) {
     if (!dark()) return layout;
+    var c = colours(), ink = c.ink, paper = c.paper, grid = c.grid;
     var out = Object.assign({}, layout, { paper_bgcolor: paper, plot_bgcolor: paper,
       font: Object.assign({}, layout.font || {}, { color: ink }) });
     ["xaxis", "yaxis"].concat(Object.keys(layout)).forEach(function (k) {
@@ -30,7 +42,7 @@
     });
     // a label or legend boxed in white (the beam tree's nodes, the roofline's phases, legends
     // inside a plot) is boxed in the dark paper, in light ink
-    var white = /^(white|#fff(fff)?|rgba\(255, ?255, ?255)/i, box = "rgba(22, 27, 38, 0.85)";
+    var white = /^(white|#fff(fff)?|rgba\(255, ?255, ?255)/i, box = translucent(paper, 0.85);
     if (layout.annotations) out.annotations = layout.annotations.map(function (a) {
       return !white.test(a.bgcolor || "") ? a : Object.assign({}, a, {
         bgcolor: box, font: Object.assign({}, a.font || {}, { color: ink }) });

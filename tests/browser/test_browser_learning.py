@@ -9,7 +9,7 @@ import re
 import numpy as np
 from playwright.sync_api import expect
 
-from web.figures import INK, PALETTE
+from web.figures import DARK_INKS as FIGURE_DARK_INKS, INK, PALETTE
 from web.registry import SECTIONS
 from web.tour import tour_steps
 
@@ -241,8 +241,8 @@ FIGURE_COLOURS = """() => Array.from(document.querySelectorAll('.plot[data-figur
       .concat([el._fullLayout.showlegend ? el._fullLayout.legend.bgcolor : 'none']);
     return {colours, boxes, paper: el._fullLayout.paper_bgcolor};
   })"""
-# the server's dark inks, which static/app.js draws light in the dark theme (its DARK_INKS)
-DARK_INKS = {INK.lower(), PALETTE[0].lower()}
+# the server's dark inks, which static/app.js draws light in the dark theme: the page names them
+DARK_INKS = {c.lower() for c in FIGURE_DARK_INKS}
 
 
 def test_dark_theme_draws_figures_in_light_ink(page):
@@ -250,6 +250,8 @@ def test_dark_theme_draws_figures_in_light_ink(page):
     vanish on the dark paper and white label boxes (legends, the beam tree's nodes) would hold
     light text. Drawn, no trace is in a dark ink and no box is white; the light theme keeps both."""
     page.goto("/")
+    expect(page.locator("html")).to_have_attribute("data-dark-inks", " ".join(FIGURE_DARK_INKS))
+    assert DARK_INKS == {INK.lower(), PALETTE[0].lower()}
     light = page.evaluate(FIGURE_COLOURS)
     assert any(DARK_INKS & set(f["colours"]) for f in light)
     assert any(b.startswith("rgba(255, 255, 255") or b in ("white", "#fff", "#ffffff")

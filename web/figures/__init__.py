@@ -36,6 +36,10 @@ INK, MUTED, ACCENT = "#14213d", "#7a8ba6", "#b4451f"
 PALETTE = ("#2b3a55", "#b4451f", "#3c8d5a", "#8a5fb5", "#c08a1e", "#4d8fbf", "#a8436f",
            "#5f6b3a")
 GRID, ZERO_LINE = "#e3e7ee", "#b9c1cf"
+# The figures are built for a white page. In the dark theme static/app.js draws these two dark
+# inks (lines, bars, the beam tree's edges) in the page's light ink (CSS --ink), which would
+# vanish on the dark paper otherwise; the page names them (templates/page.html).
+DARK_INKS = (INK, PALETTE[0])
 
 # Colours with a meaning, one meaning each, the same in every figure (and the page's CSS):
 # HIGHLIGHT (= ACCENT, orange): the highlighted series or point: the reader's setting, the
