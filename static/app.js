@@ -318,57 +318,43 @@
   });
   window.addEventListener("pagehide", function () { if (running) running.controller.abort(); });
 
-// --- Hardening: a request the server could not answer is said so, in the page's status line.
+})();
+
+// --- A request the server could not answer is said so: the page's one error handler ---------
 // The server answers 503 with a plain-text message at once when it is overloaded (web/limits.py);
 // htmx does not swap 5xx answers, so without this a busy server would look like nothing
-// happened. The message is set as text, never as HTML.
+// happened. The page's status line says it; a section's placeholder that failed to load says it
+// in place, and tries again when a busy server says when (Retry-After). Messages are set as
+// text, never as HTML. (overview.js ends Play on a failed step: its own concern.)
 (function () {
   "use strict";
   function say(text) {
     var line = document.getElementById("server-status");
     if (line) line.textContent = text;
   }
+  function lazy(elt, message, retryAfter) {
+    if (window.explainerLazyFailed) window.explainerLazyFailed(elt, message, retryAfter);
+  }
   document.addEventListener("htmx:responseError", function (event) {
     var xhr = event.detail.xhr;
     var plain = (xhr.getResponseHeader("Content-Type") || "").indexOf("text/plain") === 0;
-    say(plain && xhr.responseText ? xhr.responseText
-        : "The server could not answer this request (HTTP " + xhr.status + "). Try again.");
+    var text = plain && xhr.responseText ? xhr.responseText : "";
+    say(text || "The server could not answer this request (HTTP " + xhr.status + "). Try again.");
+    lazy(event.detail.elt, text || "This section could not be computed (HTTP " + xhr.status + ").",
+         xhr.status === 503 ? Number(xhr.getResponseHeader("Retry-After")) || 2 : 0);
   });
-  document.addEventListener("htmx:sendError", function () {
+  document.addEventListener("htmx:sendError", function (event) {
     say("The server could not be reached. Check the connection, then try again.");
+    lazy(event.detail.elt, "The server could not be reached.");
+  });
+  document.addEventListener("htmx:timeout", function (event) {
+    say("The server took too long to answer. Try again.");
+    lazy(event.detail.elt, "The server took too long to answer.");
   });
   document.addEventListener("htmx:afterRequest", function (event) {
     var xhr = event.detail.xhr;
     if (xhr && xhr.status > 0 && xhr.status < 500) say("");
   });
-})();
-})();
-
-// ---- attention: click a picture of a figure to choose it ---------------------------------
-// A figure with data-click-controls="id1 id2" sets those controls (selects of the section) to
-// the clicked trace's meta values [v1, v2] and fires "change" on the last one, so htmx asks for
-// the section just as if they had been chosen in the selects (which stay the keyboard way).
-(function () {
-  "use strict";
-  function wire(el) {
-    if (el._clickControls || typeof el.on !== "function") return;
-    el._clickControls = true;
-    el.on("plotly_click", function (event) {
-      var meta = event.points && event.points[0] && event.points[0].data.meta;
-      var ids = el.getAttribute("data-click-controls").split(" ");
-      if (!meta || meta.length !== ids.length) return;
-      var controls = ids.map(function (id) { return document.getElementById(id); });
-      if (controls.some(function (c) { return !c; })) return;
-      controls.forEach(function (c, i) { c.value = String(meta[i]); });
-      controls[controls.length - 1].dispatchEvent(new Event("change", { bubbles: true }));
-    });
-  }
-  function init(root) {
-    var els = root.matches && root.matches("[data-click-controls]") ? [root] : [];
-    root.querySelectorAll("[data-click-controls]").forEach(function (el) { els.push(el); });
-    els.forEach(wire);
-  }
-  if (typeof htmx !== "undefined") htmx.onLoad(init);    // after the figures are drawn
 })();
 
 // ---- scrollable boxes: reachable by keyboard -----------------------------------------------
@@ -485,19 +471,7 @@
       setTimeout(function () { box.hidden = true; load(el); }, retryAfter * 1000);
     }
   }
-  document.addEventListener("htmx:responseError", function (event) {
-    var xhr = event.detail.xhr;
-    var plain = (xhr.getResponseHeader("Content-Type") || "").indexOf("text/plain") === 0;
-    var after = xhr.status === 503 ? Number(xhr.getResponseHeader("Retry-After")) || 2 : 0;
-    failed(event.detail.elt, (plain && xhr.responseText) ? xhr.responseText
-        : "This section could not be computed (HTTP " + xhr.status + ").", after);
-  });
-  document.addEventListener("htmx:sendError", function (event) {
-    failed(event.detail.elt, "The server could not be reached.");
-  });
-  document.addEventListener("htmx:timeout", function (event) {
-    failed(event.detail.elt, "The server took too long to answer.");
-  });
+  window.explainerLazyFailed = failed;     // the page's one error handler (above) calls it
   document.addEventListener("click", function (event) {
     var button = event.target.closest && event.target.closest(".lazy-retry");
     if (!button) return;
