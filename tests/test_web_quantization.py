@@ -312,7 +312,7 @@ def test_what_each_scheme_does_to_the_prompt_is_run_only_while_shown(client, mod
     assert ran == [] and "Quantized models compared" not in closed
     assert 'id="q-wait-measured"' in closed
     assert 'hx-trigger="toggle from:closest details"' in closed
-    assert 'hx-target="#quantization-group"' in closed
+    assert 'hx-target="#quantization-measured"' in closed
     opened = text_of(client.get(url("/section/quantization", prompt=prompt, q_group=128,
                                     open="q-measured"), headers=HX))
     assert "Quantized models compared" in opened and 'id="q-wait-measured"' not in opened
