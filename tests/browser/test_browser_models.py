@@ -60,7 +60,7 @@ def test_a_student_picks_smollm2_and_sees_paris(page, two_models, page_errors):
     austen = app.extensions["explainer"].models["austen"]
     expect(chosen).to_have_text(str(overview_choice(austen, austen.default_prompt)[0]))
 
-    page.get_by_text("Model:").click()                     # open the picker
+    page.locator("summary", has_text="Model:").click()                     # open the picker
     models = page.get_by_role("list", name="Models on this server")
     expect(models.get_by_role("link")).to_have_count(2)
     models.get_by_role("link", name="SmolLM2-135M-Instruct").click()
@@ -85,7 +85,7 @@ def test_a_student_picks_smollm2_and_sees_paris(page, two_models, page_errors):
                                         r".*model=smollm2"))
 
     # back to the Austen model: the prompt fits its context, so it is kept
-    page.get_by_text("Model:").click()
+    page.locator("summary", has_text="Model:").click()
     models.get_by_role("link", name="Austen (trained here)").click()
     expect(page.get_by_role("textbox", name="Prompt")).to_have_value(
         "The quick brown fox jumps over the lazy")
