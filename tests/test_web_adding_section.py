@@ -1,27 +1,37 @@
-"""A section is its own files plus one registry entry (README "Adding a section"): a section
-written here, in a temporary directory (a module with PARAMS and build, and its template
-sections/<id>.html), and registered into a copy of SECTIONS, is on the page, in the nav, at
-/section/<id>, in the tour and in the URL's validated state, with nothing else changed."""
-import importlib.util
+"""A section is its own files plus one line in the registry (README "Adding a section"): a
+section written here, in a temporary directory (its module sections/tiny.py, which declares its
+SECTION, and its template sections/tiny.html), with its name added to web.registry.MODULES and
+nothing else, is on the page, in the nav, at /section/<id>, in the tour and in the URL's validated
+state. Without that line there is no such section."""
+import importlib
 import re
+import sys
 import urllib.parse
 
 import pytest
 from jinja2 import ChoiceLoader, FileSystemLoader
 
+import web.sections
 from web import registry
 from web.registry import Section
 from web_support import HX, app, client, error_message, every_section, model, text_of, url  # noqa: F401,E501
 
+TOUR = ("A section written by a test: its tour text lives in the SECTION of its module, next to "
+        "its id, title, parameters and build function, and nowhere else in the app.")
+
 MODULE = '''
 from web.params import Param
+from web.sections import Section
 
 PARAMS = (Param("tiny_n", "Repeats", kind="int", default=2, min=1, max=5),)
 
 
 def build(lm, state):
     ids = lm.tokenizer.encode_ordinary(state["prompt"])
-    return dict(n_tokens=len(ids), repeats=state["tiny_n"])
+    return dict(n_tokens=len(ids), repeats=state["tiny_n"], temperature=state["s_temp"])
+
+
+SECTION = Section("tiny", "A tiny section", PARAMS, build, tour=%r%s)
 '''
 
 TEMPLATE = '''{% from "macros.html" import control %}
@@ -29,40 +39,76 @@ TEMPLATE = '''{% from "macros.html" import control %}
   <h2 id="{{ section.id }}-h"><span class="num">{{ num }}</span> {{ section.title }}</h2>
 {% if "prompt" not in state.errors %}
   <div class="controls">{{ control(state, section.id, "tiny_n", None, kind="number") }}</div>
-  <p id="tiny-count">{{ n_tokens }} tokens, shown {{ repeats }} times</p>
+  <p id="tiny-count">{{ n_tokens }} tokens, shown {{ repeats }} times at T={{ temperature }}</p>
 {% endif %}
 </section>
 '''
 
-TOUR = ("A section written by a test: its tour text lives in its registry entry, next to its "
-        "id, title, template, parameters and build function, and nowhere else in the app.")
+
+def write_tiny(tmp_path, monkeypatch, app, declared: str = ""):
+    """The files of the section `tiny`, in tmp_path only: its module, which the package
+    web.sections finds there as web.sections.tiny, and its template, which the app finds there
+    as sections/tiny.html. `declared`: more arguments of its Section."""
+    (tmp_path / "sections").mkdir()
+    (tmp_path / "sections" / "tiny.py").write_text(MODULE % (TOUR, declared))
+    (tmp_path / "templates" / "sections").mkdir(parents=True)
+    (tmp_path / "templates" / "sections" / "tiny.html").write_text(TEMPLATE)
+    monkeypatch.setattr(web.sections, "__path__",
+                        [*web.sections.__path__, str(tmp_path / "sections")])
+    monkeypatch.setattr(app, "jinja_loader",
+                        ChoiceLoader([FileSystemLoader(str(tmp_path / "templates")),
+                                      app.jinja_loader]))
+    importlib.invalidate_caches()
+
+
+def register_tiny(monkeypatch):
+    """The one line of the registry: its name, last in MODULES."""
+    monkeypatch.setattr(registry, "MODULES", (*registry.MODULES, "tiny"))
+    return registry.section("tiny")
+
+
+@pytest.fixture(autouse=True)
+def forget_tiny():
+    yield
+    sys.modules.pop("web.sections.tiny", None)
+    if hasattr(web.sections, "tiny"):
+        delattr(web.sections, "tiny")
 
 
 @pytest.fixture()
 def tiny(tmp_path, monkeypatch, app):
-    """The section `tiny`, registered last; its module and template exist only in tmp_path."""
-    (tmp_path / "tiny_section.py").write_text(MODULE)
-    (tmp_path / "templates" / "sections").mkdir(parents=True)
-    (tmp_path / "templates" / "sections" / "tiny.html").write_text(TEMPLATE)
-    spec = importlib.util.spec_from_file_location("tiny_section", tmp_path / "tiny_section.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    section = Section("tiny", "A tiny section", "sections/tiny.html", module.PARAMS,
-                      module.build, tour=TOUR)
-    monkeypatch.setattr(registry, "SECTIONS", registry.SECTIONS + (section,))
-    monkeypatch.setattr(app, "jinja_loader",
-                        ChoiceLoader([FileSystemLoader(str(tmp_path / "templates")),
-                                      app.jinja_loader]))
-    return section
+    """The section `tiny`: its own files, and its line in the registry."""
+    write_tiny(tmp_path, monkeypatch, app)
+    return register_tiny(monkeypatch)
 
 
 def test_a_section_needs_its_tour_text():
     with pytest.raises(TypeError, match="tour"):
-        Section("x", "X", "sections/x.html", (), lambda lm, state: {})
+        Section("x", "X", (), lambda lm, state: {})
+
+
+def test_its_template_follows_from_its_id(tiny):
+    assert tiny.template == "sections/tiny.html"
+    assert tiny.tour == TOUR and tiny.reads == ()
+    assert registry.sections()[-1] is tiny
+
+
+def test_every_section_module_declares_its_section():
+    for name, s in zip(registry.MODULES, registry.sections(), strict=True):
+        assert s is importlib.import_module(f"web.sections.{name}").SECTION
+        assert s.id == name and s.template == f"sections/{name}.html"
+
+
+def test_the_sampler_is_declared_by_the_sampling_section_only():
+    from web.sections import sampling
+    owners = {p.name: s.id for s in registry.sections() for p in s.params}
+    assert {owners[name] for name in sampling.SAMPLER} == {"sampling"}
+    readers = {s.id: s.reads for s in registry.sections() if s.reads}
+    assert readers == {"decoding": sampling.SAMPLER, "generation": sampling.SAMPLER}
 
 
 def test_a_registered_section_is_in_the_page_the_nav_and_the_tour(client, tiny, model):
-    n = len(registry.SECTIONS)                     # the tiny section's place: last
+    n = len(registry.sections())                   # the tiny section's place: last
     page = text_of(client.get("/"))
     assert '<li><a href="#tiny">A tiny section</a></li>' in page
     placeholder = re.search(r'<section id="tiny" class="section lazy"[^>]*>', page)
@@ -83,7 +129,7 @@ def test_a_registered_section_is_in_the_page_the_nav_and_the_tour(client, tiny, 
     body = text_of(r)
     assert r.status_code == 200
     n_tokens = len(model.tokenizer.encode_ordinary(prompt))
-    assert f'<p id="tiny-count">{n_tokens} tokens, shown 2 times</p>' in body
+    assert f'<p id="tiny-count">{n_tokens} tokens, shown 2 times at T=0.8</p>' in body
     assert f'<span class="num">{n + 1}</span> A tiny section' in body
 
 
@@ -91,7 +137,7 @@ def test_a_registered_section_has_its_route_and_its_values_are_validated(client,
     r = client.get(url("/section/tiny", tiny_n=4), headers=HX)
     assert r.status_code == 200
     body = text_of(r)
-    assert "shown 4 times</p>" in body and 'id="tiny-n"' in body
+    assert "shown 4 times at T=0.8</p>" in body and 'id="tiny-n"' in body
     pushed = urllib.parse.parse_qs(r.headers["HX-Push-Url"][2:])
     assert pushed["tiny_n"] == ["4"]                   # its value is part of the page's URL
 
@@ -110,6 +156,29 @@ def test_a_registered_section_has_its_route_and_its_values_are_validated(client,
     assert error_message(text_of(r), "tiny_n") == "Repeats must be between 1 and 5; got 0."
 
 
-def test_without_the_entry_there_is_no_such_section(client):
+def test_without_its_line_in_the_registry_there_is_no_such_section(client, tmp_path,
+                                                                  monkeypatch, app):
+    write_tiny(tmp_path, monkeypatch, app)             # its files, but not its line
+    assert registry.section("tiny") is None
     assert client.get("/section/tiny").status_code == 404
     assert 'href="#tiny"' not in text_of(client.get("/"))
+
+
+def test_a_section_that_reads_another_sections_parameters_says_so(client, tmp_path,
+                                                                  monkeypatch, app):
+    """reads=: the value keys its cached result and it can follow its owner's changes; the
+    owner's messages are the owner's to show (its answer's status is its own)."""
+    write_tiny(tmp_path, monkeypatch, app, declared=', reads=("s_temp",)')
+    tiny = register_tiny(monkeypatch)
+    for t in ("0.5", "0.7"):                           # not the first value's cached result
+        r = client.get(url("/section/tiny", s_temp=t), headers=HX)
+        assert r.status_code == 200 and f"shown 2 times at T={t}</p>" in text_of(r)
+    assert client.get(url("/section/tiny", s_temp=-1), headers=HX).status_code == 200
+    assert tiny in registry.readers(registry.section("sampling"))
+    assert registry.refresh_trigger(tiny) == "sampling-changed from:body"
+
+
+def test_a_section_can_show_the_messages_of_what_it_reads(client, tmp_path, monkeypatch, app):
+    write_tiny(tmp_path, monkeypatch, app, declared=', reads=("s_temp",), shows_read_messages=True')
+    register_tiny(monkeypatch)
+    assert client.get(url("/section/tiny", s_temp=-1), headers=HX).status_code == 422

@@ -254,7 +254,6 @@ def test_the_page_and_the_sections_own_answer_show_the_same_measurement(client, 
 
 class FakeSection:
     id = "fake"
-    borrows = ()
     reads = ()
     params = (Param("fk_n", "N", kind="int", default=3, min=0, max=10),
               Param("fk_i", "Index", kind="int", min=0, max=99))

@@ -161,7 +161,8 @@ def test_a_sampling_control_names_the_event_the_samples_follow(client):
     "sampling-changed" (after the swap), the samples' refresh element listens for exactly that,
     and answers that are not a control change of a followed section name nothing."""
     from web.registry import readers, refresh_trigger, section
-    assert [s.id for s in readers(section("sampling"))] == ["decoding"]
+    # both builds read the sampler (generation shows its messages, decoding's samples follow it)
+    assert [s.id for s in readers(section("sampling"))] == ["decoding", "generation"]
     assert refresh_trigger(section("decoding")) == "sampling-changed from:body"
     assert refresh_trigger(section("tokenization")) == ""
     moved = client.get(url("/section/sampling", prompt=PROMPT, s_temp=0.5),

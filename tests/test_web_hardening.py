@@ -210,7 +210,7 @@ def test_a_request_body_is_capped(client, app):
 class SlowSection:
     """A section whose loop takes as long as its `n` asks (a stand-in for generation)."""
     id, title, template, params = "slow", "Slow", None, ()
-    borrows = reads = ()
+    reads = ()
 
     def __init__(self):
         self.built_with = []

@@ -255,12 +255,12 @@ def _changes(before: dict, after: dict) -> tuple:
 
 def cached_build(section, lm, state) -> dict:
     """section.build(lm, state), computed once per (model, prompt, values and messages of the
-    section's parameters and of those it borrows or reads). What the build did to the state (a value it
-    refused with state.reject, a default it worked out with state.resolve) is recorded with the
-    context and done again on the state of every request the entry answers, so the page shows
-    the same messages and status as on the first build. The context is shared: the caller gets
-    a copy of the top-level dict, and rendering must not change the values in it."""
-    names = ("prompt", *section.borrows, *section.reads, *(p.name for p in section.params))
+    section's parameters and of the other sections' it reads). What the build did to the state (a
+    value it refused with state.reject, a default it worked out with state.resolve) is recorded
+    with the context and done again on the state of every request the entry answers, so the page
+    shows the same messages and status as on the first build. The context is shared: the caller
+    gets a copy of the top-level dict, and rendering must not change the values in it."""
+    names = ("prompt", *section.reads, *(p.name for p in section.params))
     key = (section.id, lm_key(lm),
            tuple((n, state.values.get(n), state.errors.get(n), state.statuses.get(n))
                  for n in names))

@@ -79,7 +79,7 @@ def wanted_sections(state) -> set:
     else:
         wanted = {s.id for s in sections()[:EAGER_SECTIONS]}
     wanted |= {s.id for s in sections()
-               if state.status_of([*s.borrows] + [p.name for p in s.params]) != 200}
+               if state.status_of(s.shown()) != 200}
     return wanted & {s.id for s in sections()}
 
 
@@ -138,14 +138,14 @@ def section(section_id):
     if part is not None:
         # A control that changes one part gets that part, and every message of the section out
         # of band (its own message sits next to it, outside the part).
-        names = [*s.borrows] + [p.name for p in s.params]
+        names = s.shown()
         body = part + Markup(render_template("section_errors.html", state=state, names=names))
     if "prompt" in state.errors:              # the message belongs next to the prompt box
         body += Markup(render_template("prompt_error.html", state=state))
     # Only the values this answer shows a message for decide its status: a bad value of another
     # section (sent along with the whole form) is that section's to show, not this one's.
     response = respond(body, state,
-                       state.status_of(["prompt", *s.borrows] + [p.name for p in s.params]))
+                       state.status_of(["prompt", *s.shown()]))
     # One of its own controls changed (not its first load): the sections that read its
     # parameters follow (web.registry.refresh_trigger listens for this event).
     loading_itself = request.headers.get("HX-Trigger") == s.id

@@ -17,6 +17,7 @@ from pipeline.attention_analysis import (attention_row, block_mean, head_measure
 from web.figures import attention as figures
 from web.forward import prompt_run
 from web.params import Param
+from web.sections import Section
 from web.tokens import token_pieces, token_plain
 
 GRID_MAX = 48          # the grid's panels show at most this many rows and columns (else blocks)
@@ -140,3 +141,10 @@ def repeated_prompt_url(lm, state):
     pairs = [("prompt", twice)] + [(n, str(state.values[n])) for n in ("att_layer", "att_head")
                                    if n in state.raw and n not in state.errors]
     return "/?" + urllib.parse.urlencode(pairs, quote_via=urllib.parse.quote)
+
+
+SECTION = Section("attention", "Attention", PARAMS, build,
+                  tour=("Attention is where tokens look at each other. Each token asks a question "
+                        "(query), every earlier token offers a label (key), and the match decides "
+                        "how much of each earlier token's content (value) is copied. Click a token "
+                        "to see whom it attends to, in every head of every layer."))

@@ -17,6 +17,7 @@ from web.cache import memo
 from web.explainer import is_big
 from web.measured import measured, model_key, prefill_decode_timings
 from web.params import Param
+from web.sections import Section
 from web.tokens import token_string
 
 MAX_REQUESTS = 8
@@ -213,3 +214,10 @@ def memory_peaks(snaps, block: int, per_token: int) -> dict:
     rows = [memory_row(s, block, per_token) for s in snaps]
     return {k: max(r[k] for r in rows) for k in ("used", "paged", "contiguous")}
 
+
+SECTION = Section("batching", "Batching", PARAMS, build, warm=warm,
+                  tour=("A server answers many people at once. Several sequences can share one "
+                        "decode step: the weights are read once for all of them, so on hardware "
+                        "that waits on memory a batch can cost little more than one sequence. The "
+                        "section measures what a batch costs on this server, and how requests "
+                        "sharing the slots decides the throughput and the waiting times."))

@@ -20,6 +20,7 @@ from web.cache import memoized
 from web.figures import block as figures
 from web.forward import prompt_run
 from web.params import Param
+from web.sections import Section
 from web.tokens import token_plain
 
 LENS_TOP = 5              # guesses per layer in the logit lens table
@@ -247,3 +248,11 @@ def stage_labels(n_layers) -> list:
     for i in range(n_layers):
         labels += [f"into block {i}", f"block {i} mid"]
     return labels + [f"out of block {n_layers - 1}"]
+
+
+SECTION = Section("block", "The transformer block", PARAMS, build,
+                  tour=("The vectors now pass through a stack of identical blocks. Each block "
+                        "reads the running sum of vectors (the residual stream), lets tokens "
+                        "exchange information (attention), transforms each token on its own "
+                        "(feed-forward), and adds the results back. The shapes and the parameter "
+                        "counts are those of the model in memory."))

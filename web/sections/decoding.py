@@ -19,6 +19,8 @@ from web.figures import decoding as figures
 from web.forward import prefilled, prompt_ids
 from web.params import Param
 from web.sampler_settings import settings_from
+from web.sections import Section
+from web.sections.sampling import SAMPLER
 from web.tokens import token_plain, token_string
 
 MAX_WIDTH, MAX_NEW = 8, 12
@@ -214,3 +216,10 @@ def example_url(prompt: str) -> str:
     pairs = [("prompt", prompt), ("b_width", str(EXAMPLE_WIDTH)), ("b_new", str(EXAMPLE_NEW)),
              ("b_alpha", "0")]
     return "/?" + urllib.parse.urlencode(pairs, quote_via=urllib.parse.quote) + "#decoding"
+
+
+SECTION = Section("decoding", "Greedy vs beam search", PARAMS, build, warm=warm, reads=SAMPLER,
+                  tour=("Choosing the best token at each step (greedy) does not always give the "
+                        "most probable whole sentence. Beam search keeps several candidates alive "
+                        "and compares their total probability. The tree shows every branch it "
+                        "explored and which ones it dropped."))

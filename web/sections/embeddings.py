@@ -15,6 +15,7 @@ from web.cache import memoized
 from web.figures import embeddings as figures
 from web.forward import prompt_run
 from web.params import Param
+from web.sections import Section
 from web.tokens import plain, token_pieces, token_plain
 
 MAX_HEATMAP_TOKENS = 64       # rows of the token-vector heatmap (more would not be readable)
@@ -192,3 +193,10 @@ def warm(lm):
     """The prompt-independent part, once per model: the PCA map, the unit-length table, the
     labels (0.7 s for SmolLM2's 49,152 rows, a few ms for the Austen model's)."""
     embedding_space(lm.model)
+
+
+SECTION = Section("embeddings", "Embeddings", PARAMS, build, warm=warm,
+                  tour=("Each id selects one row of a big table: a vector of a few hundred "
+                        "numbers, learned in training. Tokens used in similar ways end up with "
+                        "similar vectors. Here is that table squeezed to two dimensions, with your "
+                        "tokens on it and their nearest neighbours."))

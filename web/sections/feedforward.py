@@ -14,6 +14,7 @@ from pipeline.feedforward import (activation, activation_curve, formula_error, h
 from web.figures import feedforward as figures
 from web.forward import prompt_run
 from web.params import Param
+from web.sections import Section
 from web.tokens import token_pieces, token_plain
 
 N_TOP = 10            # rows of the most-active-neurons table
@@ -106,3 +107,8 @@ def chosen_neuron(state, most_active: int, d_ff: int) -> int:
     return most_active
 
 
+SECTION = Section("feedforward", "Feed-forward", PARAMS, build,
+                  tour=("After attention, each token's vector goes through a small two-layer "
+                        "network of its own, with a non-linearity in the middle. This is where "
+                        "most of the parameters live. See the real activations of one token and "
+                        "which neurons fire the most."))

@@ -16,6 +16,8 @@ from web.forward import prefilled, prompt_ids
 from web.measured import machine, model_key, prefill_decode_timings
 from web.params import Param
 from web.sampler_settings import CHOOSERS, sampler_for, settings_from
+from web.sections import Section
+from web.sections.sampling import SAMPLER
 from web.tokens import token_pieces
 
 MAX_NEW_TOKENS = 200       # the most a request may generate (a classroom shares 2 cores)
@@ -48,8 +50,7 @@ def sampler_key(state) -> tuple:
     return ("sampler", settings_from(state), state["s_seed"])
 
 
-BORROWED = ("s_rep", "s_temp", "s_topk", "s_topp", "s_minp", "s_seed")   # the Sampling section's
-STREAM_PARAMS = ("prompt", "gen_max", "gen_pace", "gen_choose", *BORROWED)
+STREAM_PARAMS = ("prompt", "gen_max", "gen_pace", "gen_choose", *SAMPLER)
 
 
 def stream_query(state) -> str:
@@ -145,7 +146,7 @@ def build(lm, state) -> dict:
         steps=steps, step=step, current=current, last_step=len(steps) - 1,
         candidates=candidates, eos_id=lm.model.config.eos_token_id,
         sampler=sampler_description(state), choose=state["gen_choose"], choosers=CHOOSERS,
-        sampler_params=BORROWED,
+        sampler_params=SAMPLER,
         max_new_tokens=MAX_NEW_TOKENS,
         n_ctx=lm.n_ctx, model_name=lm.name,
         stream_query=stream_query(state),
@@ -157,3 +158,11 @@ def build(lm, state) -> dict:
         sweep_figure=sweep_figure(lm, timings, point),
         repeats=timings.repeats, decode_steps=timings.decode_steps,
     )
+
+
+SECTION = Section("generation", "Generation loop", PARAMS, build,
+                  warm=warm, reads=SAMPLER, shows_read_messages=True,
+                  tour=("Generation is a loop: run the model, pick a token, append it, run again. "
+                        "The first pass reads the whole prompt at once (prefill); every later pass "
+                        "adds one token (decode). Watch the answer stream in, token by token, "
+                        "with the time each step took."))

@@ -19,6 +19,7 @@ from web.forward import prefilled, prompt_ids
 from web.cache import memo
 from web.measured import model_key, prefill_decode_timings
 from web.params import Param
+from web.sections import Section
 from web.tokens import token_string
 
 MAX_NEW = 48              # most generated tokens measured (each step also runs a full forward)
@@ -155,3 +156,10 @@ def context_curves() -> list:
     xs = context_lengths(MAX_CTX)
     return [(name, xs, [kv_cache_bytes(attention_config(name), n, BYTES_PER_VALUE["fp16"])
                         for n in xs]) for name in CURVE_MODELS]
+
+
+SECTION = Section("kvcache", "KV cache", PARAMS, build, warm=warm,
+                  tour=("Each decode step needs the keys and values of every earlier token. "
+                        "Recomputing them every time would be wasteful, so they are kept: the KV "
+                        "cache. It makes decoding fast and costs memory, which grows with every "
+                        "token. See both, measured."))

@@ -20,6 +20,7 @@ from web.figures import logits as figures
 from web.forward import prompt_ids, prompt_run
 from web.params import Param
 from web.sampler_settings import DEFAULT_TEMPERATURE
+from web.sections import Section
 from web.tokens import token_plain
 
 TOP = 10                                  # rows of the table
@@ -125,3 +126,10 @@ def build(lm, state) -> dict:
 
 def token_text(lm, i) -> str:
     return token_plain(lm.tokenizer, i)
+
+
+SECTION = Section("logits", "Logits and softmax", PARAMS, build, warm=warm,
+                  tour=("The last vector is compared with every token of the vocabulary: one score "
+                        "(logit) each. Softmax turns the scores into probabilities that add up to "
+                        "one. Temperature sharpens or flattens them. Before you look: which token "
+                        "do you think comes first?"))

@@ -16,6 +16,7 @@ from web.cache import memoized
 from web.figures import positions as figures
 from web.forward import prompt_run
 from web.params import PROMPT, Param, parse_state
+from web.sections import Section
 from web.tokens import token_plain
 
 SINUSOID_POSITIONS = 64          # rows of the sinusoidal heatmap
@@ -221,3 +222,11 @@ def _word_order_result(model, a, b) -> dict:
         next_a=top(with_pos[2]), next_b=top(with_pos[3]),
         next_a_nopos=top(without[2]), next_b_nopos=top(without[3]),
         figure=figures.word_order_figure(rows))
+
+
+SECTION = Section("positions", "Positions", PARAMS, build, warm=warm,
+                  tour=("A vector says which token, not where it is. Order enters through "
+                        "positions: older models add a position vector, Llama-style models rotate "
+                        "the queries and keys by an angle that grows with the position (RoPE), so "
+                        "attention scores depend on how far apart two tokens are. See it, and see "
+                        "what is lost when positions are removed."))

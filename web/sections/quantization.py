@@ -28,6 +28,7 @@ from web.explainer import is_big
 from web.figures import quantization as figures
 from web.forward import prefilled, prompt_run
 from web.params import Param
+from web.sections import Section
 from web.tokens import token_plain
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -352,3 +353,9 @@ def build(lm, state) -> dict:
         float_share=rows[1]["other_bytes"] / rows[0]["total_bytes"],
         calc_names=calc_names, calc_rows=calc_rows,
         **histogram_context(model, matrix, group))
+
+
+SECTION = Section("quantization", "Quantization", PARAMS, build, warm=warm,
+                  tour=("Weights can be stored with fewer bits: 8 or 4 instead of 32. The model "
+                        "gets smaller and faster to read, and a little less exact. See how much "
+                        "memory is saved and how much the answers change, on the running model."))

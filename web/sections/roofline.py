@@ -8,6 +8,7 @@ from web.figures import roofline as figures
 from web.forward import prompt_ids
 from web.measured import machine, machine_measurement, prefill_decode_timings, stamp
 from web.params import Param
+from web.sections import Section
 
 DEFAULT_MODEL = "Llama 3 8B"
 BITS = tuple(WEIGHT_SCHEMES)          # 16, 8, 4
@@ -121,3 +122,10 @@ def live_point(lm, state) -> dict:
         prefill_roof=min(m.peak_flops, pre.intensity * m.bandwidth),
         decode_roof=min(m.peak_flops, dec.intensity * m.bandwidth),
     )
+
+
+SECTION = Section("roofline", "Prefill vs decode: the roofline", PARAMS, build, warm=warm,
+                  tour=("Why is reading the prompt fast and writing the answer slow? The prefill "
+                        "does many operations per byte of weights it reads; a decode step very "
+                        "few. The roofline shows which limit, arithmetic or memory, each phase "
+                        "hits on real chips."))

@@ -23,6 +23,7 @@ from web.figures import sampling as figures
 from web.forward import prompt_run
 from web.params import Param
 from web.sampler_settings import DEFAULT_TEMPERATURE, settings_from, top_p_param
+from web.sections import Section
 from web.tokens import token_plain
 
 SHOWN = 12            # tokens drawn in the figures and the table (most probable first)
@@ -41,6 +42,10 @@ PARAMS = (
     Param("s_seed", "Seed", kind="int", default=0, min=0, max=999_999_999),
     Param("s_draws", "Number of draws", kind="int", default=1000, min=1),   # max: web.limits
 )
+# The sampler's settings and seed: what the other sections that sample read (decoding's samples,
+# the generation loop; web.sampler_settings turns them into a sampler), declared here only.
+SAMPLER = ("s_rep", "s_temp", "s_topk", "s_topp", "s_minp", "s_seed")
+assert set(SAMPLER) <= {p.name for p in PARAMS}
 
 # What each stage does, in the page's words; the order is pipeline.sampling's.
 STAGE_TEXT = {
@@ -236,3 +241,10 @@ def example_run(lm, state, settings) -> Example:
     top = [(token_plain(lm.tokenizer, int(t)), float(ex_model[t]), float(ex_final[t]))
            for t in top_k(ex_model, 5)]
     return Example(EXAMPLE, example_url(state), top, state["prompt"] == EXAMPLE)
+
+
+SECTION = Section("sampling", "Sampling", PARAMS, build,
+                  tour=("A probability list is not yet a word. The sampler picks one token from "
+                        "it, after a chain of filters: repetition penalty, temperature, top-k, "
+                        "top-p, min-p. Move each knob and watch which tokens it removes, in the "
+                        "order the filters act."))

@@ -32,6 +32,7 @@ from web.forward import prefilled, prompt_ids
 from web.cache import memo
 from web.measured import measured, model_key, prefill_decode_timings, stamp
 from web.params import Param
+from web.sections import Section
 from web.tokens import token_plain
 
 MODES = {"sample": 1.0, "greedy": 0.0}     # mode -> temperature of both models
@@ -428,3 +429,11 @@ def lookup_time_figure(lm, sp) -> str:
                                         target=sp.target_s, other=max(other, 0.0)),
                                    sp.n_tokens, names=figures.LOOKUP_NAMES)
     return _figures.get((model_key(lm.model), "lookup", sp.measured_at), build)
+
+
+SECTION = Section("speculative", "Speculative decoding", PARAMS, build, warm=warm,
+                  tour=("A small, fast draft guesses a few tokens ahead; the big model checks all "
+                        "the guesses in one pass and keeps those it agrees with. The output "
+                        "follows the big model's probabilities exactly, and it can arrive sooner: "
+                        "when checking several tokens costs about one step and the guesses are "
+                        "often right. The section measures whether it does here."))

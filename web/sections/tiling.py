@@ -15,6 +15,7 @@ from web.cache import memoized
 from web.figures import tiling as figures
 from web.forward import prompt_run
 from web.params import Param
+from web.sections import Section
 from web.tokens import token_plain
 
 MAX_TILE_PAIRS = 2500          # tiles the NumPy run may visit (keeps a request fast)
@@ -147,3 +148,9 @@ def at_scale(state) -> dict:
         scale_figure=figures.traffic_by_length_figure(lengths, plain_curve, tiled_curve, n,
                                                       name, tile),
     )
+
+
+SECTION = Section("tiling", "Attention tiling", PARAMS, build,
+                  tour=("On a GPU, moving data costs more than computing with it. FlashAttention "
+                        "computes attention in tiles with a running softmax, so the full table of "
+                        "scores is never written to slow memory. Same result, much less traffic."))

@@ -10,6 +10,7 @@ from pipeline.bpe import bpe_replay, learn_bpe, merge_pair, pretokenize, segment
 from web.cache import memoized
 from web.figures import tokenization as figures
 from web.params import Param
+from web.sections import Section
 from web.tokens import pieces, plain, token_pieces
 
 MAX_MERGES = 60            # most merges the learn-BPE demo runs (slider's upper end)
@@ -134,3 +135,11 @@ def learn(state) -> dict:
         pairs_figure=figures.pair_counts_figure(pair_rows, len(done)) if pair_rows else None,
         counts_figure=figures.token_count_figure(counts, len(done)),
     )
+
+
+SECTION = Section("tokenization", "Tokenization", PARAMS, build,
+                  tour=("The model cannot read letters. A tokenizer cuts the text into pieces from "
+                        "a fixed vocabulary and replaces each piece by its number (its id). The "
+                        "vocabulary was learned by byte-pair encoding: start from single bytes, "
+                        "and repeatedly glue together the pair that occurs most often. Watch the "
+                        "real merges rebuild a word of your prompt."))
