@@ -35,7 +35,8 @@ def test_step_through_the_loop_with_the_state_in_the_url(page, model, page_error
     n_prompt = len(model.tokenizer.encode_ordinary(DEFAULT_PROMPT))
     expect(sequence).to_have_count(n_prompt + 3)
     expect(sequence.nth(n_prompt + 2)).to_have_text(str(tokens[2]))
-    page.reload()
+    page.reload()              # the state is in the URL; the section loads when scrolled to
+    page.evaluate("document.getElementById('generation').scrollIntoView()")
     expect(caption).to_contain_text("Step 2 of 5.")
     limit = page.get_by_label("New-token limit")
     limit.fill("9")
