@@ -286,3 +286,18 @@ def test_the_stepped_run_starts_from_the_prompts_shared_run(client, model, monke
     shown = chip_ids(page.get_data(as_text=True), "Sequence at this step")
     ids = model.tokenizer.encode_ordinary(prompt)
     assert shown[:len(ids)] == ids and shown[len(ids):] == greedy_tokens(model, prompt, 5)[:len(shown) - len(ids)]
+
+
+def test_a_sampled_loop_follows_the_sampling_sections_changes(client):
+    """Drawing with the Sampling section's settings, the loop has an element that fetches it
+    again on the event a sampling control's answer names; a greedy loop has none."""
+    sampled = client.get(url("/section/generation", gen_choose="sampler"), headers=HX)
+    text = sampled.get_data(as_text=True)
+    assert 'id="generation-refresh"' in text
+    assert 'hx-trigger="sampling-changed from:body"' in text
+    assert 'hx-target="#generation-run"' in text
+    greedy = client.get(url("/section/generation", gen_choose="greedy"), headers=HX)
+    assert 'id="generation-refresh"' not in greedy.get_data(as_text=True)
+    moved = client.get(url("/section/sampling", s_temp=0.5),
+                       headers={"HX-Request": "true", "HX-Trigger": "s-temp"})
+    assert moved.headers["HX-Trigger-After-Swap"] == "sampling-changed"
