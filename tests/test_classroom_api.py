@@ -170,10 +170,10 @@ def test_every_poll_kind_reveals_the_sections_own_answer(app, kind):
     assert opened.status_code == 200 and "answer" not in opened.json
     pid = opened.json["id"]
     lm, state, ctx = model_answer(app, kind, teacher.get(f"/class/{code}/state").json["query"])
-    expected = {"next-token": lambda: ctx["rows"][0]["text"].replace("·", " ").strip(),
-                "top-prob": lambda: round(100 * ctx["rows"][0]["p1"], 1),
+    expected = {"next-token": lambda: ctx["rows"][0].text.replace("·", " ").strip(),
+                "top-prob": lambda: round(100 * ctx["rows"][0].p1, 1),
                 "n-tokens": lambda: len(prompt_ids(lm, PROMPT)),
-                "top-p-half": lambda: ctx["topp_half_kept"],
+                "top-p-half": lambda: ctx["half"].kept,
                 "beam-vs-greedy": lambda: ctx["verdict"],
                 "kv-bytes": lambda: ctx["final_nbytes"]}[kind]()
     poll = students[0].get(f"/class/{code}/state").json["poll"]

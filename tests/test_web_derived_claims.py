@@ -94,7 +94,7 @@ def test_roofline_and_quantization_show_the_same_weight_bytes(client, bits, labe
     shown = f"{expected.total_bytes / 1e9:.2f} GB"
     assert f"{p.reported_params:,} parameters, {shown} of weights" in \
         roofline_page(client, rf_model="Llama 3 8B", rf_bits=bits)
-    q = plain(text_of(client.get(url("/section/quantization", q_group=INT4_GROUP), headers=HX)))
+    q = quantization_text(client, q_group=INT4_GROUP)
     # the quantization section lists only the weight memory (the block section the counts)
     row = re.search(r"Llama 3 8B ([\d.]+ GB) ([\d.]+ GB) ([\d.]+ GB)", q)
     assert row.group(1 + ["FP16", "INT8", "INT4"].index(label)) == shown
@@ -143,7 +143,8 @@ def test_generation_verdict_follows_this_server_s_ridge(client, monkeypatch, roo
 # --- quantization: the ratios, what stays in float, the window ---------------------------------
 
 def quantization_text(c, **query):
-    r = c.get(url("/section/quantization", **query), headers=HX)
+    """The section with its "q-measured" disclosure open (its table is computed only then)."""
+    r = c.get(url("/section/quantization", open="q-measured", **query), headers=HX)
     assert r.status_code == 200
     return plain(text_of(r))
 

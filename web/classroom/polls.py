@@ -10,7 +10,7 @@ kept in the store with the poll and sent to nobody until the teacher reveals it.
     next-token      logits          a word (text)           rows[0]: the top next token
     top-prob        logits          a percentage            rows[0].p1: its probability
     n-tokens        tokenization    a whole number          the prompt's token count
-    top-p-half      sampling        a whole number          topp_half_kept
+    top-p-half      sampling        a whole number          half.kept (a Nucleus)
     beam-vs-greedy  decoding        one of four choices     verdict
     kv-bytes        kvcache         a whole number          final_nbytes
 
@@ -53,18 +53,18 @@ def last_words(prompt: str, n: int = 8) -> str:
 
 
 def _next_token(lm, state, ctx):
-    top = ctx["rows"][0]
+    top = ctx["rows"][0]                      # web.sections.logits.Row
     return dict(question=f"Which token will the model rank first after “{last_words(state['prompt'])}”? "
                          "Type it.",
-                answer=top["text"].replace("·", " ").strip(), shown=top["text"],
-                top_id=top["id"], top_p=top["p1"])
+                answer=top.text.replace("·", " ").strip(), shown=top.text,
+                top_id=top.id, top_p=top.p1)
 
 
 def _top_prob(lm, state, ctx):
     top = ctx["rows"][0]
-    pct = round(100 * top["p1"], 1)
+    pct = round(100 * top.p1, 1)
     return dict(question=f"The model's first choice after “{last_words(state['prompt'])}” is "
-                         f"“{top['text'].replace('·', ' ').strip()}”. How probable does the "
+                         f"“{top.text.replace('·', ' ').strip()}”. How probable does the "
                          "model think it is, in percent?",
                 answer=pct, shown=f"{pct:g}%", min=0, max=100)
 
@@ -77,13 +77,13 @@ def _n_tokens(lm, state, ctx):
 
 
 def _top_p_half(lm, state, ctx):
-    n = ctx["n_vocab"]
-    kept = ctx["topp_half_kept"]
+    n = ctx["model"].probs.size               # web.distribution.Distribution: the model's own
+    kept, mass = ctx["half"]                  # what top-p = 0.5 alone keeps (kept, mass)
     return dict(question=f"Top-p = 0.5 alone keeps the most probable tokens until they hold half "
                          f"of the probability. Of the {n:,} tokens, how many does it keep for "
                          "this prompt?",
                 answer=kept, shown="{:,} kept (holding {:.1%}); {:,} removed".format(
-                    kept, ctx["topp_half_mass"], n - kept), min=0, max=n)
+                    kept, mass, n - kept), min=0, max=n)
 
 
 def _beam_vs_greedy(lm, state, ctx):
