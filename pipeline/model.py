@@ -329,11 +329,19 @@ class ActivationCache(dict):
         return list(dict.values(self))
 
     def nbytes(self) -> int:
-        """Bytes of the arrays held now (the block last run again included)."""
-        held = sum(v.nbytes for v in dict.values(self) if isinstance(v, np.ndarray))
+        """Bytes of the arrays held now (the block last run again included): each array once
+        (a block's output is the next block's input, one array under two names), a view as
+        the array it views (which it keeps alive)."""
+        arrays = list(dict.values(self))
         if self._last_block is not None:
-            held += sum(v.nbytes for v in self._last_block[2].computed())
-        return held
+            arrays += self._last_block[2].computed()
+        held = {}
+        for a in arrays:
+            if isinstance(a, np.ndarray):
+                while isinstance(a.base, np.ndarray):
+                    a = a.base
+                held[id(a)] = a.nbytes
+        return sum(held.values())
 
 
 class RecordingHooks(Hooks):
@@ -361,8 +369,8 @@ class CompactHooks(Hooks):
     """Records into a compact ActivationCache (see its docstring): a block's input and output
     and the keys it caches (the KV cache's keys: small, and drawn for every block) are kept,
     its other names deferred to `cache.from_block`, the logits to the final norm."""
-    KEPT = ("hook_resid_pre", "hook_resid_mid", "hook_resid_post", "attn.hook_k",
-            "attn.hook_rot_k", "attn.hook_v")
+    KEPT = ("hook_resid_pre", "hook_resid_mid", "hook_resid_post", "attn.hook_rot_k",
+            "attn.hook_v")
 
     def __init__(self, cache, unembed, prefix="", block=None):
         self.cache, self.unembed, self.prefix, self.block = cache, unembed, prefix, block
@@ -373,7 +381,9 @@ class CompactHooks(Hooks):
             self.cache.deferred[full] = (np.matmul, (self.cache["ln_final.hook_normalized"],
                                                      self.unembed))
         elif self.block is None or full.split(".", 2)[2] in self.KEPT:
-            self.cache[full] = x
+            # a view (the keys and values are views of one projection that holds the queries
+            # too) would keep its whole base alive: the kept array is its own
+            self.cache[full] = x.copy() if isinstance(x, np.ndarray) and x.base is not None else x
         else:
             self.cache.deferred[full] = (self.cache.from_block, (self.block, full))
         return x

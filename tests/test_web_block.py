@@ -144,11 +144,12 @@ def test_block_disclosures_open_from_the_url(client):
     ({"blk_layer": "-1"}, "blk_layer", "Block must be between 0 and 999", 422),
     ({"blk_layer": "two"}, "blk_layer", "Block must be a whole number", 400),
     ({"blk_head": "8"}, "blk_head", "Head 8 does not exist: this model has 8 heads", 422),
+    # 18 parts: the message names the first three and the last, with the count
     ({"blk_part": "wq"}, "blk_part", "Part of the block must be one of embed, resid_pre, ln1, "
-     "q, k,", 422),
-    # a part of other models' blocks (learned positions), not of this one's: its list says so
-    ({"blk_part": "pos_embed"}, "blk_part", "ffn_up, ffn_hidden, mlp_out, resid_post, "
-     "final_norm, logits; got 'pos_embed'.", 422),
+     "…, logits (18 in all); got 'wq'.", 422),
+    # a part of other models' blocks (learned positions), not of this one's: refused too
+    ({"blk_part": "pos_embed"}, "blk_part", "Part of the block must be one of embed, resid_pre, "
+     "ln1, …, logits (18 in all); got 'pos_embed'.", 422),
     ({"blk_part": "x" * 21}, "blk_part", "is 21 characters long; the limit is 20", 422),
     ({"blk_pos": "99"}, "blk_pos", "Position 99 does not exist: this prompt has", 422),
 ])

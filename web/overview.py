@@ -277,7 +277,10 @@ def build(lm, state) -> dict:
         ffn=shape(cache[b0 + "mlp.hook_post"]), mlp_out=shape(cache[b0 + "hook_mlp_out"]),
         resid_post=shape(cache[f"blocks.{cfg.n_layers - 1}.hook_resid_post"]),
         final_norm=shape(cache["ln_final.hook_normalized"]),
-        unembed=shape(model.params["unembed"]), logits=shape(cache["logits"]),
+        unembed=shape(model.params["unembed"]),
+        # the shape of final norm @ unembedding, without computing all T rows (a big model's
+        # compact run computes its logits only when read: SmolLM2's 21-token prompt, 4 MB)
+        logits=shape(cache["ln_final.hook_normalized"])[:-1] + shape(model.params["unembed"])[1:],
         next_logits=shape(run.next_logits),
         kv=[cfg.n_layers, 2, T, cfg.n_kv_heads, cfg.head_dim])
     if cfg.positions == "learned":

@@ -242,7 +242,7 @@ def reveal(spec: dict, answers: list, lm=None) -> dict:
 def next_token_model_side(out: dict, spec: dict, lm):
     """The model's probability of each of the class's guesses (the tokens that read as the
     guess), the favourite's, and the figure: class share and model probability per guess."""
-    logits = prompt_run(lm, spec["prompt"]).logits[-1]
+    logits = prompt_run(lm, spec["prompt"]).next_logits
     p1 = softmax_with_temperature(logits, 1.0)                    # as the logits section
     table = readings(lm)
     for g in out["groups"]:

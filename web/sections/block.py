@@ -147,7 +147,12 @@ def build(lm, state) -> dict:
     part = by_key[state.one_of("blk_part", by_key)]        # this model's parts only
     pos = state.index_within("blk_pos", T, "position", things="tokens", default=T - 1)
 
-    shapes = {p.key: list(run.cache[p.hook.format(i=layer)].shape) for p in parts}
+    shapes = {p.key: list(run.cache[p.hook.format(i=layer)].shape) for p in parts
+              if p.key != "logits"}
+    # final norm @ unembedding, without computing all T rows unless the logits are picked (a big
+    # model's compact run computes them when read: SmolLM2's 21-token prompt, 4 MB)
+    shapes["logits"] = (list(run.cache["ln_final.hook_normalized"].shape[:-1])
+                        + [model.params["unembed"].shape[1]])
     ctx = dict(
         cfg=cfg, T=T, tokens=tokens, layer=layer, head=head, pos=pos, parts=parts,
         part=part, by=by_key, shapes=shapes, group=cfg.n_heads // cfg.n_kv_heads,

@@ -190,7 +190,7 @@ def example_url(state) -> str:
 def build(lm, state) -> dict:
     settings = settings_from(state)
     run = prompt_run(lm, state["prompt"])
-    logits, context = run.logits[-1], list(run.ids)
+    logits, context = run.next_logits, list(run.ids)      # = run.logits[-1], not all T rows
     stages = sampling_stages(logits, context, settings)
     model = Distribution(stages[0].probs)                          # softmax of the logits
     final = Distribution(stages[-1].probs, settings.temperature)   # what the token is drawn from
@@ -236,7 +236,7 @@ def seeded_draws(final, shown, seed: int, n: int, tok) -> tuple:
 def example_run(lm, state, settings) -> Example:
     """EXAMPLE's five most probable next tokens on this model, before and after the controls."""
     ex = prompt_run(lm, EXAMPLE)
-    ex_stages = sampling_stages(ex.logits[-1], list(ex.ids), settings)
+    ex_stages = sampling_stages(ex.next_logits, list(ex.ids), settings)
     ex_model, ex_final = ex_stages[0].probs, ex_stages[-1].probs
     top = [(token_plain(lm.tokenizer, int(t)), float(ex_model[t]), float(ex_final[t]))
            for t in top_k(ex_model, 5)]
