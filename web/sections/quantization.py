@@ -212,6 +212,10 @@ def scheme_rows(lm, run, schemes, on_prompt: bool) -> list:
     return rows
 
 
+def weight_changes(model, scheme_names: tuple) -> dict:
+    return {s: weight_change(model, s) for s in scheme_names}
+
+
 def first_difference(a, b):
     return next((i for i, (x, y) in enumerate(zip(a, b)) if x != y), None)
 
@@ -335,7 +339,9 @@ def build(lm, state) -> dict:
         gguf = dict(stored_context(model),
                     embedding=embedding_block(model, int(ids[-1])),
                     last_token=token_plain(model.tokenizer, int(ids[-1])),
-                    changes={s: weight_change(model, s) for s in schemes[1:]})
+                    # every weight re-quantized against the file's: shown in the "q-file"
+                    # disclosure, so computed when the template asks (it is open)
+                    changes=functools.partial(weight_changes, model, tuple(schemes[1:])))
     return dict(
         model_name=lm.name, n_params=model.n_params(), n_prompt=len(ids), rows=rows,
         # the template asks for these rows only while a disclosure that shows them is open
