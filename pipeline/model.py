@@ -446,6 +446,7 @@ class Model:
         # general.* metadata and its tokenizer's pre-tokenizer regex.
         self.file_format, self.stored, self.metadata, self.pat_str = None, {}, {}, None
         self.inv_freq = None
+        self._n_params = None            # (the params dict counted, its count)
         if config.positions == "rope":
             self.inv_freq = rope_frequencies(config.head_dim, config.rope_theta)
             if config.rope_llama3:
@@ -455,7 +456,11 @@ class Model:
         return f"Model({self.path!r}, {self.config})"
 
     def n_params(self):
-        """Parameters of the model as trained (a tied unembedding is not counted twice)."""
+        """Parameters of the model as trained (a tied unembedding is not counted twice); counted
+        once per params dict (the page asks on every request whether a model is big)."""
+        if self._n_params is not None and self._n_params[0] is self.params:
+            return self._n_params[1]
+
         def count(node):
             if isinstance(node, dict):
                 return sum(count(v) for v in node.values())
@@ -463,7 +468,9 @@ class Model:
                 return sum(count(v) for v in node)
             return node.size
         tied = self.config.tied_embeddings
-        return count({k: v for k, v in self.params.items() if not (tied and k == "unembed")})
+        n = count({k: v for k, v in self.params.items() if not (tied and k == "unembed")})
+        self._n_params = (self.params, n)
+        return n
 
     def _check(self, tokens, start=0):
         tokens = np.asarray(tokens, dtype=np.int64).reshape(-1)

@@ -287,3 +287,22 @@ def test_a_kv_cache_from_a_recording_is_the_one_prefill_leaves(model, compact):
         np.testing.assert_array_equal(built.v, kv.v)
         for t in (5, 9, 2):
             np.testing.assert_array_equal(model.decode(t, built), model.decode(t, kv))
+
+
+def test_n_params_counts_every_weight_once_and_follows_a_new_params_dict(model):
+    """n_params is counted once per params dict (the page asks on every request), so it must
+    be recounted when the dict is replaced, as a quantized or cut copy's is."""
+    def total(node):
+        if isinstance(node, dict):
+            return sum(total(v) for v in node.values())
+        if isinstance(node, list):
+            return sum(total(v) for v in node)
+        return node.size
+    tied = model.config.tied_embeddings
+    expected = total({k: v for k, v in model.params.items() if not (tied and k == "unembed")})
+    assert model.n_params() == expected == model.n_params()
+    copy = Model(model.config, dict(model.params), model.tokenizer)
+    assert copy.n_params() == expected
+    copy.params = {**copy.params, "blocks": copy.params["blocks"][:1]}
+    one_block = total(copy.params["blocks"])
+    assert copy.n_params() == expected - total(model.params["blocks"]) + one_block

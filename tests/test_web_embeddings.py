@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 
 from pipeline.embedding_space import analogy, cosine_neighbours, far_rows, pca_2d, unit_rows
+from web.cache import model_key
 from web.sections import embeddings as section
 from web_support import HX, app, client, error_message, model, table_rows, text_of, url  # noqa: F401,E501
 
@@ -48,6 +49,27 @@ def test_neighbour_table_is_the_pipelines(client, model):
     assert [int(r[1]) for r in rows] == distinct
     unit = unit_rows(model.params["wte"])
     for row, i in zip(rows, distinct):
+        nids, sims = cosine_neighbours(unit, unit[i], 3, exclude=(i,))
+        shown = re.findall(r"(\d+) (-?\d\.\d{3})", row[2])
+        assert [(int(a), b) for a, b in shown] == [(int(n), f"{s:.3f}") for n, s in
+                                                    zip(nids, sims)]
+
+
+def test_a_new_prompt_computes_neighbours_only_for_tokens_not_seen_before(client, model):
+    """Neighbours are per token: a second prompt sharing tokens with the first computes only
+    its new ones, and its table is still the pipeline's for every token."""
+    first, second = "Elizabeth walked to Meryton", "Elizabeth walked to the ball at Netherfield"
+    client.get(url("/", prompt=first))
+    kept = {i for i in model.tokenizer.encode(second)
+            if (model_key(model), i, section.EMB_K.max) in section.NEIGHBOURS}
+    assert set(model.tokenizer.encode(first)) & set(model.tokenizer.encode(second)) <= kept
+    before = section.NEIGHBOURS.computed
+    page = embeddings_part(text_of(client.get(url("/", prompt=second, emb_k=3))))
+    new = set(model.tokenizer.encode(second)) - kept
+    assert new and section.NEIGHBOURS.computed - before == len(new)
+    unit = unit_rows(model.params["wte"])
+    for row in table_rows(page, "Nearest neighbours"):
+        i = int(row[1])
         nids, sims = cosine_neighbours(unit, unit[i], 3, exclude=(i,))
         shown = re.findall(r"(\d+) (-?\d\.\d{3})", row[2])
         assert [(int(a), b) for a, b in shown] == [(int(n), f"{s:.3f}") for n, s in
