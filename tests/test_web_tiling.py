@@ -7,6 +7,7 @@ import pytest
 
 from pipeline.published import published
 from pipeline.tiling import plain_traffic, tiled_traffic
+from web.explainer import KNOWN_CARDS
 from web.sections.tiling import largest_tile
 from web_support import HX, app, client, error_message, model, text_of, url  # noqa: F401
 
@@ -67,7 +68,9 @@ def test_default_row_is_one_whose_maximum_rises_in_a_later_tile(client, model):
     _, cache = model.run_with_cache(ids)
     scores = cache["blocks.0.attn.hook_attn_scores"][0]
     expected = max(r for r in range(len(ids)) if int(np.argmax(scores[r, :r + 1])) >= 8)
-    page = text_of(client.get(url("/section/tiling", prompt=PROMPT), headers=HX))
+    # 8 x 8 tiles: this 12-token prompt fits one tile of the default 16 x 16
+    page = text_of(client.get(url("/section/tiling", prompt=PROMPT, til_bq=8, til_bk=8),
+                              headers=HX))
     text = plain_text(page)
     assert f"Row {expected}, tile by tile." in text
     assert f'<option value="{expected}" selected>' in page
@@ -81,8 +84,8 @@ def test_default_row_is_one_whose_maximum_rises_in_a_later_tile(client, model):
         assert f"{s.m:.4f} {s.rescale:.4f} {s.l:.4f}" in text
     # a row chosen by the reader is kept, and the page says when it rescales nothing
     first = next(r for r in range(1, len(ids)) if int(np.argmax(scores[r, :r + 1])) < 8)
-    text = plain_text(text_of(client.get(url("/section/tiling", prompt=PROMPT, til_row=first),
-                                         headers=HX)))
+    text = plain_text(text_of(client.get(url("/section/tiling", prompt=PROMPT, til_row=first,
+                                             til_bq=8, til_bk=8), headers=HX)))
     assert f"Row {first}, tile by tile." in text
     assert f"nothing is rescaled (row {expected} shows a rescale)" in text
 
@@ -92,3 +95,49 @@ def test_disclosure_open_from_the_url(client):
     assert re.search(r'<details class="deeper" id="deeper-til-traffic"[^>]*\bopen\b', page)
     page = text_of(client.get(url("/section/tiling"), headers=HX))
     assert not re.search(r'<details class="deeper" id="deeper-til-traffic"[^>]*\bopen\b', page)
+
+
+def defaults():
+    from web.sections.tiling import PARAMS
+    d = {p.name: p.default for p in PARAMS}
+    return d["til_bq"], d["til_bk"]
+
+
+def test_default_tiles_move_less_than_plain_and_smaller_ones_are_one_click_away(client, model):
+    """At the defaults, on the default prompt, the tiled run moves fewer bytes than plain
+    attention (the section's lesson); the page names the tile size at which it would move more,
+    with its bytes, and offers it."""
+    from web.sections.tiling import tile_sweep
+    page = text_of(client.get(url("/section/tiling", open="til-traffic"), headers=HX))
+    text = plain_text(page)
+    T = int(re.search(r"P stored \((\d+) × \1 each\)", text).group(1))
+    hd = model.config.d_model // model.config.n_heads
+    bq, bk = defaults()
+    tiled, plain = tiled_traffic(T, hd, bq, bk).total * 4, plain_traffic(T, hd).total * 4
+    assert tiled < plain
+    assert re.search(rf"{bq} × {bk} tiles .*? {tiled:,} ", text)
+    assert f"Tiling moves {plain / tiled:.2f} times less here" in text
+    more = [b for b in tile_sweep(T) if tiled_traffic(T, hd, b, b).total * 4 > plain]
+    assert more, "some smaller tile moves more on the default prompt"
+    b = more[-1]
+    assert re.search(rf"with {b} × {b} tiles this prompt moves "
+                     rf"{tiled_traffic(T, hd, b, b).total * 4:,} bytes, more ?than plain "
+                     rf"attention's {plain:,}", text)
+    assert f"hx-vals='{{\"til_bq\": \"{b}\", \"til_bk\": \"{b}\"}}'>try {b} × {b}</button>" in page
+    # that value, chosen, says so and offers the way back
+    text = plain_text(text_of(client.get(url("/section/tiling", til_bq=b, til_bk=b,
+                                             open="til-traffic"), headers=HX)))
+    assert re.search(rf"Here tiling moves more ?: {tiled_traffic(T, hd, b, b).total * 4:,} bytes "
+                     rf"against {plain:,}\.", text)
+    less = next(s for s in tile_sweep(T) if tiled_traffic(T, hd, s, s).total * 4 < plain)
+    assert f"From {less} × {less} tiles on, tiling moves less" in text
+
+
+@pytest.mark.parametrize("prompt", KNOWN_CARDS["austen"].prompts)
+def test_default_tiles_move_less_on_every_suggested_prompt(model, prompt):
+    """The Austen model's suggested prompts (a class clicks them) all show the saving at the
+    default tiles."""
+    T = len(model.tokenizer.encode_ordinary(prompt))
+    hd = model.config.d_model // model.config.n_heads
+    bq, bk = defaults()
+    assert tiled_traffic(T, hd, bq, bk).total < plain_traffic(T, hd).total
