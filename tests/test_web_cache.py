@@ -9,7 +9,7 @@ import pytest
 from web import measured as measured_module
 from web.cache import Memo, cached_build, memoized, model_key
 from web.measured import prefill_decode_timings
-from web.params import Param, parse_state
+from web.params import Param, Query, parse_state
 from web.registry import all_params, section as find_section
 from web_support import HX, every_section, app, client, model, text_of, url  # noqa: F401
 
@@ -293,6 +293,23 @@ def test_a_cached_build_replays_its_rejects_and_resolved_defaults(app):
     # the caller gets its own top-level dict: changing it does not change the entry
     again["n"] = 99
     assert cached_build(s, lm, fresh_state(b"fk_n=7", s))["n"] == 3
+
+
+def test_a_build_reads_a_query_and_leaves_the_requests_state_alone():
+    """A build gets a read-only Query: what it finds goes to its Outcome (and it reads its own
+    findings back), the request's State is unchanged until the caller applies the outcome."""
+    s = FakeSection()
+    state = fresh_state(b"fk_n=7", s)
+    before = [dict(d) for d in (state.values, state.errors, state.statuses, state.computed)]
+    query = Query(state)
+    assert s.build(None, query) == dict(n=3, i=6, rows=[1, 2])
+    assert [state.values, state.errors, state.statuses, state.computed] == before
+    assert query.outcome.errors == {"fk_n": "At most 5 here; got 7."}
+    assert query.outcome.values == {"fk_n": 3, "fk_i": 6} and query.outcome.computed == {"fk_i": 6}
+    with pytest.raises(TypeError):
+        query.raw["fk_n"] = "1"                       # what was asked cannot be rewritten
+    query.outcome.apply(state)
+    assert state["fk_n"] == 3 and state.status == 422 and state.computed == {"fk_i": 6}
 
 
 def test_a_real_sections_reject_is_replayed(app):

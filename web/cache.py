@@ -23,6 +23,8 @@ from collections import OrderedDict
 
 from flask import current_app, has_app_context
 
+from web.params import Query
+
 
 class ModelKey(str):
     """A model's identity in a cache key (its file or directory): a str, marked so that the
@@ -247,32 +249,23 @@ def lm_key(lm) -> tuple:
 SECTION_BUILDS = NamedCache("section builds", 128)   # contexts hold figure JSON: tens of kB each
 
 
-def _changes(before: dict, after: dict) -> tuple:
-    """(name, value) pairs that are new or different in `after`."""
-    return tuple((k, v) for k, v in after.items()
-                 if k not in before or (before[k] is not v and before[k] != v))
-
-
 def cached_build(section, lm, state) -> dict:
-    """section.build(lm, state), computed once per (model, prompt, values and messages of the
-    section's parameters and of the other sections' it reads). What the build did to the state (a
-    value it refused with state.reject, a default it worked out with state.resolve) is recorded
-    with the context and done again on the state of every request the entry answers, so the page
-    shows the same messages and status as on the first build. The context is shared: the caller
-    gets a copy of the top-level dict, and rendering must not change the values in it."""
+    """section.build(lm, query), computed once per (model, prompt, values and messages of the
+    section's parameters and of the other sections' it reads). The build reads the request
+    through a read-only web.params.Query; what it found (a value it refused, a default it worked
+    out: its Outcome) is cached with the context and applied to the state of every request the
+    entry answers, so the page shows the same messages and status as on the first build. The
+    context is shared: the caller gets a copy of the top-level dict, and rendering must not
+    change the values in it."""
     names = ("prompt", *section.reads, *(p.name for p in section.params))
     key = (section.id, lm_key(lm),
            tuple((n, state.values.get(n), state.errors.get(n), state.statuses.get(n))
                  for n in names))
 
     def build():
-        before = [dict(d) for d in (state.values, state.errors, state.statuses, state.computed)]
-        ctx = section.build(lm, state)
-        after = (state.values, state.errors, state.statuses, state.computed)
-        return ctx, tuple(_changes(b, a) for b, a in zip(before, after))
+        query = Query(state)
+        return section.build(lm, query), query.outcome
 
-    ctx, changes = SECTION_BUILDS.get(key, build)
-    for target, changed in zip((state.values, state.errors, state.statuses, state.computed),
-                               changes):
-        target.update(changed)
+    ctx, outcome = SECTION_BUILDS.get(key, build)
+    outcome.apply(state)
     return dict(ctx)

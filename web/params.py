@@ -7,7 +7,9 @@ status) and the parameter falls back to its default.
 """
 import re
 import urllib.parse
+from collections import ChainMap
 from dataclasses import dataclass, field
+from types import MappingProxyType
 
 from web.limits import INT_DIGITS, LIMITED, LIMITS, MAX_QUERY_BYTES, Deadline, cap
 
@@ -145,16 +147,11 @@ PROMPT = Param("prompt", "The prompt", default=(
     "fortune, must be in want of a"), max_chars=LIMITS["prompt_chars"], required=True)
 
 
-@dataclass
-class State:
-    """The validated values of every parameter, the raw strings given, and what was wrong."""
-    params: dict                                  # name -> Param, in page order
-    values: dict = field(default_factory=dict)    # name -> valid value (or the default)
-    raw: dict = field(default_factory=dict)       # name -> string as given in the query
-    errors: dict = field(default_factory=dict)    # name -> message for the page
-    statuses: dict = field(default_factory=dict)  # name -> 400 / 422
-    computed: dict = field(default_factory=dict)  # name -> default worked out by a section
-    deadline: Deadline = field(default_factory=Deadline)  # this request's time budget
+class Findings:
+    """What can be found about the values once a section builds: a value refused (reject,
+    index_within, one_of), a default worked out (resolve). Written into the object's own
+    `values`, `errors`, `statuses` and `computed` mappings: the request's State's while the
+    query is parsed, a Query's Outcome while a section builds."""
 
     def __getitem__(self, name):
         return self.values[name]
@@ -201,6 +198,18 @@ class State:
             self.values[name] = value
         return self.values[name]
 
+
+@dataclass
+class State(Findings):
+    """The validated values of every parameter, the raw strings given, and what was wrong."""
+    params: dict                                  # name -> Param, in page order
+    values: dict = field(default_factory=dict)    # name -> valid value (or the default)
+    raw: dict = field(default_factory=dict)       # name -> string as given in the query
+    errors: dict = field(default_factory=dict)    # name -> message for the page
+    statuses: dict = field(default_factory=dict)  # name -> 400 / 422
+    computed: dict = field(default_factory=dict)  # name -> default worked out by a section
+    deadline: Deadline = field(default_factory=Deadline)  # this request's time budget
+
     def shown(self, name: str) -> str:
         """What a control should display: the value, or the rejected input made printable."""
         if name in self.errors and name in self.raw:
@@ -227,6 +236,37 @@ class State:
     def url(self, path: str = "/") -> str:
         qs = self.query_string()
         return f"{path}?{qs}" if qs else path
+
+
+@dataclass
+class Outcome:
+    """What one section's build found about the values (see Findings): the values it refused
+    or worked out, their messages and statuses. Cached with the build's context and applied to
+    the State of every request the cached entry answers, so each shows the same messages."""
+    values: dict = field(default_factory=dict)
+    errors: dict = field(default_factory=dict)
+    statuses: dict = field(default_factory=dict)
+    computed: dict = field(default_factory=dict)
+
+    def apply(self, state: State):
+        for name in ("values", "errors", "statuses", "computed"):
+            getattr(state, name).update(getattr(self, name))
+
+
+class Query(Findings):
+    """What a section's build reads: the request's values, raw strings, messages and time
+    budget, read-only. What the build finds (Findings: a refused value, a worked-out default)
+    goes to `outcome`, never to the request's State; reading a value afterwards sees it, as
+    the rest of the build must (a refused index reads as its default)."""
+
+    def __init__(self, state: State):
+        self.outcome = Outcome()
+        self.params = MappingProxyType(state.params)
+        self.raw = MappingProxyType(state.raw)
+        self.deadline = state.deadline
+        # reads fall through to the request's values; writes go to the outcome's
+        for name in ("values", "errors", "statuses", "computed"):
+            setattr(self, name, ChainMap(getattr(self.outcome, name), getattr(state, name)))
 
 
 def parse_query_string(query: bytes) -> list:

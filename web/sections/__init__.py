@@ -1,6 +1,8 @@
 """One module per section of the explainer: its parameters, its `build(lm, state)` (lm: the
-loaded model, web.loaded.LoadedModel; lm.model is the pipeline model) and, last, its
-`SECTION = Section(...)`, which web/registry.py lists in page order."""
+loaded model, web.loaded.LoadedModel; lm.model is the pipeline model; state: the request read
+through a web.params.Query, whose reject / resolve / index_within / one_of record what the build
+finds in an Outcome instead of changing the request) and, last, its `SECTION = Section(...)`,
+which web/registry.py lists in page order."""
 from dataclasses import dataclass, field
 from typing import Callable
 
@@ -11,7 +13,9 @@ class Section:
     title: str              # heading, nav label and tour step title
     params: tuple           # the Params this section owns (the prompt is shared by all)
     build: Callable         # build(lm, state) -> template context (a dict); lm: the loaded
-                            #   model (web.loaded.LoadedModel), lm.model the pipeline model
+                            #   model (web.loaded.LoadedModel), lm.model the pipeline model;
+                            #   state: a read-only web.params.Query (its findings: an Outcome,
+                            #   cached with the context by web.cache.cached_build)
     tour: str = field(kw_only=True)   # the text of its step in the guided tour (required)
     warm: Callable = field(default=None, kw_only=True)
                             # warm(lm): fill prompt-independent caches and make its timing
