@@ -14,15 +14,17 @@ Schemes (both store each scale as float16, rounded up so that no weight is ever 
                scale_j = max_i |w_ij| / 127,  q = round(w / scale) in [-127, 127]
                w ~ scale_j * q
     int4   asymmetric, group-wise: every run of g consecutive inputs of one column (g = 32,
-           64 or 128; a column's last run is shorter when g does not divide d_in) has its own
-           scale and a 4-bit zero point:
+    int3   64 or 128; a column's last run is shorter when g does not divide d_in) has its own
+           scale and a b-bit zero point (b = 4 or 3 bits, L = 2^b - 1 = 15 or 7):
                lo = min(min w, 0), hi = max(max w, 0)      (the group's range, holding 0)
-               scale = (hi - lo) / 15,  zero = round(-lo / scale) in [0, 15]
-               q = clip(round(w / scale) + zero, 0, 15),   w ~ scale * (q - zero)
+               scale = (hi - lo) / L,  zero = round(-lo / scale) in [0, L]
+               q = clip(round(w / scale) + zero, 0, L),   w ~ scale * (q - zero)
+           (GPTQ checkpoints are published in both: 4 bits, and 3 bits with groups of 128 or 32)
 
 Either way every weight comes back within half a step: |w - dequantize(quantize(w))| <=
-scale / 2. The codes are really stored as bytes (two 4-bit codes per byte), so a matrix's
-`nbytes` is the size of its arrays, and `quantized_bytes` gives the same number by formula.
+scale / 2. The codes are really stored as bytes (two 4-bit codes per byte; eight 3-bit codes
+in three bytes), so a matrix's `nbytes` is the size of its arrays, and `quantized_bytes` gives
+the same number by formula.
 
 The dequantized weights go into an ordinary `Model`: the engine's own forward pass runs the
 quantized model; there is no second implementation of the math.
@@ -37,7 +39,8 @@ from pipeline.generation import decode_loop, finish_reason
 from pipeline.model import Model, token_nll
 
 SCALE_BITS = 16                       # every scale is a float16
-GROUP_SIZES = (32, 64, 128)           # int4 group sizes offered
+GROUP_SIZES = (32, 64, 128)           # group sizes offered for the grouped schemes
+GROUPED_BITS = (3, 4)                 # bit widths offered for the grouped schemes
 
 
 @dataclass(frozen=True)
@@ -65,19 +68,28 @@ class Scheme:
 INT8 = Scheme("int8", 8)
 
 
-def int4(group_size: int) -> Scheme:
+def grouped(bits: int, group_size: int) -> Scheme:
+    """The asymmetric group-wise scheme of `bits` bits ("int4-g32", "int3-g128" ...)."""
+    if bits not in GROUPED_BITS:
+        raise ValueError(f"bits must be one of {GROUPED_BITS}, not {bits}")
     if group_size not in GROUP_SIZES:
         raise ValueError(f"group size must be one of {GROUP_SIZES}, not {group_size}")
-    return Scheme(f"int4-g{group_size}", 4, group_size, symmetric=False)
+    return Scheme(f"int{bits}-g{group_size}", bits, group_size, symmetric=False)
+
+
+def int4(group_size: int) -> Scheme:
+    return grouped(4, group_size)
 
 
 def scheme(name: str) -> Scheme:
-    """"int8" or "int4-g32" / "int4-g64" / "int4-g128"."""
+    """"int8" or "int<b>-g<g>": b in GROUPED_BITS, g in GROUP_SIZES ("int4-g32", "int3-g64")."""
     if name == "int8":
         return INT8
-    if name.startswith("int4-g") and name[6:].isdigit():
-        return int4(int(name[6:]))
-    raise ValueError(f"unknown scheme {name!r} (int8, int4-g32, int4-g64, int4-g128)")
+    bits, _, group = name.partition("-g")
+    if bits[:3] == "int" and bits[3:].isdigit() and group.isdigit():
+        return grouped(int(bits[3:]), int(group))
+    raise ValueError(f"unknown scheme {name!r} (int8, int4-g32, int4-g64, int4-g128, "
+                     f"int3-g32 ...)")
 
 
 # --- one matrix ------------------------------------------------------------------------------
@@ -108,7 +120,7 @@ def symmetric_scales(groups, bits):  # [n, g, d_out] -> [n, d_out]
 
 
 def asymmetric_scales_zeros(groups, bits):  # [n, g, d_out] -> ([n, d_out], [n, d_out])
-    qmax = 2 ** bits - 1                             # 15 for int4
+    qmax = 2 ** bits - 1                             # 15 for int4, 7 for int3
     lo = np.minimum(groups.min(axis=1), 0.0)
     hi = np.maximum(groups.max(axis=1), 0.0)
     scale = round_up_to_float16(np.where(hi > lo, (hi - lo) / qmax, 1.0).astype(np.float32))
@@ -130,15 +142,42 @@ def unpack_nibbles(packed, n):  # uint8 [ceil(n / 2)] -> uint8 [n]
     return out[:n]
 
 
+def pack_bits(codes, bits):  # uint8 [n] below 2^bits -> uint8 [ceil(n * bits / 8)]
+    """Codes of `bits` bits packed with no gaps: each run of 8 codes fills `bits` bytes, code i
+    of the run at bit bits * i (little-endian); 4-bit codes are pack_nibbles'."""
+    if bits == 4:
+        return pack_nibbles(codes)
+    codes = np.asarray(codes, dtype=np.uint64).reshape(-1)
+    n = codes.size
+    runs = np.concatenate([codes, np.zeros(-n % 8, dtype=np.uint64)]).reshape(-1, 8)
+    words = (runs << (np.uint64(bits) * np.arange(8, dtype=np.uint64))).sum(
+        axis=1, dtype=np.uint64)
+    packed = words.astype("<u8").view(np.uint8).reshape(-1, 8)[:, :bits].reshape(-1)
+    return packed[:math.ceil(n * bits / 8)].copy()
+
+
+def unpack_bits(packed, n, bits):  # uint8 [ceil(n * bits / 8)] -> uint8 [n]
+    if bits == 4:
+        return unpack_nibbles(packed, n)
+    runs = -(-n // 8)
+    full = np.zeros(runs * bits, dtype=np.uint8)
+    full[:packed.size] = packed
+    words = (full.reshape(runs, bits).astype(np.uint64)
+             << (np.uint64(8) * np.arange(bits, dtype=np.uint64))).sum(axis=1, dtype=np.uint64)
+    codes = (words[:, None] >> (np.uint64(bits) * np.arange(8, dtype=np.uint64))) \
+        & np.uint64(2 ** bits - 1)
+    return codes.reshape(-1)[:n].astype(np.uint8)
+
+
 @dataclass(frozen=True)
 class QuantizedMatrix:
     """A weight matrix as stored: codes (bytes), float16 scales, packed zero points."""
     scheme: Scheme
     shape: tuple              # (d_in, d_out)
     codes: np.ndarray         # uint8: code + 2^(bits-1) (symmetric) or code (asymmetric);
-                              #   4-bit codes packed two to a byte
+                              #   codes of fewer than 8 bits packed (pack_bits)
     scales: np.ndarray        # float16 [n_groups, d_out]
-    zeros: np.ndarray         # uint8: 4-bit zero points packed (empty when symmetric)
+    zeros: np.ndarray         # uint8: zero points packed (pack_bits; empty when symmetric)
 
     @property
     def nbytes(self) -> int:
@@ -154,13 +193,14 @@ class QuantizedMatrix:
 
     def code_values(self):  # -> uint8 [d_in, d_out]: the unpacked codes
         n = math.prod(self.shape)
-        codes = unpack_nibbles(self.codes, n) if self.scheme.bits == 4 else self.codes
+        codes = unpack_bits(self.codes, n, self.scheme.bits) if self.scheme.bits < 8 \
+            else self.codes
         return codes.reshape(self.shape)
 
     def zero_points(self):  # -> float32 [n_groups, d_out]
         if self.scheme.symmetric:
             return np.full(self.scales.shape, 2 ** (self.scheme.bits - 1), dtype=np.float32)
-        return unpack_nibbles(self.zeros, self.scales.size).reshape(
+        return unpack_bits(self.zeros, self.scales.size, self.scheme.bits).reshape(
             self.scales.shape).astype(np.float32)
 
     def per_weight(self, per_group):  # [n_groups, d_out] -> [d_in, d_out]: its group's value
@@ -218,10 +258,10 @@ def quantize_matrix(w, s: Scheme) -> QuantizedMatrix:
         scale, zero = asymmetric_scales_zeros(groups, s.bits)
         q = np.round(groups / scale.astype(np.float32)[:, None, :]) + zero[:, None, :]
         codes = np.clip(q, 0, s.levels - 1).astype(np.uint8)
-        zeros = pack_nibbles(zero) if s.bits == 4 else zero.reshape(-1)
+        zeros = pack_bits(zero, s.bits) if s.bits < 8 else zero.reshape(-1)
     codes = codes.reshape(-1, w.shape[1])[:w.shape[0]]                # drop the padding
-    if s.bits == 4:
-        codes = pack_nibbles(codes)
+    if s.bits < 8:
+        codes = pack_bits(codes, s.bits)
     return QuantizedMatrix(s, w.shape, codes, scale, zeros)
 
 

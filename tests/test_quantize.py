@@ -16,7 +16,8 @@ from web_support import has_default_model
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 FIXTURES = os.path.join(ROOT, "tests", "fixtures", "models")
-SCHEMES = [quantize.INT8, quantize.int4(32), quantize.int4(64), quantize.int4(128)]
+SCHEMES = [quantize.INT8, quantize.int4(32), quantize.int4(64), quantize.int4(128),
+           quantize.grouped(3, 32), quantize.grouped(3, 128)]
 
 
 @pytest.fixture(scope="module")
@@ -87,12 +88,14 @@ def test_a_shorter_last_group(s):
     w = awkward_matrix(d_in=s.group_size * 3 // 2, d_out=5, seed=4)   # a group and a half
     qm = quantize.quantize_matrix(w, s)
     assert qm.scales.shape == (2, 5)
-    assert qm.nbytes == w.size // 2 + 10 * 2 + 5 == quantize.quantized_bytes(w.size, 10, s)
+    # codes and 10 zero points of s.bits bits each, each array rounded up to whole bytes
+    assert (qm.nbytes == -(-w.size * s.bits // 8) + 10 * 2 + -(-10 * s.bits // 8)
+            == quantize.quantized_bytes(w.size, 10, s))
     assert (np.abs(w - qm.dequantize()) <= qm.step_sizes() / 2 * (1 + 1e-6)).all()
     # the short group's scale comes from its own weights only
     short = w[s.group_size:, 0]
     lo, hi = min(short.min(), 0), max(short.max(), 0)
-    assert float(qm.scales[1, 0]) == pytest.approx((hi - lo) / 15, rel=1e-3)
+    assert float(qm.scales[1, 0]) == pytest.approx((hi - lo) / (2 ** s.bits - 1), rel=1e-3)
 
 
 def test_nibbles_pack_two_to_a_byte_and_come_back():
@@ -101,6 +104,16 @@ def test_nibbles_pack_two_to_a_byte_and_come_back():
     assert packed.nbytes == 6
     assert (quantize.unpack_nibbles(packed, 11) == codes).all()
     assert packed[0] == codes[0] | (codes[1] << 4)
+
+
+@pytest.mark.parametrize("n", [1, 7, 8, 9, 11, 1001])
+def test_three_bit_codes_pack_eight_to_three_bytes_and_come_back(n):
+    codes = np.random.default_rng(n).integers(0, 8, n).astype(np.uint8)
+    packed = quantize.pack_bits(codes, 3)
+    assert packed.nbytes == -(-n * 3 // 8)               # no byte more than the bits need
+    assert (quantize.unpack_bits(packed, n, 3) == codes).all()
+    if n >= 3:                                           # code i at bit 3 i, little-endian
+        assert packed[0] == (codes[0] | (codes[1] << 3) | (codes[2] << 6)) & 0xFF
 
 
 # --- bytes -------------------------------------------------------------------------------------
@@ -115,6 +128,9 @@ def test_bytes_of_one_matrix_by_hand():
     # int4, groups of 128: 6*256 groups
     assert (quantize.quantize_matrix(w, quantize.int4(128)).nbytes
             == 98_304 + 1_536 * 2 + 768 == 102_144)
+    # int3, groups of 32: three eighths of a byte per weight and per zero point
+    assert (quantize.quantize_matrix(w, quantize.grouped(3, 32)).nbytes
+            == 73_728 + 6_144 * 2 + 2_304 == 88_320)
 
 
 @pytest.mark.parametrize("s", SCHEMES, ids=lambda s: s.name)
@@ -208,8 +224,9 @@ def test_metrics():
 
 def test_scheme_names():
     assert quantize.scheme("int4-g64") == quantize.int4(64)
+    assert quantize.scheme("int3-g32") == quantize.grouped(3, 32)
     assert quantize.scheme("int8") is quantize.INT8
-    for bad in ("int4-g48", "int3", "int4-gx"):
+    for bad in ("int4-g48", "int3", "int4-gx", "int2-g32", "int5-g32"):
         with pytest.raises(ValueError):
             quantize.scheme(bad)
 
@@ -257,7 +274,8 @@ ON_THE_FLY_MODELS = ["default", "gguf_llama_q4_1", "gguf_gpt2_q8_0"]
 
 
 @pytest.mark.parametrize("name", ON_THE_FLY_MODELS)
-@pytest.mark.parametrize("s", [quantize.INT8, quantize.int4(32)], ids=lambda s: s.name)
+@pytest.mark.parametrize("s", [quantize.INT8, quantize.int4(32), quantize.grouped(3, 32)],
+                         ids=lambda s: s.name)
 def test_on_the_fly_is_the_held_copy_bit_for_bit(name, s):
     model = engine_model(name)
     held = quantize.quantize_model(model, s)

@@ -94,7 +94,7 @@ def test_roofline_and_quantization_show_the_same_weight_bytes(client, bits, labe
     shown = f"{expected.total_bytes / 1e9:.2f} GB"
     assert f"{p.reported_params:,} parameters, {shown} of weights" in \
         roofline_page(client, rf_model="Llama 3 8B", rf_bits=bits)
-    q = quantization_text(client, q_group=INT4_GROUP)
+    q = quantization_text(client, q_group=INT4_GROUP, q_bits=4)
     # the quantization section lists only the weight memory (the block section the counts)
     row = re.search(r"Llama 3 8B ([\d.]+ GB) ([\d.]+ GB) ([\d.]+ GB)", q)
     assert row.group(1 + ["FP16", "INT8", "INT4"].index(label)) == shown
@@ -155,7 +155,7 @@ def memory_column(text):
 
 
 def test_quantization_lead_states_the_ratios_of_its_own_table(client, model):
-    text = quantization_text(client)
+    text = quantization_text(client, q_bits=4)      # the default is 3 bits: 4 one choice away
     mem = memory_column(text)
     int8, int4 = mem["float32"] / mem["int8"], mem["float32"] / mem["int4-g32"]
     assert (round(int8, 2), round(int4, 2)) == (2.25, 2.73)

@@ -45,18 +45,19 @@ def windows(model):
     return quantize.heldout_windows(model.tokenizer, text, HELDOUT_WINDOWS, 256)
 
 
-@pytest.mark.parametrize("group", [32, 128])
-def test_table_is_the_pipelines_numbers(client, model, windows, group):
+@pytest.mark.parametrize("bits,group", [(3, 32), (4, 128)])
+def test_table_is_the_pipelines_numbers(client, model, windows, bits, group):
     prompt = "Elizabeth was determined to be civil."
     page = text_of(client.get(url("/section/quantization", prompt=prompt, q_group=group,
-                                  open="q-measured"), headers=HX))
+                                  q_bits=bits, open="q-measured"), headers=HX))
     rows = rows_of(page, "Quantized models compared")
     ids = model.tokenizer.encode_ordinary(prompt)
     float_logits = model.forward(ids)
     float_held = quantize.heldout_perplexity(model, windows)
     assert rows["float32"][0] == f"{4 * model.n_params():,} B"
     assert rows["float32"][-1] == f"{float_held.perplexity:.3f}"
-    for name, s in (("int8", quantize.INT8), (f"int4-g{group}", quantize.int4(group))):
+    for name, s in (("int8", quantize.INT8),
+                    (f"int{bits}-g{group}", quantize.grouped(bits, group))):
         qm = quantize.quantize_model(model, s)
         logits = qm.model.forward(ids)
         held = quantize.heldout_perplexity(qm.model, windows)
@@ -71,12 +72,23 @@ def test_table_is_the_pipelines_numbers(client, model, windows, group):
 
 
 def test_int4_bytes_worked_out(client):
-    page = html.unescape(text_of(client.get(url("/section/quantization", open="q-measured"),
-                                            headers=HX)))
+    page = html.unescape(text_of(client.get(url("/section/quantization", open="q-measured",
+                                                q_bits=4), headers=HX)))
     # austen: 3,014,656 linear weights; groups of 32 along the inputs of every column
     assert "3,014,656 weights × 4 bits / 8\n      = 1,507,328 B of codes" in page
     assert "94,208 scales × 2 B + 94,208 zero points × ½ B" in page
     assert f"= {1_507_328 + 94_208 * 2 + 94_208 // 2:,} B" in page
+
+
+def test_int3_bytes_worked_out(client, model):
+    """The default scheme, 3 bits in groups of 32: eight codes in three bytes."""
+    page = html.unescape(text_of(client.get(url("/section/quantization", open="q-measured"),
+                                            headers=HX)))
+    assert "3,014,656 weights × 3 bits / 8\n      = 1,130,496 B of codes" in page
+    assert "94,208 scales × 2 B + 94,208 zero points × ⅜ B" in page
+    qm = quantize.quantize_model(model, quantize.grouped(3, 32))
+    assert qm.matrix_bytes == 1_130_496 + 94_208 * 2 + 94_208 * 3 // 8
+    assert f"= {qm.matrix_bytes:,} B" in page
 
 
 def test_greedy_texts(client, model):
@@ -95,17 +107,18 @@ def test_greedy_texts(client, model):
     assert shown == model.tokenizer.decode([p.token for p in decode_loop(int8, ids, GREEDY_TOKENS)])
 
 
-def test_calculator_rows_are_the_formula(client):
-    page = text_of(client.get(url("/section/quantization", q_group=64, open="q-measured"),
-                              headers=HX))
+@pytest.mark.parametrize("bits", [3, 4])
+def test_calculator_rows_are_the_formula(client, bits):
+    page = text_of(client.get(url("/section/quantization", q_group=64, q_bits=bits,
+                                  open="q-measured"), headers=HX))
     rows = rows_of(page, "Weight memory of published models")
     from web.sections.quantization import CALC_MODELS
     assert list(rows) == list(CALC_MODELS)     # a few models: the block section lists them all
     for name in CALC_MODELS:
         p = published(name)
         shown = rows[name]
-        assert len(shown) == 3                 # only this section's columns: 16, 8, 4 bits
-        for cell, s in zip(shown, (None, quantize.INT8, quantize.int4(64))):
+        assert len(shown) == 3                 # only this section's columns: 16, 8, `bits` bits
+        for cell, s in zip(shown, (None, quantize.INT8, quantize.grouped(bits, 64))):
             memory = quantize.weight_memory(p.config, p.reported_params, s)
             assert cell == f"{memory.total_bytes / 1e9:.2f} GB"
     assert rows["Llama 3 8B"][0] == "16.06 GB"               # 8,030,261,248 x 2 bytes
@@ -122,16 +135,17 @@ def test_histogram_levels(client, model):
     figs = re.findall(r'data-figure="([^"]*)"', page)
     int4 = json.loads(html.unescape(figs[1]))
     levels = [x for x in int4["data"][1]["x"] if x is not None][::2]
-    assert len(levels) == 16
-    qm = quantize.quantize_matrix(w, quantize.int4(32))
+    assert len(levels) == 8                    # the default: 3 bits, groups of 32
+    qm = quantize.quantize_matrix(w, quantize.grouped(3, 32))
     group = int(np.abs(w[:, column]).argmax()) // 32
     np.testing.assert_allclose(levels, qm.levels(group, column), rtol=1e-6)
 
 
 BAD = [
-    ({"q_group": "50"}, "q_group", 422, "Group size (int4) must be one of 32, 64, 128; got 50."),
-    ({"q_group": "0"}, "q_group", 422, "Group size (int4) must be one of 32, 64, 128; got 0."),
-    ({"q_group": "big"}, "q_group", 400, "Group size (int4) must be a whole number, not 'big'."),
+    ({"q_group": "50"}, "q_group", 422, "Group size must be one of 32, 64, 128; got 50."),
+    ({"q_group": "0"}, "q_group", 422, "Group size must be one of 32, 64, 128; got 0."),
+    ({"q_group": "big"}, "q_group", 400, "Group size must be a whole number, not 'big'."),
+    ({"q_bits": "2"}, "q_bits", 422, "Bits (grouped scheme) must be one of 3, 4; got 2."),
     ({"q_matrix": "wte"}, "q_matrix", 422, "Matrix must be one of blocks.0.attn.w_q, "
      "blocks.0.attn.w_k, blocks.0.attn.w_v, …, blocks.3.mlp.w_down (28 in all); got 'wte'."),
     ({"q_matrix": "x" * 65}, "q_matrix", 422, "Matrix is 65 characters long; the limit is 64."),
@@ -171,10 +185,10 @@ def test_default_prompt(client):
 def test_core_and_its_disclosure(client):
     """The core states the measured shrink and perplexities of the table below it; the table
     sits in a disclosure that the URL's `open` opens."""
-    rows = rows_of(text_of(client.get(url("/section/quantization", q_group=64,
+    rows = rows_of(text_of(client.get(url("/section/quantization", q_group=64, q_bits=4,
                                           open="q-measured"), headers=HX)),
                    "Quantized models compared")
-    page = text_of(client.get(url("/section/quantization", q_group=64), headers=HX))
+    page = text_of(client.get(url("/section/quantization", q_group=64, q_bits=4), headers=HX))
     m = re.search(r'<p class="stats" id="q-headline">(.*?)</p>', page, re.S)
     text = re.sub(r"\s+", " ", html.unescape(re.sub(r"<[^>]+>", "", m.group(1))))
     f32 = int(rows["float32"][0].replace(",", "").split()[0])
@@ -289,7 +303,7 @@ def test_smollm2_requantizing_is_measured(smol):
     client, lm = smol
     page = plain(text_of(client.get(url("/section/quantization", model="smollm2",
                                         open="q-file"), headers=HX)))
-    for name in ("int8", "int4-g32"):
+    for name in ("int8", "int3-g32"):                # the default: 3 bits, groups of 32
         change = quantize.weight_change(lm.model, section.quantized(lm.model, name))
         assert (f"{name}: {100 * change['unchanged']:.2f}% come back exactly; the change is "
                 f"{100 * change['relative_rms']:.2f}% of the weights' RMS") in page
@@ -317,3 +331,36 @@ def test_what_each_scheme_does_to_the_prompt_is_run_only_while_shown(client, mod
                                     open="q-measured"), headers=HX))
     assert "Quantized models compared" in opened and 'id="q-wait-measured"' not in opened
     assert set(ran) == {"prompt_logits", "greedy_tokens"}
+
+
+def test_the_default_scheme_shows_what_quantizing_costs(client, model, windows):
+    """At the defaults the grouped scheme's loss shows: perplexity on the held-out chapter
+    moves by more than 1% and the greedy text of the default prompt parts from float32's
+    (computed here by the pipeline); 4 bits, which barely move this model, are one click away
+    and the page says so with its numbers."""
+    from web.sections.quantization import DEFAULT_BITS, DEFAULT_GROUP, GREEDY_TOKENS, PARAMS
+    assert DEFAULT_BITS == next(p.default for p in PARAMS if p.name == "q_bits")
+    default = quantize.grouped(DEFAULT_BITS, DEFAULT_GROUP)
+    four = quantize.grouped(4, DEFAULT_GROUP)
+    float_held = quantize.heldout_perplexity(model, windows)
+    qm = quantize.quantize_model(model, default)
+    held = quantize.heldout_perplexity(qm.model, windows)
+    held4 = quantize.heldout_perplexity(quantize.quantize_model(model, four).model, windows)
+    change, change4 = (held.perplexity / float_held.perplexity - 1,
+                       held4.perplexity / float_held.perplexity - 1)
+    assert change > 0.01 and change > 3 * change4
+    from web.explainer import AUSTEN_PROMPTS      # the page's prompt without one in the URL
+    ids = model.tokenizer.encode_ordinary(AUSTEN_PROMPTS[0])
+    greedy = [p.token for p in decode_loop(model, ids, GREEDY_TOKENS)]
+    quantized = [p.token for p in decode_loop(qm.model, ids, GREEDY_TOKENS)]
+    assert quantized != greedy
+    first = next(i for i, (a, b) in enumerate(zip(quantized, greedy)) if a != b)
+    page = text_of(client.get(url("/section/quantization", open="q-measured"), headers=HX))
+    text = re.sub(r"\s+", " ", html.unescape(re.sub(r"<[^>]+>", " ", page)))
+    assert f"{held.perplexity:.2f} ({default.name})" in text
+    assert re.search(rf"{default.name} ?: differs from token {first + 1} on", text)
+    assert (f"Perplexity: {100 * change:+.1f}% with {default.name}, "
+            f"{100 * change4:+.1f}% with {four.name}") in text
+    assert f"""hx-vals='{{"q_bits": "4"}}'>try 4 bits</button>""" in page
+    assert (f"At 4 bits this model hardly changes ({100 * change4:+.1f}%, "
+            f"{float_held.perplexity:.2f} → {held4.perplexity:.2f})") in text

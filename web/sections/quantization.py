@@ -1,4 +1,4 @@
-"""Quantization: the running model's linear layers stored in 8 and 4 bits, and what it costs.
+"""Quantization: the running model's linear layers stored in 8, 4 or 3 bits, and what it costs.
 
 Every number comes from `pipeline.quantize` applied to the loaded model (memory from the real
 arrays, logits and perplexity from the engine's forward pass on the dequantized weights), or
@@ -50,10 +50,19 @@ CALC_MODELS = ("GPT-2 small", "Llama 3.2 1B", "Llama 2 7B", "Llama 3 8B", "Llama
                "Llama 3.1 405B")
 
 PARAMS = (
-    Param("q_group", "Group size (int4)", kind="int", default=32, choices=quantize.GROUP_SIZES),
+    # 3 bits by default: on the Austen model int4-g32 barely moves anything (perplexity 34.15 ->
+    # 34.25 on its held-out chapter, the same greedy text), int3-g32 does (35.64; its greedy
+    # text parts from float32's); 4 bits are one choice away and the page compares the two
+    Param("q_bits", "Bits (grouped scheme)", kind="int", default=3,
+          choices=quantize.GROUPED_BITS),
+    Param("q_group", "Group size", kind="int", default=32, choices=quantize.GROUP_SIZES),
     # no default of its own: this model's first feed-forward output matrix (default_matrix)
     Param("q_matrix", "Matrix", max_chars=64),
 )
+
+
+DEFAULT_BITS = next(p.default for p in PARAMS if p.name == "q_bits")
+DEFAULT_GROUP = next(p.default for p in PARAMS if p.name == "q_group")
 
 
 # --- cached per process (web.cache: one entry per model, computed once) ----------------------
@@ -122,14 +131,16 @@ def weight_change(model, scheme_name) -> dict:
 def warm(lm):
     """Prompt-independent work, run once in the background when the app starts: every scheme
     quantized and its held-out perplexity measured."""
-    schemes = [None, "int8"] + [f"int4-g{g}" for g in quantize.GROUP_SIZES]
+    schemes = [None, "int8"] + [f"int{b}-g{g}" for b in quantize.GROUPED_BITS
+                                for g in quantize.GROUP_SIZES]
     for scheme_name in schemes:
         heldout(lm.model, scheme_name)
     names = list(quantize.linear_weights(lm.model.params))
-    histogram_context(lm.model, default_matrix(names), PARAMS[0].default)
-    calculator(PARAMS[0].default)
+    bits, group = DEFAULT_BITS, DEFAULT_GROUP
+    histogram_context(lm.model, default_matrix(names), group, bits)
+    calculator(group, bits)
     if lm.model.file_format == "gguf":
-        for scheme_name in ("int8", f"int4-g{PARAMS[0].default}"):
+        for scheme_name in ("int8", f"int{bits}-g{group}"):
             weight_change(lm.model, scheme_name)
         stored_context(lm.model)
 
@@ -189,6 +200,7 @@ def scheme_row(lm, state, ids, float_logits, scheme_name, on_prompt=True):
     tokens = greedy_tokens(model, scheme_name, ids) if on_prompt else None
     return dict(
         name=label, describe=describe, total_bytes=memory.total_bytes,
+        bits=32 if scheme_name is None else quantize.scheme(scheme_name).bits,
         linear_bytes=memory.linear_bytes, other_bytes=memory.other_bytes,
         n_linear=memory.n_linear, n_groups=memory.n_groups, bits_per_weight=bits,
         max_logit_change=quantize.max_logit_change(float_logits, logits) if on_prompt else None,
@@ -206,7 +218,7 @@ def scheme_rows(lm, run, schemes, on_prompt: bool) -> list:
             for s in schemes]
     for row in rows:
         row["shrink"] = rows[0]["total_bytes"] / row["total_bytes"]
-        row["ideal_shrink"] = 32 / (8 if row["name"] == "int8" else 4)   # bits alone
+        row["ideal_shrink"] = 32 / row["bits"]                           # bits alone
     for row in rows[1:] if on_prompt else ():
         row["diverges_at"] = first_difference(row["greedy_ids"], rows[0]["greedy_ids"])
     return rows
@@ -221,8 +233,9 @@ def first_difference(a, b):
 
 
 @memoized(8)
-def calculator(group_size):
-    schemes = [("FP16", None), ("INT8", quantize.INT8), ("INT4", quantize.int4(group_size))]
+def calculator(group_size, bits):
+    schemes = [("FP16", None), ("INT8", quantize.INT8),
+               (f"INT{bits}", quantize.grouped(bits, group_size))]
     rows = []
     for p in (published(name) for name in CALC_MODELS):
         n_params = parameter_counts(p.config).total      # = the checkpoint's reported count
@@ -235,12 +248,13 @@ def calculator(group_size):
 
 
 @memoized(32)
-def histogram_context(model, matrix_name, group_size):
-    """Figures of one matrix: prompt-independent, so built once per (matrix, group size)."""
+def histogram_context(model, matrix_name, group_size, bits):
+    """Figures of one matrix: prompt-independent, so built once per (matrix, group size,
+    bits)."""
     w = quantize.linear_weights(model.params)[matrix_name]                     # [d_in, d_out]
     column = int(abs(w).max(0).argmax())              # the output channel with the largest weight
     int8 = quantized(model, "int8").matrices[matrix_name]
-    int4 = quantized(model, f"int4-g{group_size}").matrices[matrix_name]
+    int4 = quantized(model, f"int{bits}-g{group_size}").matrices[matrix_name]   # the grouped
     g = group_size
     group = int(abs(w[:, column]).argmax()) // g      # the group holding that weight
     col = w[:, column]
@@ -257,8 +271,9 @@ def histogram_context(model, matrix_name, group_size):
             "too close to draw"),
         int4_figure=figures.levels_histogram(
             *quantize.levels_histogram(chunk, int4.levels(group, column), bins=40),
-            int4.levels(group, column), "int4, one group",
-            f"inputs {group * g}–{min(group * g + g, w.shape[0]) - 1}; lines: its 16 levels"))
+            int4.levels(group, column), f"int{bits}, one group",
+            f"inputs {group * g}–{min(group * g + g, w.shape[0]) - 1}; lines: its "
+            f"{2 ** bits} levels"))
 
 
 # --- how a GGUF file stores the model -------------------------------------------------------
@@ -328,11 +343,18 @@ def build(lm, state) -> dict:
     state.one_of("q_matrix", names)             # one of this model's matrices
     matrix = state.resolve("q_matrix", default)   # or, refused, the default again
     group = state["q_group"]                                     # one of its Param's choices
+    bits = state["q_bits"]
     run = prompt_run(lm, state["prompt"])
     ids = run.ids
-    schemes = [None, "int8", f"int4-g{group}"]
+    schemes = [None, "int8", f"int{bits}-g{group}"]
     rows = scheme_rows(lm, run, schemes, on_prompt=False)
-    calc_names, calc_rows = calculator(group)
+    # the other bit width at this group size, prompt-independent (warmed): what it changes
+    other_bits = next(b for b in quantize.GROUPED_BITS if b != bits)
+    other_name = f"int{other_bits}-g{group}"
+    held_other, held_float = heldout(model, other_name), heldout(model, None)
+    other = dict(name=other_name, perplexity=held_other.perplexity,
+                 top1_heldout=float((held_other.top1 == held_float.top1).mean()))
+    calc_names, calc_rows = calculator(group, bits)
     n_windows, window = heldout_windows_of(model)
     gguf = None
     if model.file_format == "gguf" and model.stored:
@@ -348,7 +370,8 @@ def build(lm, state) -> dict:
         # (the build is cached without `open`): prompt_shown(state), then rows_on_prompt()
         prompt_shown=prompt_measured,
         rows_on_prompt=functools.partial(scheme_rows, lm, run, schemes, True),
-        group=group, matrices=names, matrix=matrix,
+        group=group, bits=bits, levels=2 ** bits, default_bits=DEFAULT_BITS, other=other,
+        other_bits=other_bits, matrices=names, matrix=matrix,
         n_matrices=len(names), greedy_tokens=greedy_length(model),
         heldout_file=os.path.basename(HELDOUT_PATH), heldout_windows=n_windows,
         heldout_window=window, kept_in_float=kept_in_float(model.config),
@@ -358,7 +381,7 @@ def build(lm, state) -> dict:
         big=big(model), gguf=gguf,
         float_share=rows[1]["other_bytes"] / rows[0]["total_bytes"],
         calc_names=calc_names, calc_rows=calc_rows,
-        **histogram_context(model, matrix, group))
+        **histogram_context(model, matrix, group, bits))
 
 
 SECTION = Section("quantization", "Quantization", PARAMS, build, warm=warm,
