@@ -104,9 +104,11 @@ def create_app(test_config=None):
     app.register_blueprint(streaming.bp)
     classroom.init_app(app)                  # /class: the class in one room (web/classroom/)
 
-    # the glossary's definitions, for the `term` macro (templates/macros.html); globals, since
-    # the macros are imported without the page's context
-    app.jinja_env.globals.update(glossary=glossary.GLOSSARY, glossary_anchor=glossary.anchor)
+    # the glossary's definitions, for the `term` macro (templates/macros.html), and the `part`
+    # macro's record of what it renders; globals, since the macros are imported without the
+    # page's context
+    app.jinja_env.globals.update(glossary=glossary.GLOSSARY, glossary_anchor=glossary.anchor,
+                                 keep_part=views.keep_part)
 
     @app.context_processor
     def page_globals():

@@ -129,7 +129,7 @@
     });
   });
   function adopt(root) {
-    var sections = [];
+    var sections = [], adopted = [];
     var own = root.closest && root.closest("section.section");
     if (own) sections.push(own);
     else root.querySelectorAll("section.section").forEach(function (s) { sections.push(s); });
@@ -144,8 +144,10 @@
           old.setAttribute(a.name, a.value);
         });
         el.replaceWith(old);
+        adopted.push(old);
       });
     });
+    return adopted;
   }
 
   // A control outside the swapped region (the prompt box) learns from its message whether
@@ -160,9 +162,13 @@
 
   function init(root) {
     markInvalid();
-    adopt(root);
-    var plots = root.matches && root.matches("[data-figure]") ? [root] : [];
-    root.querySelectorAll("[data-figure]").forEach(function (el) { plots.push(el); });
+    // a part's content swapped in (innerHTML) loads child by child: the first child's load
+    // adopts every kept figure of the section, so the figures adopted are drawn here
+    var plots = adopt(root);
+    if (root.matches && root.matches("[data-figure]") && root.isConnected) plots.push(root);
+    root.querySelectorAll("[data-figure]").forEach(function (el) {
+      if (plots.indexOf(el) < 0) plots.push(el);
+    });
     plots.forEach(draw);
     var boxes = root.matches && root.matches(".grows") ? [root] : [];
     root.querySelectorAll(".grows").forEach(function (el) { boxes.push(el); });

@@ -11,8 +11,7 @@ htmx requests get `HX-Push-Url` set to the canonical page URL of the validated s
 address bar always reproduces what is on screen. Bad values come back as the same partials with
 the message next to the control and a 4xx status (htmx is configured to swap those).
 """
-import re
-from flask import Blueprint, abort, current_app, render_template, request
+from flask import Blueprint, abort, current_app, g, render_template, request
 from markupsafe import Markup
 
 from web import overview as overview_pass
@@ -83,11 +82,11 @@ def wanted_sections(state) -> set:
     return wanted & {s.id for s in sections()}
 
 
-def cut_part(html: str, part_id: str):
-    """The part `part_id` of a rendered section (macros.html part() marks it), or None."""
-    m = re.search(r"<!--part:%s-->(.*?)<!--/part:%s-->" % (re.escape(part_id), re.escape(part_id)),
-                  html, re.S)
-    return Markup(m.group(1)) if m else None
+def keep_part(part_id: str, html):
+    """The `part` macro's record of a part's content as its section renders (a Jinja global):
+    a control that changes one part is answered with that part alone (section())."""
+    g.setdefault("rendered_parts", {})[part_id] = html
+    return html
 
 
 def is_partial_request() -> bool:
@@ -132,9 +131,10 @@ def section(section_id):
     if s is None:
         abort(404)
     lm, state = current_state()
+    g.rendered_parts = {}
     body = render_section(lm, state, s)
     target = request.headers.get("HX-Target", "") if is_partial_request() else ""
-    part = cut_part(body, target) if target.startswith(s.id + "-") else None
+    part = g.rendered_parts.get(target) if target.startswith(s.id + "-") else None
     if part is not None:
         # A control that changes one part gets that part, and every message of the section out
         # of band (its own message sits next to it, outside the part).
