@@ -631,7 +631,8 @@
 // "Go deeper" disclosure was opened or closed. A reload or a shared link then opens at that
 // section: it is scrolled to when the page starts and kept at the top of the window while the
 // sections around it load and grow (they are placeholders until they come near), until the
-// reader scrolls, types or clicks. A prompt change (the page's own request) has no fragment.
+// reader scrolls, types or clicks (not while the guided tour or presentation mode, which place
+// the page themselves, is on). A prompt change (the page's own request) has no fragment.
 (function () {
   "use strict";
   var SECTION_PATH = /^\/section\/([A-Za-z0-9_-]+)/;
@@ -682,8 +683,11 @@
     document.body.removeEventListener("htmx:afterSettle", hold);
   }
   function start() {
-    var id = decodeURIComponent(location.hash.slice(1));
+    var id = location.hash.slice(1);             // a section's id: letters, digits, - and _
     if (!/^[A-Za-z0-9_-]+$/.test(id) || !sectionEl(id)) return;
+    // the guided tour and presentation mode place the page themselves (static/learn.js)
+    var query = new URLSearchParams(location.search);
+    if (["tour", "present"].some(function (k) { return (query.get(k) || "0") !== "0"; })) return;
     held = id;
     if ("scrollRestoration" in window.history) window.history.scrollRestoration = "manual";
     ["wheel", "touchstart", "keydown", "pointerdown"].forEach(function (type) {

@@ -80,3 +80,13 @@ def test_the_fragment_follows_the_last_section_changed(page):
     # a prompt change is the whole page's: the address has no fragment then
     page.get_by_label("Prompt", exact=True).fill("Emma smiled")
     expect(page).to_have_url(re.compile(r"prompt=Emma(%20|\+)smiled[^#]*$"))
+
+
+def test_the_guided_tour_keeps_its_own_place(page, page_errors):
+    """With the tour open in the address, its step places the page, not the fragment."""
+    page.goto_first_screen("/?tour=1#tiling")
+    expect(page.get_by_role("heading", name="Attention tiling")).not_to_be_in_viewport()
+    page.goto_first_screen("/?q_bits=4#nosuchsection")          # an unknown fragment: the top
+    expect(page.get_by_role("heading", name="Attention tiling")).not_to_be_in_viewport()
+    assert page.evaluate("() => window.scrollY") == 0
+    assert page_errors == []
