@@ -165,11 +165,10 @@ def test_every_default_setting_changes_the_default_prompts_distribution(client, 
     page = text_of(client.get(url("/section/sampling")))
     note = re.search(r'id="stages-shown">(.*?)</p>', page, re.S).group(1)
     assert "Changed nothing here: repetition penalty = 1." in " ".join(note.split())
-    fig = json.loads(html.unescape(re.search(
-        r'data-figure="([^"]+)" role="img"\s+aria-label="Bar charts of the next-token distribution '
-        r'after each stage', page).group(1)))
-    titles = [a["text"].split(" =")[0].split(":")[0] for a in fig["layout"]["annotations"]]
-    assert titles == ["model", "temperature", "top-k", "top-p", "min-p"]
+    # every stage's column has bars, the penalty's the same as the model's
+    bars = stage_bars_of(page)
+    assert [row[0] for row in bars] == [row[1] for row in bars]
+    assert [row[2] for row in bars] != [row[1] for row in bars]
 
 
 def test_total_variation_is_measured_over_the_drawn_groups(client, model):
@@ -236,20 +235,48 @@ def figures_of(page: str) -> list:
     return [json.loads(html.unescape(f)) for f in re.findall(r'data-figure="([^"]+)"', page)]
 
 
+def stage_bars_of(page: str) -> list:
+    """The bars of the stage table's token rows: per row, per stage, (width %, colour) or None."""
+    table = re.search(r'aria-label="Distribution after each stage"(.*?)</table>', page, re.S).group(1)
+    rows = []
+    for tr in re.findall(r"<tr><th scope=\"row\"><q class=\"pair\">.*?</tr>", table, re.S):
+        rows.append([(float(m.group(1)), m.group(2)) if (m := re.search(
+            r'width:([0-9.]+)%;background:(#[0-9a-f]{6})', td)) else None
+            for td in re.findall(r"<td[^>]*>(.*?)</td>", tr, re.S)])
+    return rows
+
+
 @pytest.mark.parametrize("query", [dict(), dict(s_temp="0.4", s_topk="5"),
                                    dict(s_temp="1.8", s_topp="0.5"), dict(s_rep="1.5")])
-def test_stage_rows_share_one_y_range_the_tallest_bar(client, model, query):
-    """Each stage's row of the stages figure has the same y range, from 0 to a little above the
-    tallest bar of any row: a stage that sharpens or flattens the distribution is seen to."""
+def test_stage_bars_share_one_scale_the_tallest_bar(client, model, query):
+    """The stage table's bars: a survivor's is its probability after the stage, a token the stage
+    removed keeps a grey bar of what it had just before, one removed earlier has none; every bar on
+    one scale (the tallest of all is 100%), so a stage that sharpens or flattens is seen to."""
+    from web.sections.sampling import BAR_FINAL, BAR_GONE, BAR_KEPT
     page = text_of(client.get(url("/section/sampling", prompt=PROMPT, open="sp-stages", **query)))
-    fig = next(f for f in figures_of(page) if "yaxis2" in f["layout"])
-    axes = [v for k, v in fig["layout"].items() if re.fullmatch(r"yaxis\d*", k)]
-    assert len(axes) == len(fig["data"]) >= 2
-    ranges = [tuple(a["range"]) for a in axes]
-    assert len(set(ranges)) == 1
-    tallest = max(max(trace["y"]) for trace in fig["data"])
-    lo, hi = ranges[0]
-    assert lo == 0 and tallest < hi <= 1.06 * tallest
-    # the bars differ between rows, so one shared range is not the same as every row's own
-    tops = [max(trace["y"]) for trace in fig["data"]]
+    ids, _, stages = expected(model, PROMPT, settings_of(query))
+    shown = shown_tokens(stages)
+    want = []
+    for t in shown:
+        row, alive = [], True
+        for j, st in enumerate(stages):
+            if st.kept[t]:
+                row.append((float(st.probs[t]), BAR_FINAL if j == len(stages) - 1 else BAR_KEPT))
+            elif alive:
+                row.append((float(stages[j - 1].probs[t]), BAR_GONE))
+            else:
+                row.append(None)
+            alive = bool(st.kept[t])
+        want.append(row)
+    top = max(h for row in want for h, _ in filter(None, row))
+    bars = stage_bars_of(page)
+    assert len(bars) == len(shown)
+    for got_row, want_row in zip(bars, want):
+        assert [b is None for b in got_row] == [w is None for w in want_row]
+        for got, w in zip(got_row, want_row):
+            if w is not None:
+                assert got[1] == w[1] and abs(got[0] - 100 * w[0] / top) <= 0.051
+    assert max(w for row in bars for w, _ in filter(None, row)) == 100.0
+    # the bars differ between stages, so one shared scale is not the same as each stage's own
+    tops = [max((row[j][0] for row in bars if row[j]), default=0) for j in range(len(stages))]
     assert min(tops) < 0.9 * max(tops)

@@ -84,6 +84,8 @@ class StageView:
     kept: tuple           # bool for the shown tokens
     other: float          # mass of every token not shown, after the stage
     changed: bool         # the stage changed the distribution (removed or reshaped)
+    had: tuple            # probabilities of the shown tokens just before the stage (the model's
+    #                       own for the first): a token this stage removed is drawn at it
 
 
 @dataclass(frozen=True)
@@ -155,9 +157,39 @@ def stage_views(stages, shown, settings) -> list:
             tuple(bool(k) for k in st.kept[idx]),
             mass_not_shown(st.probs, idx),
             before is None or bool(removed.any())
-            or not np.array_equal(before.probs, st.probs)))
+            or not np.array_equal(before.probs, st.probs),
+            tuple(float(p) for p in (before or st).probs[idx])))
         before = st
     return out
+
+
+# The stage table's bars (inline styles: colours that read on the light and the dark theme)
+BAR_KEPT, BAR_FINAL, BAR_GONE = "#4d8fbf", "#b4451f", "#9aa5b8"
+
+
+def stage_bars(views) -> list:
+    """One row of bars per shown token, one bar per stage: (width in % of the widest bar,
+    colour) or None. A survivor's bar is its probability after the stage; a token the stage
+    removed keeps a grey bar of the probability it had just before; one removed earlier has none.
+    Every bar is on one scale (the tallest of all): a stage that sharpens or flattens the
+    distribution is seen to; the last stage (the distribution drawn from) in the accent colour.
+    Drawn in the table, not as a figure of one plot per stage: a slider's answer has one Plotly
+    figure fewer to redraw (six rows of axes cost ~50 ms of the browser's time per move)."""
+    heights = [[st.probs[i] if st.kept[i] else (st.had[i] if was else None)
+                for st, was in zip(views, kept_before(views, i))]
+               for i in range(len(views[0].probs))]
+    top = max((h for row in heights for h in row if h), default=0.0) or 1.0
+    last = len(views) - 1
+    return [[None if h is None else
+             (round(100 * h / top, 1),
+              BAR_GONE if not st.kept[i] else BAR_FINAL if j == last else BAR_KEPT)
+             for j, (st, h) in enumerate(zip(views, row))]
+            for i, row in enumerate(heights)]
+
+
+def kept_before(views, i) -> list:
+    """For each stage, whether shown token i survived every stage before it."""
+    return [True] + [bool(v.kept[i]) for v in views[:-1]]
 
 
 @memoized(64)
@@ -203,7 +235,7 @@ def build(lm, state) -> dict:
         settings=settings, stages=views, names=names, model=model, final=final,
         context_unique=len(set(context)),
         changed=[v for v in views if v.changed], unchanged=[v for v in views if not v.changed],
-        stages_figure=figures.stages_figure([v for v in views if v.changed], names),
+        bars=stage_bars(views),
         headline_figure=figures.model_vs_final_figure(
             names, views[0].probs, views[-1].probs, views[-1].kept),
         draw=one, many=many, draws_figure=figures.draws_figure(names, many),
