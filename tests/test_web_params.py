@@ -87,7 +87,7 @@ def test_every_choice_of_a_registered_parameter_is_valid_and_its_default_is_one(
     (dict(s_rep="0"), "s_rep", "Repetition penalty must be greater than 0 (0 would remove "
                                "every token); got 0."),
     (dict(sp_mode="beam"), "sp_mode", "Decoding must be one of sample, greedy; got 'beam'."),
-    (dict(q_group="16"), "q_group", "Group size (int4) must be one of 32, 64, 128; got 16."),
+    (dict(q_group="16"), "q_group", "Group size must be one of 32, 64, 128; got 16."),
     (dict(bat_reserve="all"), "bat_reserve",
      "What a contiguous cache reserves must be one of context, limit; got 'all'."),
     (dict(til_model="GPT-5"), "til_model", "Published model must be one of GPT-2 small, GPT-2 "

@@ -38,7 +38,7 @@ def heldout_perplexity(model, scheme):
 
 
 def test_quantization_numbers_are_the_pipelines(page, model, page_errors):
-    page.goto(f"/?prompt={PROMPT}&q_group=64&open=q-measured#quantization")
+    page.goto(f"/?prompt={PROMPT}&q_group=64&q_bits=4&open=q-measured#quantization")
     expect(quantization(page).locator("#deeper-q-measured")).to_have_attribute("open", "")
     s = quantize.int4(64)
     cells = scheme_cells(page, "int4-g64")
@@ -46,7 +46,7 @@ def test_quantization_numbers_are_the_pipelines(page, model, page_errors):
     expect(cells.nth(5)).to_have_text(f"{heldout_perplexity(model, s):.3f}")
     expect(quantization(page).locator(".plot .main-svg").first).to_be_attached()
 
-    quantization(page).get_by_label("Group size (int4)").select_option("128")
+    quantization(page).get_by_label("Group size").select_option("128")
     expect(page).to_have_url(re.compile(r"q_group=128"))
     s = quantize.int4(128)
     cells = scheme_cells(page, "int4-g128")
@@ -58,7 +58,7 @@ def test_quantization_numbers_are_the_pipelines(page, model, page_errors):
     expect(page).to_have_url(re.compile(r"open=q-measured"))
 
     page.reload()                                     # the state comes back from the URL
-    expect(quantization(page).get_by_label("Group size (int4)")).to_have_value("128")
+    expect(quantization(page).get_by_label("Group size")).to_have_value("128")
     expect(scheme_cells(page, "int4-g128").nth(0)).to_have_text(
         f"{quantize.quantize_model(model, s).nbytes:,} B")
     assert page_errors == []
@@ -69,7 +69,7 @@ def test_opening_the_disclosure_runs_each_scheme_on_the_prompt(page, model, page
     the table holds the quantized model's own numbers."""
     page.goto(f"/?prompt={PROMPT}#quantization")
     box = quantization(page)
-    expect(box.get_by_label("Group size (int4)")).to_be_visible()
+    expect(box.get_by_label("Group size")).to_be_visible()
     expect(box.get_by_role("table", name="Quantized models compared")).to_have_count(0)
     box.get_by_text("the two schemes measured, greedy texts").click()
     ids = model.tokenizer.encode_ordinary(PROMPT)
