@@ -39,8 +39,15 @@ def test_final_beams_are_beam_searchs(client, model, width, new, alpha):
         (n.step + 1, f"{n.logprob:.3f}", f"{n.total:.3f}", n.status) for n in kept]
     figure = json.loads(html.unescape(re.search(
         r'<div class="plot" data-figure="([^"]*)" role="img"\s+aria-label="Tree', page).group(1)))
+    # every proposal is drawn: pruned, kept and finished ones as their own dots, those ranked
+    # below the plot's rows one dot per step that counts them (the "+N" beside it says so too)
+    bottom = figure["data"][7]
     assert len(figure["data"][4]["x"]) + len(figure["data"][5]["x"]) + \
-        len(figure["data"][6]["x"]) == len(search.nodes)
+        len(figure["data"][6]["x"]) + sum(bottom["customdata"]) == len(search.nodes)
+    assert len(bottom["x"]) == len(set(bottom["x"]))              # one dot per step at most
+    plus = {x: int(t[1:]) for x, t in zip(figure["data"][-1].get("x", []),
+                                          figure["data"][-1].get("text", []))}
+    assert dict(zip(bottom["x"], bottom["customdata"])) == plus
     # every kept or finished proposal is a box on its node holding its total, the edges under it
     boxes = figure["layout"]["annotations"][1:]
     assert len(boxes) == len(kept)

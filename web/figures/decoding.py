@@ -13,6 +13,23 @@ TREE_MIN_PX = 740                  # the tree's narrowest plot (static/style.css
 CHAR_PX = 7.5                      # about, for a token in its box (TOKEN_SIZE)
 
 
+def bottom_row(gathered: dict, y: float, names: dict) -> dict:
+    """One faded dot per step for the pruned proposals ranked below the plot's rows (`gathered`:
+    step -> its nodes, best first), hovered with how many it holds and the best of them."""
+    steps = sorted(gathered)
+    hover = []
+    for s in steps:
+        group = sorted(gathered[s], key=lambda nd: (-nd.total, nd.id))
+        best = group[0]
+        hover.append(f"{len(group)} pruned proposals ranked lower<br>the best: "
+                     f"{label(names[best.id])}, total = {best.total:.3f}<br>the worst: total = "
+                     f"{group[-1].total:.3f}")
+    return dict(type="scatter", mode="markers", name="pruned, ranked lower", x=steps,
+                y=[y] * len(steps), customdata=[len(gathered[s]) for s in steps],
+                opacity=0.6, marker=dict(color=PRUNED, size=6), hovertext=hover,
+                hoverinfo="text")
+
+
 def tree_figure(search, names, greedy_nodes, best_nodes) -> str:
     """x = step, y = rank of the proposal's total log-probability within its step. Every
     proposal is a node joined to the beam it extends; pruned ones are faded dots, kept and
@@ -79,7 +96,13 @@ def tree_figure(search, names, greedy_nodes, best_nodes) -> str:
                      bgcolor="white", bordercolor=colour, borderwidth=1.5, borderpad=1)
                 for i in node_ids]
 
-    pruned = [n.id for n in search.nodes if n.status == "pruned"]
+    # the pruned proposals on the bottom row lie on one spot per step: one dot each step stands
+    # for them all (its hover names the best of them), not one SVG marker per proposal
+    pruned = [n.id for n in search.nodes if n.status == "pruned" and rank[n.id] <= shown]
+    gathered = {}
+    for n in search.nodes:
+        if n.status == "pruned" and rank[n.id] > shown:
+            gathered.setdefault(n.step, []).append(n)
     kept = [n.id for n in search.nodes if n.status == "kept"]
     finished = [n.id for n in search.nodes if n.status == "finished"]
     data = [
@@ -90,6 +113,7 @@ def tree_figure(search, names, greedy_nodes, best_nodes) -> str:
         nodes(pruned, PRUNED, 6, "pruned", opacity=0.6),
         nodes(kept, KEPT, 9, "kept"),
         nodes(finished, FINISHED, 11, "finished (end of text)", symbol="square"),
+        bottom_row(gathered, -lower, names),
         dict(type="scatter", mode="markers", x=[-1], y=[root_y],     # the x axis names it
              marker=dict(color=INK, size=12), hoverinfo="skip", showlegend=False),
     ]
