@@ -127,6 +127,10 @@
         if (el._drawn !== undefined && target.contains(el)) kept[plotKey(el, i)] = el;
       });
     });
+    // The kept figures leave the page before the swap: htmx walks every element it removes
+    // (two cleanup events each), and a figure's SVG is most of a part's elements (963 of the
+    // feed-forward token part's 1,446). adopt() puts each back in place of its new copy.
+    Object.keys(kept).forEach(function (key) { kept[key].remove(); });
   });
   function adopt(root) {
     var sections = [], adopted = [];

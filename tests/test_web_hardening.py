@@ -486,6 +486,32 @@ def test_every_section_is_a_labelled_region_with_live_updates(client):
         assert live, f"{s.id}: no aria-live region for its updating results"
 
 
+def test_a_control_that_redraws_a_part_fills_a_live_region_that_stays(client):
+    """A control that updates one part of its section swaps the part's content (innerHTML),
+    and the part is a polite live region (the `part` macro makes it so): the region stays in
+    the page, so a screen reader says what the control changed. Inside a part, only a part
+    nested in it, a status line, a message or a prediction's reveal (which the page's script
+    fills) is a live region too: a swap says nothing twice."""
+    dom = DOM(text_of(client.get("/", headers=every_section())))
+    targets = 0
+    for n in dom.nodes:
+        target = (n.attrs.get("hx-target") or "").lstrip("#")
+        section = n.attrs.get("hx-get", "").split("/section/")[-1].split("?")[0]
+        if "/section/" not in n.attrs.get("hx-get", "") or target in ("", "this", section):
+            continue
+        part = dom.by_id.get(target)
+        assert part is not None, f"{describe(n)}: hx-target #{target} is not on the page"
+        assert n.attrs.get("hx-swap") == "innerHTML", describe(n)
+        assert part.attrs.get("aria-live") == "polite", f"part #{target} is not a live region"
+        nested = [m for m in part.walk() if m is not part and m.attrs.get("aria-live") == "polite"
+                  and m.attrs.get("role") != "status"
+                  and not {"error", "part", "predict-reveal"}
+                  & set((m.attrs.get("class") or "").split())]
+        assert not nested, f"#{target} holds another live region: {describe(nested[0])}"
+        targets += 1
+    assert targets >= 20
+
+
 def test_every_figure_has_a_text_alternative(client):
     dom = DOM(text_of(client.get("/")))
     plots = [n for n in dom.nodes if "data-figure" in n.attrs]
