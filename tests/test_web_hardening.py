@@ -453,6 +453,17 @@ def page_dom(client, request):
     return DOM(text_of(client.get(url("/", **request.param))))
 
 
+def test_ids_are_unique_with_every_section_computed(client):
+    """The first screen computes two sections; every section's ids, computed together, are
+    unique too (a note once took its control's id, q-bits, and a locator found two)."""
+    for query in PAGE_STATES[:3]:
+        dom = DOM(text_of(client.get(url("/", **query), headers=every_section())))
+        # an out-of-band element replaces its namesake in the page: not a second id there
+        ids = [n.attrs["id"] for n in dom.nodes if n.attrs.get("id")
+               and "hx-swap-oob" not in n.attrs]
+        assert len(ids) == len(set(ids)), sorted({i for i in ids if ids.count(i) > 1})
+
+
 def test_every_control_has_an_accessible_name(page_dom):
     unnamed = [describe(el) for el in controls(page_dom) if not accessible_name(page_dom, el)]
     assert controls(page_dom) and unnamed == []
