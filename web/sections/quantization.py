@@ -191,11 +191,16 @@ def scheme_row(lm, state, ids, float_logits, scheme_name, on_prompt=True):
                     else "32-bit floats, as loaded")
         bits = 32.0
     else:
-        qm = quantized(model, scheme_name)
-        memory = quantize.weight_memory(model.config, model.n_params(), qm.scheme, float_bits=32)
-        assert memory.total_bytes == qm.nbytes            # formula == the arrays, always
+        # The row's bytes are the formula's (tests/test_quantize.py: equal to the arrays for
+        # every scheme); the quantized model itself is needed only for what it does to the
+        # prompt: a group-size move on a big model re-quantized every weight (0.5 s) just to
+        # count its bytes, once a worker kept fewer schemes than the section offers.
+        scheme = quantize.scheme(scheme_name)
+        memory = quantize.weight_memory(model.config, model.n_params(), scheme, float_bits=32)
+        if on_prompt:
+            assert memory.total_bytes == quantized(model, scheme_name).nbytes
         logits, label, describe = (prompt_logits(model, scheme_name, ids) if on_prompt
-                                   else None), scheme_name, qm.scheme.describe()
+                                   else None), scheme_name, scheme.describe()
         bits = 8 * memory.linear_bytes / memory.n_linear
     tokens = greedy_tokens(model, scheme_name, ids) if on_prompt else None
     return dict(
@@ -253,8 +258,9 @@ def histogram_context(model, matrix_name, group_size, bits):
     bits)."""
     w = quantize.linear_weights(model.params)[matrix_name]                     # [d_in, d_out]
     column = int(abs(w).max(0).argmax())              # the output channel with the largest weight
-    int8 = quantized(model, "int8").matrices[matrix_name]
-    int4 = quantized(model, f"int{bits}-g{group_size}").matrices[matrix_name]   # the grouped
+    # this matrix alone, as quantize_model quantizes each (not the whole model for one figure)
+    int8 = quantize.quantize_matrix(w, quantize.INT8)
+    int4 = quantize.quantize_matrix(w, quantize.grouped(bits, group_size))       # the grouped
     g = group_size
     group = int(abs(w[:, column]).argmax()) // g      # the group holding that weight
     col = w[:, column]
