@@ -43,6 +43,7 @@ def test_a_slider_fetches_its_part_and_figures_stay_the_same_elements(page, page
     assert n >= 2
     rows = section.locator("#embeddings-neighbours tbody tr")
     before = section.locator("#embeddings-neighbours").inner_text()
+    page.evaluate("document.getElementById('embeddings-neighbours').__mark = 'part'")
     sent = []
     page.on("request", lambda r: sent.append(r) if "/section/embeddings" in r.url else None)
     slider = page.get_by_label(re.compile("Neighbours"))
@@ -53,9 +54,12 @@ def test_a_slider_fetches_its_part_and_figures_stay_the_same_elements(page, page
     assert response.status == 200
     assert response.request.headers.get("hx-target") == "embeddings-neighbours"
     body = response.text()
-    assert 'id="embeddings-neighbours"' in body and "<section" not in body
+    # the part's content only: not the part (it stays: the section's live region), not the section
+    assert 'aria-label="Nearest neighbours"' in body
+    assert 'id="embeddings-neighbours"' not in body and "<section" not in body
     assert "Scatter plot of all" not in body          # the vocabulary map is not sent again
     expect(section.locator("#embeddings-neighbours")).not_to_have_text(before)
+    assert page.evaluate("document.getElementById('embeddings-neighbours').__mark") == "part"
     assert rows.count() >= 1
     assert len(sent) == 1                              # one key step, one request
     assert marks_kept(page, "embeddings") == [f"plot{i}" for i in range(n)]
