@@ -173,7 +173,7 @@
     root.querySelectorAll("[data-figure]").forEach(function (el) {
       if (plots.indexOf(el) < 0) plots.push(el);
     });
-    plots.forEach(draw);
+    plots.forEach(function (el) { draw(el); });     // not forEach(draw): its index would force
     var boxes = root.matches && root.matches(".grows") ? [root] : [];
     root.querySelectorAll(".grows").forEach(function (el) { boxes.push(el); });
     boxes.forEach(keepInView);

@@ -424,6 +424,8 @@
     var input = document.querySelector('#state input[type=hidden][name="open"]');
     var ids = (input && input.value ? input.value.split(",") : []).filter(Boolean);
     var id = d.getAttribute("data-deeper"), at = ids.indexOf(id);
+    // a disclosure a swap put in the page open (or shut) fires toggle too: nothing changed
+    if (d.open === at >= 0) return;
     if (d.open && at < 0) ids.push(id);
     if (!d.open && at >= 0) ids.splice(at, 1);
     setParam("open", ids.join(","), "");

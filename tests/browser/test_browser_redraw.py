@@ -1,0 +1,45 @@
+"""A control's answer redraws what changed and nothing else: a figure whose JSON is the one
+already drawn is left alone, and a "Go deeper" disclosure the swap puts back open changes no
+page state (static/app.js init, static/learn.js toggle)."""
+import re
+
+from playwright.sync_api import expect
+
+from web.sections import batching
+
+COUNT_DRAWS = """() => {
+  window.__draws = {};
+  const react = Plotly.react;
+  Plotly.react = function (el) {
+    const name = (el.getAttribute('aria-label') || '').split(' of ')[0];
+    window.__draws[name] = (window.__draws[name] || 0) + 1;
+    return react.apply(this, arguments);
+  };
+  window.__openWrites = 0;
+  new MutationObserver(records => { window.__openWrites += records.length; })
+    .observe(document.querySelector('#state input[name="open"]'), {attributes: true});
+}"""
+
+
+def test_a_slider_redraws_only_the_figures_that_changed(page, model):
+    page.goto("/?bat_slots=3&open=bat-requests,bat-paged#batching")
+    section = page.locator("#batching")
+    expect(section.locator(".plot:has(.main-svg)")).to_have_count(4)
+    page.wait_for_load_state("networkidle")
+    page.evaluate(COUNT_DRAWS)
+    section.get_by_role("slider", name="Slots in a batch").fill("2")
+    _, _, runs = batching.schedules(model, 6, 2, 0)
+    expect(section.locator("#bat-verdict")).to_contain_text(
+        f"{runs['continuous'].throughput:.1f} tokens/s")
+    expect(page).to_have_url(re.compile(r"bat_slots=2"))
+    page.wait_for_load_state("networkidle")
+    draws = page.evaluate("() => window.__draws")
+    # both timelines changed (a slot fewer) and are drawn once each; the measured step costs do
+    # not depend on the queue: the same figure, not drawn again (it was: forEach(draw) passed
+    # each figure's index as `force`, so every figure after the first was redrawn)
+    assert draws.get("Timeline") == 2, draws
+    assert "Chart: measured milliseconds" not in draws, draws
+    assert draws.get("Chart: KV bytes") == 1, draws
+    # the two disclosures inside the part came back open: the page's `open` was not rewritten
+    assert page.evaluate("() => window.__openWrites") == 0
+    expect(page.locator('#state input[name="open"]')).to_have_value("bat-requests,bat-paged")
