@@ -164,8 +164,17 @@
     });
   }
 
+  // once per swap, not per piece of it that loads (a part's children, each message out of
+  // band): the query walks the whole page
+  var marking = false;
+  function markInvalidSoon() {
+    if (marking) return;
+    marking = true;
+    Promise.resolve().then(function () { marking = false; markInvalid(); });
+  }
+
   function init(root) {
-    markInvalid();
+    markInvalidSoon();
     // a part's content swapped in (innerHTML) loads child by child: the first child's load
     // adopts every kept figure of the section, so the figures adopted are drawn here
     var plots = adopt(root);

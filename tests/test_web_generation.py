@@ -300,4 +300,4 @@ def test_a_sampled_loop_follows_the_sampling_sections_changes(client):
     assert 'id="generation-refresh"' not in greedy.get_data(as_text=True)
     moved = client.get(url("/section/sampling", s_temp=0.5),
                        headers={"HX-Request": "true", "HX-Trigger": "s-temp"})
-    assert moved.headers["HX-Trigger-After-Swap"] == "sampling-changed"
+    assert moved.headers["HX-Trigger"] == "sampling-changed"

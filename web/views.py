@@ -147,11 +147,13 @@ def section(section_id):
     response = respond(body, state,
                        state.status_of(["prompt", *s.shown()]))
     # One of its own controls changed (not its first load): the sections that read its
-    # parameters follow (web.registry.refresh_trigger listens for this event).
+    # parameters follow (web.registry.refresh_trigger listens for this event). HX-Trigger fires
+    # it as the answer arrives, before the swap: the reader's request (it sends the form, which
+    # already holds the new value) is computed while this answer is swapped and drawn, not after.
     loading_itself = request.headers.get("HX-Trigger") == s.id
     if is_partial_request() and response.status_code == 200 and not loading_itself \
             and readers(s):
-        response.headers["HX-Trigger-After-Swap"] = changed_event(s.id)
+        response.headers["HX-Trigger"] = changed_event(s.id)
     return response
 
 
