@@ -236,10 +236,22 @@ def test_over_the_time_budget_the_control_says_so_and_the_default_is_shown(app):
     assert f"{limits.REQUEST_SECONDS:g} s" in state.errors["merges"]
 
 
-def test_the_deadline_starts_with_the_request():
-    state = parse_state(b"", all_params())
-    assert 0 < state.deadline.left() <= limits.REQUEST_SECONDS
-    state.check_time("prompt")                 # within budget: no exception
+def test_the_deadline_starts_with_the_request_and_is_not_the_states(app):
+    from web.params import Query
+    from web.request_state import current_state, deadline
+    with app.test_request_context("/?merges=3"):
+        _, state = current_state()
+        budget = deadline()
+        assert 0 < budget.left() <= limits.REQUEST_SECONDS
+        assert deadline() is budget                # one budget per request
+        assert not hasattr(state, "deadline")      # the State is the values alone
+        query = Query(state, budget)
+        query.check_time("merges")                 # within budget: no exception
+        budget.end -= limits.REQUEST_SECONDS + 1
+        with pytest.raises(limits.OverBudget):
+            query.check_time("merges")
+    with app.test_request_context("/"):
+        assert deadline() is not budget            # the next request starts its own
 
 
 # --- the overload gate ---------------------------------------------------------------------

@@ -249,21 +249,22 @@ def lm_key(lm) -> tuple:
 SECTION_BUILDS = NamedCache("section builds", 128)   # contexts hold figure JSON: tens of kB each
 
 
-def cached_build(section, lm, state) -> dict:
+def cached_build(section, lm, state, deadline=None) -> dict:
     """section.build(lm, query), computed once per (model, prompt, values and messages of the
     section's parameters and of the other sections' it reads). The build reads the request
     through a read-only web.params.Query; what it found (a value it refused, a default it worked
     out: its Outcome) is cached with the context and applied to the state of every request the
     entry answers, so the page shows the same messages and status as on the first build. The
     context is shared: the caller gets a copy of the top-level dict, and rendering must not
-    change the values in it."""
+    change the values in it. `deadline`: the time budget the build runs in (web.limits.Deadline;
+    the request's, web.request_state.deadline; by default one that starts now)."""
     names = ("prompt", *section.reads, *(p.name for p in section.params))
     key = (section.id, lm_key(lm),
            tuple((n, state.values.get(n), state.errors.get(n), state.statuses.get(n))
                  for n in names))
 
     def build():
-        query = Query(state)
+        query = Query(state, deadline)
         return section.build(lm, query), query.outcome
 
     ctx, outcome = SECTION_BUILDS.get(key, build)

@@ -28,7 +28,7 @@ Limits on requests:
     MAX_QUERY_BYTES      64 KiB   the query string (the whole page state); over it: 400
     MAX_CONTENT_LENGTH   64 KiB   a request body (every route is a GET; Flask answers 413)
     REQUEST_SECONDS      5 s      compute time of one request, checked by the code that loops
-                                  (`state.check_time(name)`): over it, a 422 next to the control
+                                  (`query.check_time(name)`): over it, a 422 next to the control
                                   `name` whose value asked for the work, and the section is
                                   rebuilt with that control's default
     SERVER_WORKERS       2        server processes (web/serving.py forks them after the model is

@@ -185,12 +185,6 @@ class Findings:
             self.reject(name, self.params[name].choice_message(self.values[name], choices))
         return self.values[name]
 
-    def check_time(self, name: str):
-        """Call inside a loop whose length the control `name` sets: past the request's time
-        budget (web.limits.REQUEST_SECONDS) it raises OverBudget, and the view shows the
-        message next to that control and rebuilds the section with its default."""
-        self.deadline.check(name)
-
     def resolve(self, name: str, value):
         """Fill in a default the section computed (it is left out of the canonical URL)."""
         self.computed[name] = value
@@ -208,7 +202,6 @@ class State(Findings):
     errors: dict = field(default_factory=dict)    # name -> message for the page
     statuses: dict = field(default_factory=dict)  # name -> 400 / 422
     computed: dict = field(default_factory=dict)  # name -> default worked out by a section
-    deadline: Deadline = field(default_factory=Deadline)  # this request's time budget
 
     def shown(self, name: str) -> str:
         """What a control should display: the value, or the rejected input made printable."""
@@ -254,19 +247,26 @@ class Outcome:
 
 
 class Query(Findings):
-    """What a section's build reads: the request's values, raw strings, messages and time
-    budget, read-only. What the build finds (Findings: a refused value, a worked-out default)
-    goes to `outcome`, never to the request's State; reading a value afterwards sees it, as
-    the rest of the build must (a refused index reads as its default)."""
+    """What a section's build reads: the request's values, raw strings and messages,
+    read-only, and the time budget it builds in (`deadline`: the request's, web.request_state;
+    the State is the values alone). What the build finds (Findings: a refused value, a
+    worked-out default) goes to `outcome`, never to the request's State; reading a value
+    afterwards sees it, as the rest of the build must (a refused index reads as its default)."""
 
-    def __init__(self, state: State):
+    def __init__(self, state: State, deadline: Deadline = None):
         self.outcome = Outcome()
         self.params = MappingProxyType(state.params)
         self.raw = MappingProxyType(state.raw)
-        self.deadline = state.deadline
+        self.deadline = Deadline() if deadline is None else deadline
         # reads fall through to the request's values; writes go to the outcome's
         for name in ("values", "errors", "statuses", "computed"):
             setattr(self, name, ChainMap(getattr(self.outcome, name), getattr(state, name)))
+
+    def check_time(self, name: str):
+        """Call inside a loop whose length the control `name` sets: past the time budget
+        (web.limits.REQUEST_SECONDS) it raises OverBudget, and the view shows the message next
+        to that control and rebuilds the section with its default."""
+        self.deadline.check(name)
 
 
 def parse_query_string(query: bytes) -> list:

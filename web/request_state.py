@@ -1,6 +1,8 @@
 """The validated state of a request: what the page's views and the streamed answer
 (web/streaming.py) both start from."""
-from flask import current_app, request
+from flask import current_app, g, has_request_context, request
+
+from web.limits import Deadline
 
 from web.params import parse_state
 from web.registry import all_params
@@ -17,6 +19,7 @@ def current_state():
     (absent: that model's own first suggestion) and its length in tokens checked too; a big
     model's own defaults (Param.big_default) where the query gives no value."""
     ex = explainer()
+    g.deadline = Deadline()                  # the request's time budget starts as it is read
     state = parse_state(request.query_string, all_params())
     key = state["model"]
     if key and ex.get(key) is None:
@@ -40,3 +43,13 @@ def current_state():
             state.reject("prompt", f"The prompt is {n} tokens long; with {lm.key} the page "
                          f"reads at most {lm.prompt_limit} tokens ({why}).")
     return lm, state
+
+
+def deadline() -> Deadline:
+    """This request's time budget (web.limits.Deadline), started when current_state read the
+    request; outside a request, or before, one that starts now."""
+    if not has_request_context():
+        return Deadline()
+    if "deadline" not in g:
+        g.deadline = Deadline()
+    return g.deadline

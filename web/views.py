@@ -19,7 +19,7 @@ from web.cache import cached_build
 from web.limits import Deadline, OverBudget
 from web.registry import changed_event, readers, section as find_section, sections
 from web.explainer import choices as model_choices
-from web.request_state import current_state, explainer
+from web.request_state import current_state, deadline as request_deadline, explainer
 from web.tour import page_context
 
 bp = Blueprint("explainer", __name__)
@@ -37,17 +37,16 @@ def builds():
 
 def build_in_budget(lm, state, s) -> dict:
     """The section's context. A build that runs past the request's time budget (it called
-    `state.check_time(name)` too late) is rebuilt once with that control's default, and the
+    `query.check_time(name)` too late) is rebuilt once with that control's default, and the
     control shows why (web/limits.py). Results are cached per model, prompt and the section's
     own values (web.cache.cached_build): a control that changes one part, or a reload, does
     not compute the section again."""
     builds()[s.id] += 1
     try:
-        return cached_build(s, lm, state)
+        return cached_build(s, lm, state, request_deadline())
     except OverBudget as e:
         state.reject(e.name, e.message)
-        state.deadline = Deadline()
-        return cached_build(s, lm, state)
+        return cached_build(s, lm, state, Deadline())      # the rebuild gets a budget of its own
 
 
 def render_section(lm, state, s, lazy: bool = False):
