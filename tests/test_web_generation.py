@@ -301,3 +301,28 @@ def test_a_sampled_loop_follows_the_sampling_sections_changes(client):
     moved = client.get(url("/section/sampling", s_temp=0.5),
                        headers={"HX-Request": "true", "HX-Trigger": "s-temp"})
     assert moved.headers["HX-Trigger"] == "sampling-changed"
+
+
+def test_a_loop_past_the_time_budget_says_so_next_to_its_limit(client, model, monkeypatch):
+    """The generation loop checks the request's time budget before each step: past it, the
+    new-token limit shows the budget's message (422) and the section shows the loop at the
+    limit's default, in a budget of its own."""
+    import web.request_state
+    from web import limits
+    budgets = []
+
+    def short():                                      # this request's budget: 1 ms
+        budgets.append(limits.Deadline(0.001))
+        return budgets[-1]
+    monkeypatch.setattr(web.request_state, "Deadline", short)
+    prompt = "Elizabeth walked to the window and the budget"     # a loop no test has cached
+    page = client.get(url("/section/generation", prompt=prompt, gen_max=150,
+                          gen_choose="greedy"), headers=HX)
+    assert budgets and page.status_code == 422
+    assert "more than the 0.001 s of computing one request" in error_message(page.get_data(as_text=True), "gen_max")
+    text = page.get_data(as_text=True)
+    default = next(p.default for p in generation.PARAMS if p.name == "gen_max")
+    last = int(re.search(r'hx-vals=\'\{"gen_step": "(\d+)"\}\'[^>]*>Last step', text).group(1))
+    run = greedy_tokens(model, prompt, default)
+    assert last == len(run) - 1 and len(run) <= default < 150      # the default's loop
+    assert len(budgets) == 1                          # the rebuild had a budget of its own

@@ -268,6 +268,13 @@ class Query(Findings):
         to that control and rebuilds the section with its default."""
         self.deadline.check(name)
 
+    def in_time(self, name: str, steps):
+        """The items of the iterable `steps`, the time budget checked before each (check_time):
+        a loop whose length the control `name` sets."""
+        for item in steps:
+            self.check_time(name)
+            yield item
+
 
 def parse_query_string(query: bytes) -> list:
     """(name, value) pairs; bytes that are not UTF-8 survive as lone surrogates, to be refused."""

@@ -64,14 +64,16 @@ def stream_query(state) -> str:
 _runs = memo("generation runs", 16)
 
 
-def stepped_run(lm, ids: tuple, max_new_tokens: int, sample, sample_key: tuple) -> tuple:
-    """The loop's steps; `sample_key` names the chooser (a seeded one always draws alike)."""
+def stepped_run(lm, ids: tuple, max_new_tokens: int, sample, sample_key: tuple,
+                timed=lambda steps: steps) -> tuple:
+    """The loop's steps; `sample_key` names the chooser (a seeded one always draws alike).
+    `timed` wraps the steps as they are made (Query.in_time: the request's time budget)."""
     # Its times are not shown (the page's one measurement is: web.measured), so it starts from
     # the prompt's shared run (web.forward.prefilled) instead of running the prompt again.
     return _runs.get((model_key(lm.model), ids, max_new_tokens, sample_key),
-                     lambda: tuple(generation_steps(lm.model, ids, max_new_tokens,
-                                                    sample=sample, n_top=N_TOP,
-                                                    start=prefilled(lm.model, ids))))
+                     lambda: tuple(timed(generation_steps(lm.model, ids, max_new_tokens,
+                                                          sample=sample, n_top=N_TOP,
+                                                          start=prefilled(lm.model, ids)))))
 
 
 class Chip:
@@ -127,7 +129,9 @@ def build(lm, state) -> dict:
     tok = lm.tokenizer
     ids = prompt_ids(lm, state["prompt"])
     sample = sampler_for(state)                     # first: it refuses a bad sampler setting
-    steps = stepped_run(lm, ids, state["gen_max"], sample, sampler_key(state))
+    # up to 200 decode steps: past the request's time budget the limit goes back to its default
+    steps = stepped_run(lm, ids, state["gen_max"], sample, sampler_key(state),
+                        lambda run: state.in_time("gen_max", run))
     step = state.index_within("gen_step", len(steps), "step",
                               "with this prompt and limit the loop makes")
     current = steps[step]
