@@ -147,6 +147,10 @@
         Array.prototype.slice.call(el.attributes).forEach(function (a) {
           old.setAttribute(a.name, a.value);
         });
+        // the new copy's class has not Plotly's: without js-plotly-plot, Plotly's own CSS no
+        // longer lays its SVG layers over each other, and a figure not drawn again (its JSON
+        // unchanged) had its title, axis titles and legend below the plot, over what follows
+        old.classList.add("js-plotly-plot");
         el.replaceWith(old);
         adopted.push(old);
       });
