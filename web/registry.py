@@ -68,9 +68,9 @@ def section(section_id: str):
 
 # --- a section that reads another's parameters follows its changes ---------------------------
 # When one of a section's own controls changed, its answer names an event (views.section:
-# HX-Trigger, fired as the answer arrives) if any section's build reads that section's parameters (`reads`); a
-# reader follows it through an element whose hx-trigger is refresh_trigger(reader) (decoding's
-# samples do).
+# HX-Trigger, fired as the answer arrives) if any section's build reads that section's
+# parameters (`reads`); a reader follows it through an element whose hx-trigger is
+# refresh_trigger(reader) (decoding's samples do).
 
 def changed_event(section_id: str) -> str:
     return f"{section_id}-changed"

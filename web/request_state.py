@@ -3,7 +3,6 @@
 from flask import current_app, g, has_request_context, request
 
 from web.limits import Deadline
-
 from web.params import parse_state
 from web.registry import all_params
 
