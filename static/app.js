@@ -704,7 +704,21 @@
     if (!/^[A-Za-z0-9_-]+$/.test(id) || !sectionEl(id)) return;
     // the guided tour and presentation mode place the page themselves (static/learn.js)
     var query = new URLSearchParams(location.search);
-    if (["tour", "present"].some(function (k) { return (query.get(k) || "0") !== "0"; })) return;
+    if (["tour", "present"].some(function (k) { return (query.get(k) || "0") !== "0"; })) {
+      // The browser jumps to the fragment by itself too, and may do so after the tour placed
+      // its step: the fragment leaves the address, and once the page has loaded the tour's
+      // step is placed again, unless the reader has moved meanwhile.
+      window.history.replaceState(window.history.state, "", location.pathname + location.search);
+      var moved = false, mark = function () { moved = true; };
+      ["wheel", "touchstart", "keydown", "pointerdown"].forEach(function (type) {
+        window.addEventListener(type, mark, { capture: true, once: true });
+      });
+      window.addEventListener("load", function () {
+        var tour = window.explainerTour;
+        if (!moved && tour && tour.open()) tour.show(tour.step(), !tour.presenting());
+      });
+      return;
+    }
     held = id;
     if ("scrollRestoration" in window.history) window.history.scrollRestoration = "manual";
     ["wheel", "touchstart", "keydown", "pointerdown"].forEach(function (type) {
