@@ -56,6 +56,9 @@ def test_every_figure_is_valid_plotly_in_the_page_style(pages, section):
         for name, axis in axes.items():
             where = f"{section}: {(layout.get('title') or {}).get('text')!r} {name}"
             assert axis["automargin"] is True, where
+            # sized to its labels, so none is hidden past the edge: plotly.js then does not
+            # measure every label again as each is placed (n squared layouts per redraw)
+            assert axis["ticklabeloverflow"] == "allow", where
             assert axis["tickfont"]["size"] >= 14, where
             if axis.get("title", {}).get("text"):
                 assert axis["title"]["font"]["size"] >= 14, where
@@ -63,6 +66,14 @@ def test_every_figure_is_valid_plotly_in_the_page_style(pages, section):
                 # ticks at powers of ten only (dtick n: every n-th decade), never minor labels
                 dtick = axis.get("dtick")
                 assert (isinstance(dtick, int) and dtick >= 1) or axis.get("tickmode") == "array", where
+        for trace in fig["data"]:
+            # every colour bar, a heatmap's own (shown unless showscale is false) or a marker's
+            bars = [trace.get("colorbar")] if trace["type"] == "heatmap" or "colorbar" in trace \
+                else []
+            if "colorbar" in trace.get("marker", {}) or trace.get("marker", {}).get("showscale"):
+                bars.append(trace["marker"].get("colorbar"))
+            for bar in bars:
+                assert bar["ticklabeloverflow"] == "allow", (section, trace.get("name"))
 
 
 @pytest.mark.parametrize("section", SECTION_IDS)
