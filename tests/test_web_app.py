@@ -23,7 +23,7 @@ def test_model_directory_from_the_environment(monkeypatch):
         pytest.skip("no austen-draft weights")
     from app import create_app
     monkeypatch.setenv("LLM_EXPLAINER_MODEL", DRAFT)
-    app = create_app({"PROBE_ENCODINGS": False})
+    app = create_app({"PROBE_ENCODINGS": False, "WARM_CACHES": False})
     assert app.extensions["explainer"].default_model.name == "austen-draft"
     page = app.test_client().get("/").get_data(as_text=True)
     assert "austen-draft" in page

@@ -279,7 +279,8 @@ def test_token_html_stays_text(client):
 def test_section_works_on_other_checkpoints(fixture):
     from app import create_app
     m = get_model(fixture)
-    client = create_app({"MODEL": m, "TESTING": True, "PROBE_ENCODINGS": False}).test_client()
+    client = create_app({"MODEL": m, "TESTING": True, "PROBE_ENCODINGS": False,
+                         "WARM_CACHES": False}).test_client()
     r = client.get(url("/section/attention", prompt="hello world, hello there",
                        att_head=str(m.config.n_heads - 1), att_token="2"))
     assert r.status_code == 200

@@ -126,7 +126,8 @@ def test_tied_read_out_of_the_embeddings_is_explained_when_it_guesses_the_input(
 def test_untied_model_does_not_claim_the_tied_read_out():
     from app import create_app
     m = get_model("llama_untied")
-    c = create_app({"MODEL": m, "TESTING": True, "PROBE_ENCODINGS": False}).test_client()
+    c = create_app({"MODEL": m, "TESTING": True, "PROBE_ENCODINGS": False,
+                    "WARM_CACHES": False}).test_client()
     page = text_of(c.get(url("/section/block", prompt="the cat sat"), headers=HX))
     assert 'id="blk-lens-tied"' not in page
 
@@ -176,7 +177,8 @@ def test_state_round_trips_through_the_url(client):
 def test_other_model_families_render(fixture):
     from app import create_app
     m = get_model(fixture)
-    c = create_app({"MODEL": m, "TESTING": True, "PROBE_ENCODINGS": False}).test_client()
+    c = create_app({"MODEL": m, "TESTING": True, "PROBE_ENCODINGS": False,
+                    "WARM_CACHES": False}).test_client()
     r = c.get(url("/section/block", prompt="the cat sat", blk_part="pos_embed"
                   if m.config.positions == "learned" else "ffn_hidden"), headers=HX)
     page = text_of(r)

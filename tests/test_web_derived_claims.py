@@ -174,7 +174,8 @@ def test_quantization_text_follows_an_untied_model():
     from app import create_app
     m = get_model("llama_untied")
     assert not m.config.tied_embeddings and m.config.n_ctx < 256
-    c = create_app({"MODEL": m, "TESTING": True, "PROBE_ENCODINGS": False}).test_client()
+    c = create_app({"MODEL": m, "TESTING": True, "PROBE_ENCODINGS": False,
+                    "WARM_CACHES": False}).test_client()
     text = quantization_text(c, prompt="the cat sat")
     assert "also uses as its output layer" not in text
     assert "Kept in float32: the token embedding, the separate output layer and the norms" in text

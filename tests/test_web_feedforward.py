@@ -122,7 +122,8 @@ def test_choosing_a_neuron(client, model):
 def test_gpt2_checkpoint_uses_gelu():
     from app import create_app
     m = get_model("gpt2")
-    client = create_app({"MODEL": m, "TESTING": True, "PROBE_ENCODINGS": False}).test_client()
+    client = create_app({"MODEL": m, "TESTING": True, "PROBE_ENCODINGS": False,
+                         "WARM_CACHES": False}).test_client()
     prompt = "hello world, hello there"
     r = client.get(url("/section/feedforward", prompt=prompt, ffn_layer=0, ffn_token=2))
     assert r.status_code == 200

@@ -260,6 +260,7 @@ def test_the_deadline_starts_with_the_request_and_is_not_the_states(app):
 def tight_app(model):
     from app import create_app
     return create_app({"MODEL": model, "TESTING": True, "PROBE_ENCODINGS": False,
+                       "WARM_CACHES": False,
                        "GATE_SLOTS": 1, "GATE_WAITING": 0, "GATE_WAIT_SECONDS": 5.0})
 
 
