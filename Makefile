@@ -13,12 +13,12 @@ PORT ?= 8000
 export OPENBLAS_NUM_THREADS ?= 1
 export OMP_NUM_THREADS ?= 1
 
-.PHONY: run test setup setup-test chromium redis-server
+.PHONY: run test setup setup-test chromium redis-server nginx
 
 run: setup
 	$(PY) app.py --host $(HOST) --port $(PORT) $(if $(MODEL),--model $(MODEL))
 
-test: setup-test chromium redis-server
+test: setup-test chromium redis-server nginx
 	$(PY) -m pytest -q -rs
 
 setup: $(VENV)/.app-installed node_modules/htmx.org/dist/htmx.min.js
@@ -57,4 +57,14 @@ redis-server:
 	  (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq redis-server) >/dev/null; \
 	else \
 	  echo "The class store's tests need Debian's redis-server: run 'sudo apt-get install redis-server'" >&2; exit 1; \
+	fi
+
+# Debian's nginx for the several-instance test (tests/test_classroom_proxy.py starts its own on a
+# free port, with a configuration it writes; the system's nginx service is not used).
+nginx:
+	@if command -v nginx >/dev/null || [ -x /usr/sbin/nginx ]; then :; \
+	elif [ "$$(id -u)" = 0 ]; then \
+	  (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq nginx) >/dev/null; \
+	else \
+	  echo "The several-instance test needs Debian's nginx: run 'sudo apt-get install nginx'" >&2; exit 1; \
 	fi
