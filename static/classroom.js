@@ -77,6 +77,7 @@
     panel.appendChild(el("div", { className: "class-tools" }));
     panel.appendChild(el("div", { className: "class-poll" }));
     panel.appendChild(el("div", { className: "class-reveal", "aria-live": "polite" }));
+    panel.appendChild(el("div", { className: "class-others" }));
     document.body.appendChild(panel);
     return panel;
   }
@@ -209,11 +210,19 @@
       form.appendChild(set);
     } else {
       form.appendChild(el("label", { "for": id }, "Your answer"));
+      // A number is typed as text: the server reads "77,3", "86 016" or "1,024" as people
+      // write them (a browser's number box would drop a decimal comma without a word).
       input = el("input", p.input === "number"
-        ? { id: id, type: "number", step: "any", min: String(p.min), max: String(p.max), inputmode: "decimal", autocomplete: "off" }
+        ? { id: id, type: "text", inputmode: p.whole ? "numeric" : "decimal", maxlength: "40",
+            autocomplete: "off", "aria-describedby": id + "-hint" }
         : { id: id, type: "text", maxlength: "40", autocomplete: "off", autocapitalize: "off", spellcheck: "false" });
       if (p.mine) input.value = p.mine;
       form.appendChild(input);
+      if (p.input === "number") {
+        form.appendChild(el("p", { id: id + "-hint", className: "hint" }, p.whole
+          ? "A whole number; thousands may be grouped: 86,016 or 86 016."
+          : "A number: 77.3 or 77,3 (a decimal point or comma)."));
+      }
     }
     form.appendChild(el("button", { type: "submit" }, "Send my answer"));
     var mine = el("p", { className: "class-mine", role: "status" });
@@ -240,7 +249,9 @@
     model.appendChild(el("strong", {}, r.model));
     if (r.model_p !== undefined) model.appendChild(document.createTextNode(" (p = " + pct(r.model_p) + ")"));
     box.appendChild(model);
-    var cls = r.total + (r.total === 1 ? " answer" : " answers") + " from the class; " + r.right + " right";
+    var cls = r.total + (r.total === 1 ? " answer" : " answers") + " from the class" +
+      (r.joined !== undefined && r.joined !== null ? " (" + r.total + " of " + r.joined + " who joined)" : "") +
+      "; " + r.right + " right";
     if (r.median !== undefined) cls += "; median " + r.median + "; within 10% of the model's: " + r.within_10;
     box.appendChild(el("p", { className: "class-summary" }, cls + "."));
     if (r.favourite) {
@@ -274,6 +285,29 @@
     table.appendChild(body);
     box.appendChild(table);
     if (r.others) box.appendChild(el("p", { className: "hint" }, "and " + r.others + " other answers"));
+  }
+
+  // --- what the server withholds ---------------------------------------------------------------
+  // While a poll is open, the server leaves its answer out of every part of the page it sends a
+  // member (web/classroom/withheld.py); the page it sent says which places it left out
+  // (body[data-withheld]). A page loaded before the poll opened still shows them, and one
+  // loaded during the poll lacks them after the reveal: it is loaded again, once per change.
+  function withheldWanted(p) {
+    if (!p || (p.status !== "open" && p.status !== "revealing")) return "";
+    return (p.withholds || []).slice().sort().join(",");
+  }
+  function matchWithheld(p) {
+    if (info.role === "teacher" || navigating) return;
+    var have = document.body.getAttribute("data-withheld");
+    if (have === null) return;                       // not the explainer's page
+    var want = withheldWanted(p);
+    if (want === have) { info.reloadedFor = null; save(); return; }
+    var sig = want + "@" + (p ? p.id : 0);
+    if (info.reloadedFor === sig) return;            // loaded again for this already
+    info.reloadedFor = sig;
+    save();
+    navigating = true;
+    window.location.reload();
   }
 
   // --- following -------------------------------------------------------------------------------
@@ -325,7 +359,13 @@
       .then(function (r) {
         if (r.status === 304) return null;
         if (r.status === 404) { leave("This class has ended or expired."); return null; }
-        if (!r.ok) throw new Error("status " + r.status);
+        if (!r.ok) {           // the server's reason (503: the class store is not answering)
+          return r.json().catch(function () { return {}; }).then(function (j) {
+            var e = new Error(j.error || "status " + r.status);
+            e.fromServer = !!j.error;
+            throw e;
+          });
+        }
         etag = r.headers.get("ETag");
         return r.json();
       })
@@ -339,11 +379,14 @@
           studentTools();
           if (!s.member) { location.replace("/class/" + info.code); return; }   // join again
           if (info.following) apply(s.query);
+          matchWithheld(s.poll);
         }
         showStatus();
         showPoll(s.poll);
       })
-      .catch(function () { if (info) status("Reconnecting to the class…"); })
+      .catch(function (e) {
+        if (info) status(e && e.fromServer ? e.message : "Reconnecting to the class…");
+      })
       .then(function () { if (info) timer = window.setTimeout(refresh, POLL_MS); });
   }
 
@@ -366,17 +409,51 @@
     refresh();
   }
 
+  function teach(j) {
+    info = { code: j.code, role: "teacher", shown: j.shown, joinUrl: j.join_url,
+             joinPage: j.join_page, following: true };
+    kinds = j.kinds || kinds;
+    POLL_MS = j.follow_poll_ms || POLL_MS;
+    lastSent = null;                                  // the projector's state is sent at once
+    save();
+    etag = null;
+    if (panel) { panel.remove(); panel = null; }
+    begin();
+  }
+
+  // The other live sessions this browser teaches (its cookie holds each one's secret): none is
+  // stranded by starting another; each can be taken up again or ended from here.
+  function showOthers(others) {
+    var box = part("others");
+    box.textContent = "";
+    if (!others || !others.length) return;
+    box.appendChild(el("p", { className: "hint" }, "Your other class sessions on this browser:"));
+    var list = el("ul", { className: "class-others-list" });
+    others.forEach(function (o) {
+      var li = el("li");
+      li.appendChild(el("span", {}, o.shown + " · " + o.members + (o.members === 1 ? " joined " : " joined ")));
+      li.appendChild(button("Resume", function () {
+        fetch("/class/mine", { credentials: "same-origin", cache: "no-store" })
+          .then(function (r) { return r.json(); })
+          .then(function (m) {
+            var found = (m.sessions || []).filter(function (x) { return x.code === o.code; })[0];
+            if (found) teach(found); else status("That session has ended.");
+          });
+      }));
+      li.appendChild(button("End it", function () {
+        post("/class/" + o.code + "/end", {}).then(function () {
+          showOthers(others.filter(function (x) { return x.code !== o.code; }));
+        }, function (e) { status(e.message); });
+      }, "class-end"));
+      list.appendChild(li);
+    });
+    box.appendChild(list);
+  }
+
   function startSession() {
     post("/class/new", { query: location.search }).then(function (j) {
-      info = { code: j.code, role: "teacher", shown: j.shown, joinUrl: j.join_url,
-               joinPage: j.join_page, following: true };
-      kinds = j.kinds || [];
-      POLL_MS = j.follow_poll_ms || POLL_MS;
-      lastSent = key(params(location.search));
-      save();
-      etag = null;
-      if (panel) { panel.remove(); panel = null; }
-      begin();
+      teach(j);
+      showOthers(j.others);
     }, function (e) {
       buildPanel();
       status("The session could not start: " + e.message);
