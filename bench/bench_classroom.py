@@ -26,6 +26,19 @@ still gets through, is printed.
 Saves bench/results/bench_classroom.json (unless --no-save).
 
     python bench/bench_classroom.py [--students 60] [--slides 20] [--polls 5] [--no-save]
+
+Two sections run on their own, each saved to its own file:
+--redis-faults  Redis (the README's redis-server: append-only file) stopped, frozen (SIGSTOP) and
+                killed -9 in the middle of a session of --students on app.py (2 workers): every
+                class route's status, message and time to answer (the max over the routes), the
+                followers polling all at once, the time until the class is served again once
+                Redis is back (the app is not restarted) and whether members and answers were kept
+                (bench_classroom_redis_faults.json).
+--proxy         the README's several-instance recipe (redis-server, two `app.py --proxy 1`
+                instances, nginx with the README's configuration: tests/proxy_support.py):
+                --students followers, each from its own 127.x address, the teacher changes slide
+                --slides times and runs --polls polls: the lag of each change on each follower,
+                every answer checked, the polls each instance answered (bench_classroom_proxy.json).
 """
 import argparse
 import http.client
@@ -350,6 +363,269 @@ def parse_load(text):
     return out
 
 
+
+# --- Redis failing mid-session (--redis-faults) ---------------------------------------------
+
+FAULT_STUDENTS = 10
+
+
+def fault_routes(app_port, code, pid, teacher, student, etag):
+    """(name, call) for every class route, each sent as its own user sends it."""
+    from tests.proxy_support import Client as SourcedClient
+    newcomer = SourcedClient(app_port, "127.0.9.1")
+    return [
+        ("GET /class?code=", lambda: newcomer.request("GET", f"/class?code={code}")),
+        ("GET /class/<code>", lambda: newcomer.request("GET", f"/class/{code}")),
+        ("GET /class/<code>/state", lambda: newcomer.request("GET", f"/class/{code}/state")),
+        ("GET /class/<code>/state, follower", lambda: student.request(
+            "GET", f"/class/{code}/state", headers={"If-None-Match": etag})),
+        ("GET /class/<code>/qr.svg", lambda: teacher.request("GET", f"/class/{code}/qr.svg")),
+        ("POST /class/new", lambda: newcomer.request("POST", "/class/new", {"query": "tour=1"})),
+        ("POST /class/<code>/state", lambda: teacher.request(
+            "POST", f"/class/{code}/state", {"query": "tour=3&present=1"})),
+        ("POST /class/<code>/polls", lambda: teacher.request(
+            "POST", f"/class/{code}/polls", {"kind": "n-tokens"})),
+        ("POST .../answer", lambda: student.request(
+            "POST", f"/class/{code}/polls/{pid}/answer", {"answer": "husband"})),
+        ("POST .../reveal", lambda: teacher.request(
+            "POST", f"/class/{code}/polls/{pid}/reveal", {})),
+        ("POST /class/<code>/end", lambda: teacher.request("POST", f"/class/{code}/end", {})),
+    ]
+
+
+def timed(call):
+    t = time.monotonic()
+    try:
+        status, headers, body = call()
+    except Exception as e:                               # noqa: BLE001 - reported
+        return dict(status=repr(e), seconds=round(time.monotonic() - t, 3))
+    out = dict(status=status, seconds=round(time.monotonic() - t, 3))
+    if status == 503:
+        text = body.decode(errors="replace")
+        out["retry_after"] = headers.get("Retry-After")
+        out["message"] = ("the store's message" if "class store is not answering" in text
+                          else text[:80])
+    return out
+
+
+def followers_during_fault(port, code, sources, etags):
+    """Every follower polls once, all at once: statuses and the slowest answer."""
+    from concurrent.futures import ThreadPoolExecutor
+    from tests.proxy_support import Client as SourcedClient
+
+    def one(i):
+        c = SourcedClient(port, sources[i])
+        return timed(lambda: c.request("GET", f"/class/{code}/state",
+                                       headers={"If-None-Match": etags[i]}))
+    with ThreadPoolExecutor(len(sources)) as pool:
+        got = list(pool.map(one, range(len(sources))))
+    statuses = {}
+    for g in got:
+        statuses[str(g["status"])] = statuses.get(str(g["status"]), 0) + 1
+    return dict(statuses=statuses, max_seconds=max(g["seconds"] for g in got))
+
+
+def redis_faults(followers=60):
+    """Redis stopped, frozen (SIGSTOP) and killed -9 in the middle of a session served by
+    app.py (2 workers, as `make run`) with the README's redis-server: what every route answers
+    and how fast, what 60 followers polling at once get, how long until the class is served
+    again once Redis is back (the app is not restarted), and whether the session, its members
+    and answers were kept."""
+    from tests.proxy_support import Client as SourcedClient
+    from tests.redis_server_support import RedisServer
+    work = tempfile.mkdtemp(prefix="bench-redis-faults-")
+    os.makedirs(os.path.join(work, "redis"))
+    redis_server = RedisServer(os.path.join(work, "redis")).start()
+    port = free_port()
+    server = start_app(port, redis_server.url, os.path.join(work, "data"))
+    results = dict(redis_args=" ".join(redis_server.args), followers=followers, faults=[])
+    try:
+        teacher = SourcedClient(port, "127.0.8.1")
+        s, _, body = teacher.request("POST", "/class/new", {"query": "tour=2&present=1"})
+        assert s == 200, body
+        code = json.loads(body)["code"]
+        sources = [f"127.0.{10 + i // 250}.{1 + i % 250}" for i in range(followers)]
+        students = [SourcedClient(port, a) for a in sources]
+        for st in students:
+            s, _, body = st.request("GET", f"/class/{code}")
+            assert s == 303, body[-300:]
+        s, _, body = teacher.request("POST", f"/class/{code}/polls", {"kind": "next-token"})
+        assert s == 200, body
+        pid = json.loads(body)["id"]
+        answered = 0
+
+        def answer_some(n):
+            nonlocal answered
+            for st in students[answered:answered + n]:
+                s, _, body = st.request("POST", f"/class/{code}/polls/{pid}/answer",
+                                        {"answer": f"guess{answered % 4}"})
+                assert s == 200, body
+                answered += 1
+
+        def etags():
+            return [st.request("GET", f"/class/{code}/state")[1]["ETag"] for st in students]
+
+        def recover(fault):
+            t = time.monotonic()
+            while time.monotonic() - t < 60:
+                s, _, body = teacher.request("GET", f"/class/{code}/state")
+                if s == 200:
+                    state = json.loads(body)
+                    return dict(seconds=round(time.monotonic() - t, 2),
+                                members=state["members"], answered=state["poll"]["answered"],
+                                expected_members=followers, expected_answered=answered,
+                                kept=state["members"] == followers
+                                and state["poll"]["answered"] == answered)
+                time.sleep(0.02)
+            return dict(seconds=None, kept=False)
+
+        for fault in ("stopped", "frozen", "killed -9"):
+            answer_some(followers // 4)                  # answers just before the fault
+            tags = etags()
+            routes = fault_routes(port, code, pid, teacher, students[0], tags[0])
+            if fault == "stopped":
+                redis_server.stop()
+            elif fault == "frozen":
+                redis_server.freeze()
+            else:
+                redis_server.kill()                      # no wait for the append-only file
+            try:
+                first = {name: timed(call) for name, call in routes}
+                crowd = followers_during_fault(port, code, sources, tags)
+                again = {name: timed(call) for name, call in routes}
+            finally:
+                if fault == "frozen":
+                    redis_server.thaw()
+                else:
+                    redis_server.start()
+            back = recover(fault)
+            worst = max(first.values(), key=lambda r: r["seconds"])
+            results["faults"].append(dict(
+                fault=fault, routes=first, routes_again=again, followers_at_once=crowd,
+                max_seconds=max(r["seconds"] for r in first.values()),
+                max_seconds_again=max(r["seconds"] for r in again.values()),
+                slowest_route=[k for k, v in first.items() if v is worst][0],
+                all_503=all(r["status"] == 503 for r in first.values())
+                and all(r["status"] == 503 for r in again.values()),
+                recovery=back))
+    finally:
+        stop_app(server)
+        redis_server.close()
+        shutil.rmtree(work, ignore_errors=True)
+    return results
+
+
+def stop_app(server):
+    server.terminate()
+    server.wait(timeout=30)
+
+
+def print_faults(r):
+    print(f"-- Redis failing mid-session ({r['followers']} followers; redis-server "
+          f"{r['redis_args']}):")
+    for f in r["faults"]:
+        statuses = sorted({str(v["status"]) for v in f["routes"].values()})
+        messages = sorted({v.get("message", "-") for v in f["routes"].values()})
+        print(f"   {f['fault']}: every route {'/'.join(statuses)} ({', '.join(messages)}); "
+              f"slowest {f['max_seconds']:.2f} s ({f['slowest_route']}), right after "
+              f"{f['max_seconds_again']:.2f} s; {r['followers']} followers at once: "
+              f"{f['followers_at_once']['statuses']}, slowest "
+              f"{f['followers_at_once']['max_seconds']:.2f} s")
+        rec = f["recovery"]
+        print(f"      Redis back: served again after {rec['seconds']} s; kept: {rec['kept']} "
+              f"({rec.get('members')} of {rec.get('expected_members')} members, "
+              f"{rec.get('answered')} of {rec.get('expected_answered')} answers)")
+
+
+# --- two instances behind nginx (--proxy) ----------------------------------------------------
+
+def proxy_class(students=60, slides=20, n_polls=5, workers=1):
+    """The README's several-instance recipe (tests/proxy_support.py: redis-server with its
+    append-only file, two `app.py --proxy 1` instances, nginx with the README's configuration):
+    `students` followers, each from its own address, poll through nginx; the teacher changes
+    slide `slides` times and runs `n_polls` polls; the lag of each change on each follower,
+    every answer checked, and how the polls spread over the instances."""
+    from tests.proxy_support import Client as SourcedClient, Cluster
+    work = tempfile.mkdtemp(prefix="bench-proxy-")
+    cluster = Cluster(work, instances=2, workers=workers).start()
+    try:
+        teacher = SourcedClient(cluster.port, "127.0.8.1")
+        s, _, body = teacher.request("POST", "/class/new", {"query": "present=1&tour=1"})
+        assert s == 200, body
+        code = json.loads(body)["code"]
+        stop = threading.Event()
+        followers = []
+        for n in range(students):
+            f = Follower(n, cluster.port, code, stop, random.Random(n))
+            f.client = SourcedClient(cluster.port, f"127.0.{10 + n // 250}.{1 + n % 250}")
+            followers.append(f)
+        for f in followers:
+            f.start()
+        deadline = time.time() + 60
+        while time.time() < deadline:
+            s, _, body = teacher.request("GET", f"/class/{code}/state")
+            if json.loads(body)["members"] == students:
+                break
+            time.sleep(0.2)
+        changes, polls, errors = [], [], []
+        started = time.time()
+        for slide in range(2, slides + 2):
+            t0 = time.monotonic()
+            s, _, body = teacher.request("POST", f"/class/{code}/state",
+                                         {"query": f"present=1&tour={slide}"})
+            if s != 200:
+                errors.append(f"slide {s}")
+                continue
+            changes.append((t0, json.loads(body)["version"]))
+            time.sleep(SLIDE_SECONDS)
+            if (slide - 1) % (slides // n_polls) == 0 and len(polls) < n_polls:
+                polls.append(run_poll(teacher, code, KINDS[len(polls) % len(KINDS)], students,
+                                      followers, errors))
+        elapsed = time.time() - started
+        time.sleep(1.0)
+        stop.set()
+        for f in followers:
+            f.join(timeout=30)
+        spread = cluster.upstream_counts()
+    finally:
+        cluster.stop()
+        shutil.rmtree(work, ignore_errors=True)
+    lags = []
+    for t0, v in changes:
+        for f in followers:
+            first = min((t for ver, t in f.seen.items() if ver >= v), default=None)
+            lags.append(None if first is None else first - t0)
+    missed = sum(1 for x in lags if x is None)
+    lags = [x for x in lags if x is not None]
+    follower_errors = [e for f in followers for e in f.errors]
+    return dict(
+        instances=2, workers_per_instance=workers, students=students,
+        slide_changes=len(changes), seconds=round(elapsed, 1),
+        state_polls_per_instance={str(k): v for k, v in sorted(spread.items())},
+        lag_ms=dict(p50=round(1000 * pct(lags, 50), 1), p95=round(1000 * pct(lags, 95), 1),
+                    max=round(1000 * max(lags), 1), within_1s=sum(1 for x in lags if x <= 1.0),
+                    of=len(lags) + missed, missed=missed),
+        polls=polls, answers_recorded=sum(p["counted"] for p in polls),
+        answers_acknowledged=sum(p.get("acknowledged", 0) for p in polls),
+        answers_lost=sum(p["lost"] for p in polls),
+        answers_twice=sum(p["twice"] for p in polls),
+        errors=errors + follower_errors[:20], follower_errors=len(follower_errors),
+        load_average_after=round(os.getloadavg()[0], 2))
+
+
+def print_proxy(r):
+    print(f"-- {r['students']} followers on {r['instances']} instances ({r['workers_per_instance']}"
+          f" worker each) behind nginx, {r['slide_changes']} slide changes in {r['seconds']} s;"
+          f" state polls per instance: {r['state_polls_per_instance']}")
+    print(f"   change on every follower: p50 {r['lag_ms']['p50']} ms, p95 {r['lag_ms']['p95']} ms,"
+          f" max {r['lag_ms']['max']} ms; within 1 s: {r['lag_ms']['within_1s']} of "
+          f"{r['lag_ms']['of']}")
+    print(f"   answers: {r['answers_recorded']} recorded of {r['answers_acknowledged']} "
+          f"acknowledged, lost {r['answers_lost']}, counted twice {r['answers_twice']}; "
+          f"follower errors {r['follower_errors']} {r['errors'][:3]}; load average after "
+          f"{r['load_average_after']}")
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--students", type=int, default=60)
@@ -357,7 +633,27 @@ def main(argv=None):
     ap.add_argument("--polls", type=int, default=5)
     ap.add_argument("--stores", default="sqlite,redis")
     ap.add_argument("--no-save", action="store_true")
+    ap.add_argument("--redis-faults", action="store_true", help="only: Redis stopped, frozen "
+                    "and killed -9 mid-session (saves bench_classroom_redis_faults.json)")
+    ap.add_argument("--proxy", action="store_true", help="only: the followers on two instances "
+                    "behind nginx (saves bench_classroom_proxy.json)")
+    ap.add_argument("--proxy-workers", type=int, default=1, help="workers per instance, --proxy")
     args = ap.parse_args(argv)
+    if args.redis_faults or args.proxy:
+        argv_used = argv if argv is not None else sys.argv[1:]
+        if args.redis_faults:
+            r = redis_faults(args.students)
+            print_faults(r)
+            if not args.no_save:
+                print("saved", os.path.relpath(save_result(
+                    "bench_classroom_redis_faults", r, "bench_classroom.py", argv_used), ROOT))
+        if args.proxy:
+            r = proxy_class(args.students, args.slides, args.polls, args.proxy_workers)
+            print_proxy(r)
+            if not args.no_save:
+                print("saved", os.path.relpath(save_result(
+                    "bench_classroom_proxy", r, "bench_classroom.py", argv_used), ROOT))
+        return
     probe = transport_probe()
     print(f"transport probe: {probe['streams']} held event streams on one waitress process of "
           f"{probe['threads']} threads: {probe['streams_answered']} answered; an ordinary "
