@@ -232,3 +232,28 @@ def test_an_ended_session_is_none_at_once_on_another_store_instance(aof_redis): 
     finally:
         one.close()
         other.close()
+
+
+def test_a_locked_sqlite_store_is_a_503_too(model, tmp_path):  # noqa: F811
+    """The default store's "database is locked" (a writer holding the file past the busy
+    timeout) is the same 503, not a 500."""
+    import sqlite3
+    app = make_app(model, tmp_path, "sqlite")
+    with app.app_context():
+        teacher = client_at(app, "10.1.0.1")
+        code = teacher.post("/class/new", json={"query": "tour=2"}, headers=ORIGIN).json["code"]
+        store = app.extensions["classroom"].store
+        store._conn().execute("PRAGMA busy_timeout=50")      # this thread's connection
+        holder = sqlite3.connect(store.path, isolation_level=None)
+        holder.execute("BEGIN EXCLUSIVE")
+        try:
+            r = teacher.post(f"/class/{code}/state", json={"query": "tour=3"}, headers=ORIGIN)
+            assert r.status_code == 503 and r.json == {"error": UNAVAILABLE}
+            assert r.headers["Retry-After"].isdigit()
+            r = client_at(app, "10.1.1.1").get(f"/class/{code}")
+            assert r.status_code == 503 and UNAVAILABLE in r.get_data(as_text=True)
+        finally:
+            holder.execute("ROLLBACK")
+            holder.close()
+        assert teacher.post(f"/class/{code}/state", json={"query": "tour=3"},
+                            headers=ORIGIN).status_code == 200
