@@ -133,6 +133,15 @@ def test_redis_stopped_every_route_says_so_and_the_class_goes_on_when_it_returns
         r = lesson.teacher.post(f"/class/{lesson.code}/polls/{lesson.poll}/reveal", json={},
                                 headers=ORIGIN)
         assert r.status_code == 200 and r.json["total"] == 2
+        # the listener is back too: a change is heard, and followers are answered from it
+        store = app.extensions["classroom"].store
+        assert store._listening.wait(3)
+        v = lesson.teacher.post(f"/class/{lesson.code}/state", json={"query": "tour=4"},
+                                headers=ORIGIN).json["version"]
+        deadline = time.monotonic() + 2
+        while store._heard.get(lesson.code, (0,))[0] != v:
+            assert time.monotonic() < deadline, "the listener did not hear the change"
+            time.sleep(0.01)
 
 
 def test_redis_frozen_every_route_answers_in_time_then_recovers(
