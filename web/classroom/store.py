@@ -9,6 +9,11 @@ One small interface, two implementations, chosen at start (`python app.py --stor
                               proxy serve one class; Redis pub/sub carries each change to every
                               process, which answers the followers' polls from what it heard
 
+One client address (a hash of it: web/classroom/codes.py client_tag) may hold a few live
+sessions and a few members of one session (web/limits.py "sessions_per_client",
+"members_per_client"), so one phone or one script cannot fill the server or a class. A session
+nobody has joined ends sooner than one with a class ("unjoined_idle_seconds").
+
 Every change of a session (the teacher's state, a join, a poll opened, an answer, a reveal)
 increments the session's `version`: a follower's poll sends the version it has (ETag) and gets
 304 until it changes. Sessions expire after `idle` seconds without a change (web/limits.py
@@ -60,7 +65,39 @@ class CodeTaken(StoreError):
     status = 409
 
 
+UNAVAILABLE = "The class store is not answering; your answers are kept when it returns."
+
+
+class Unavailable(StoreError):
+    """The store does not answer (Redis stopped, frozen or unreachable; SQLite locked for longer
+    than its busy timeout): the views answer 503 with Retry-After, never a 500 or a hang.
+    `cause` (the driver's error) is for the logs and app.py's start-up message."""
+    status = 503
+
+    def __init__(self, cause=None):
+        super().__init__(UNAVAILABLE)
+        self.cause = cause
+
+    def __str__(self):
+        return self.message + (f" ({self.cause})" if self.cause else "")
+
+
 GONE = "There is no class with this code: it ended, expired or never existed."
+# How long the code of a session that ended or expired is remembered (known()): the followers'
+# polls and reloads of a class that just ended are not wrong codes (web/limits.py's join window).
+REMEMBER_SECONDS = 600
+
+
+def too_many_sessions(n) -> str:
+    return (f"This address already runs {n} class sessions, the limit for one address: end one "
+            "first (the class panel lists this browser's sessions), or wait until one expires.")
+
+
+def too_many_members(n) -> str:
+    return (f"{n} people have already joined this class from this network address, the limit "
+            "for one address. If you are one of them, open the class in the browser you joined "
+            "with. If the whole class reaches the server through one address, the teacher can "
+            "raise the limit (app.py --members-per-address).")
 
 
 def _poll_summary(pid, kind, spec, status, reveal, answered):
@@ -74,11 +111,13 @@ SCHEMA = """
 CREATE TABLE IF NOT EXISTS sessions (
   code TEXT PRIMARY KEY, teacher TEXT NOT NULL, state TEXT NOT NULL,
   version INTEGER NOT NULL, created REAL NOT NULL, touched REAL NOT NULL,
-  npolls INTEGER NOT NULL DEFAULT 0, cur INTEGER NOT NULL DEFAULT 0);
+  npolls INTEGER NOT NULL DEFAULT 0, cur INTEGER NOT NULL DEFAULT 0,
+  client TEXT NOT NULL DEFAULT '');
 CREATE INDEX IF NOT EXISTS sessions_touched ON sessions(touched);
 CREATE TABLE IF NOT EXISTS members (
   code TEXT NOT NULL REFERENCES sessions(code) ON DELETE CASCADE,
-  student TEXT NOT NULL, joined REAL NOT NULL, PRIMARY KEY (code, student));
+  student TEXT NOT NULL, joined REAL NOT NULL, client TEXT NOT NULL DEFAULT '',
+  PRIMARY KEY (code, student));
 CREATE TABLE IF NOT EXISTS polls (
   code TEXT NOT NULL REFERENCES sessions(code) ON DELETE CASCADE,
   id INTEGER NOT NULL, kind TEXT NOT NULL, spec TEXT NOT NULL, status TEXT NOT NULL,
@@ -89,8 +128,18 @@ CREATE TABLE IF NOT EXISTS answers (
   FOREIGN KEY (code, poll) REFERENCES polls(code, id) ON DELETE CASCADE);
 CREATE TABLE IF NOT EXISTS join_failures (
   client TEXT PRIMARY KEY, start REAL NOT NULL, n INTEGER NOT NULL);
+CREATE TABLE IF NOT EXISTS ended (
+  code TEXT PRIMARY KEY, at REAL NOT NULL);
 """
 SWEEP_SECONDS = 60
+# Columns added since the first schema: an existing file gets them (sessions live for hours, so
+# nothing else needs to carry over).
+ADDED_COLUMNS = (("sessions", "client", "TEXT NOT NULL DEFAULT ''"),
+                 ("members", "client", "TEXT NOT NULL DEFAULT ''"))
+# A session is over when no change came for `idle` seconds, or for `unjoined` seconds while
+# nobody has joined it (named parameters :idle_before and :unjoined_before).
+_OVER = ("(touched < :idle_before OR (touched < :unjoined_before AND NOT EXISTS "
+         "(SELECT 1 FROM members m WHERE m.code = sessions.code)))")
 
 
 class SQLiteStore:
@@ -100,14 +149,23 @@ class SQLiteStore:
 
     kind = "sqlite"
 
-    def __init__(self, data_dir: str, idle: float):
+    def __init__(self, data_dir: str, idle: float, unjoined: float = None,
+                 remember: float = REMEMBER_SECONDS):
         os.makedirs(data_dir, exist_ok=True)
         self.path = os.path.join(data_dir, "classroom.sqlite3")
         self.idle = idle
+        self.remember = remember
+        self.unjoined = idle if unjoined is None else min(unjoined, idle)
         self._local = threading.local()
         self._swept = 0.0
         with self._conn() as db:          # creates the schema once
             db.executescript(SCHEMA)
+            for table, column, decl in ADDED_COLUMNS:
+                if column not in [r[1] for r in db.execute(f"PRAGMA table_info({table})")]:
+                    db.execute(f"ALTER TABLE {table} ADD COLUMN {column} {decl}")
+
+    def _cutoffs(self, now) -> dict:
+        return dict(idle_before=now - self.idle, unjoined_before=now - self.unjoined)
 
     def describe(self) -> str:
         return f"SQLite {self.path}"
@@ -142,14 +200,20 @@ class SQLiteStore:
     def _live(self, db, code, now):
         """The session row (teacher, version, npolls, cur) of a live session, else Gone; an
         expired one is deleted on the spot."""
-        row = db.execute("SELECT teacher, version, npolls, cur, touched FROM sessions "
-                         "WHERE code = ?", (code,)).fetchone()
+        row = db.execute(f"SELECT teacher, version, npolls, cur, {_OVER} FROM sessions "
+                         "WHERE code = :code", dict(code=code, **self._cutoffs(now))).fetchone()
         if row is None:
             raise Gone(GONE)
-        if row[4] < now - self.idle:
-            db.execute("DELETE FROM sessions WHERE code = ?", (code,))
+        if row[4]:
+            self._delete(db, "code = :code", dict(code=code), now)
             raise Gone(GONE)
         return row
+
+    def _delete(self, db, where, args, now) -> int:
+        """Delete the sessions `where` names, remembering their codes (known())."""
+        db.execute(f"INSERT OR REPLACE INTO ended SELECT code, :now FROM sessions WHERE {where}",
+                   dict(args, now=now))
+        return db.execute(f"DELETE FROM sessions WHERE {where}", args).rowcount
 
     def _bump(self, db, code, now) -> int:
         db.execute("UPDATE sessions SET version = version + 1, touched = ? WHERE code = ?",
@@ -159,36 +223,43 @@ class SQLiteStore:
     def _sweep(self, db, now, force=False):
         if force or now - self._swept > SWEEP_SECONDS:
             self._swept = now
-            return db.execute("DELETE FROM sessions WHERE touched < ?",
-                              (now - self.idle,)).rowcount
+            db.execute("DELETE FROM ended WHERE at < ?", (now - self.remember,))
+            return self._delete(db, _OVER, self._cutoffs(now), now)
         return 0
 
     # -- the interface ------------------------------------------------------------------------
 
-    def create(self, code, teacher_hash, state, now, max_sessions):
+    def create(self, code, teacher_hash, state, now, max_sessions, client="",
+               max_per_client=None):
         with self._tx() as db:
             self._sweep(db, now, force=True)
             if db.execute("SELECT 1 FROM sessions WHERE code = ?", (code,)).fetchone():
                 raise CodeTaken("code in use")
+            if max_per_client is not None:
+                mine = db.execute("SELECT COUNT(*) FROM sessions WHERE client = ?",
+                                  (client,)).fetchone()[0]
+                if mine >= max_per_client:
+                    raise Full(too_many_sessions(mine))
             n = db.execute("SELECT COUNT(*) FROM sessions").fetchone()[0]
             if n >= max_sessions:
                 raise Full(f"This server already runs {n} class sessions, its limit; try again "
                            "when one has ended.")
-            db.execute("INSERT INTO sessions (code, teacher, state, version, created, touched) "
-                       "VALUES (?, ?, ?, 1, ?, ?)", (code, teacher_hash, state, now, now))
+            db.execute("INSERT INTO sessions (code, teacher, state, version, created, touched, "
+                       "client) VALUES (?, ?, ?, 1, ?, ?, ?)",
+                       (code, teacher_hash, state, now, now, client))
 
     def version(self, code, now):
-        row = self._conn().execute("SELECT version, touched FROM sessions WHERE code = ?",
-                                   (code,)).fetchone()
-        return None if row is None or row[1] < now - self.idle else row[0]
+        row = self._conn().execute(f"SELECT version, {_OVER} FROM sessions WHERE code = :code",
+                                   dict(code=code, **self._cutoffs(now))).fetchone()
+        return None if row is None or row[1] else row[0]
 
     def session(self, code, now):
         db = self._conn()
         db.execute("BEGIN")                      # one consistent snapshot of the reads
         try:
-            row = db.execute("SELECT teacher, state, version, cur, touched FROM sessions "
-                             "WHERE code = ?", (code,)).fetchone()
-            if row is None or row[4] < now - self.idle:
+            row = db.execute(f"SELECT teacher, state, version, cur, {_OVER} FROM sessions "
+                             "WHERE code = :code", dict(code=code, **self._cutoffs(now))).fetchone()
+            if row is None or row[4]:
                 return None
             members = db.execute("SELECT COUNT(*) FROM members WHERE code = ?",
                                  (code,)).fetchone()[0]
@@ -208,18 +279,24 @@ class SQLiteStore:
             db.execute("UPDATE sessions SET state = ? WHERE code = ?", (state, code))
             return self._bump(db, code, now)
 
-    def join(self, code, student, now, max_members) -> bool:
+    def join(self, code, student, now, max_members, client="", max_per_client=None) -> bool:
         with self._tx() as db:
             self._live(db, code, now)
             self._sweep(db, now)
             if db.execute("SELECT 1 FROM members WHERE code = ? AND student = ?",
                           (code, student)).fetchone():
                 return False
+            if max_per_client is not None:
+                mine = db.execute("SELECT COUNT(*) FROM members WHERE code = ? AND client = ?",
+                                  (code, client)).fetchone()[0]
+                if mine >= max_per_client:
+                    raise Full(too_many_members(mine))
             n = db.execute("SELECT COUNT(*) FROM members WHERE code = ?", (code,)).fetchone()[0]
             if n >= max_members:
                 raise Full(f"This class is full: {n} people have joined, the limit of one "
                            "session.")
-            db.execute("INSERT INTO members VALUES (?, ?, ?)", (code, student, now))
+            db.execute("INSERT INTO members (code, student, joined, client) VALUES (?, ?, ?, ?)",
+                       (code, student, now, client))
             self._bump(db, code, now)
             return True
 
@@ -306,9 +383,17 @@ class SQLiteStore:
                        "id = ?", (reveal, code, poll_id))
             return self._bump(db, code, now)
 
-    def end(self, code):
+    def end(self, code, now=None):
         with self._tx() as db:
-            db.execute("DELETE FROM sessions WHERE code = ?", (code,))
+            self._delete(db, "code = :code", dict(code=code), time.time() if now is None else now)
+
+    def known(self, code, now) -> bool:
+        """Whether `code` names a session that exists or ended less than `remember` seconds ago:
+        a phone still asking for a class that just ended is not guessing codes."""
+        return self._conn().execute(
+            "SELECT 1 FROM sessions WHERE code = :code UNION ALL SELECT 1 FROM ended WHERE "
+            "code = :code AND at >= :since", dict(code=code, since=now - self.remember)
+        ).fetchone() is not None
 
     def expire(self, now) -> int:
         with self._tx() as db:
@@ -354,14 +439,19 @@ _LUA_BUMP = """
 local function bump(now, idle)
   local v = redis.call('HINCRBY', KEYS[1], 'version', 1)
   redis.call('HSET', KEYS[1], 'touched', now)
+  if redis.call('SCARD', KEYS[2]) == 0 then             -- nobody joined: the shorter life
+    idle = redis.call('HGET', KEYS[1], 'unjoined') or idle
+  end
   for i = 1, 4 do redis.call('PEXPIRE', KEYS[i], idle) end
+  redis.call('SET', KEYS[6], 1, 'PX', idle + tonumber(redis.call('HGET', KEYS[1], 'remember')))
   redis.call('ZADD', KEYS[5], now, ARGV[1])
   redis.call('PUBLISH', ARGV[4], ARGV[1] .. ' ' .. v)
   return v
 end
 if redis.call('EXISTS', KEYS[1]) == 0 then return -1 end
 """
-# KEYS: S, S:m, S:p, S:a, active; ARGV: code, now, idle_ms, channel, ...
+# KEYS: S, S:m, S:p, S:a, active, K (the code is known: outlives S by `remember`);
+# ARGV: code, now, idle_ms, channel, ...
 _LUA = {
     "state": _LUA_BUMP + """
 redis.call('HSET', KEYS[1], 'state', ARGV[5])
@@ -369,8 +459,14 @@ return bump(ARGV[2], ARGV[3])
 """,
     "join": _LUA_BUMP + """
 if redis.call('SISMEMBER', KEYS[2], ARGV[5]) == 1 then return 0 end
+local per_client = 'c:' .. ARGV[7]
+if tonumber(ARGV[8]) >= 0 and
+   tonumber(redis.call('HGET', KEYS[1], per_client) or '0') >= tonumber(ARGV[8]) then
+  return -3
+end
 if redis.call('SCARD', KEYS[2]) >= tonumber(ARGV[6]) then return -2 end
 redis.call('SADD', KEYS[2], ARGV[5])
+redis.call('HINCRBY', KEYS[1], per_client, 1)
 bump(ARGV[2], ARGV[3])
 return 1
 """,
@@ -430,6 +526,18 @@ return bump(ARGV[2], ARGV[3])
 """,
 }
 VERSION_FRESH_SECONDS = 10.0     # a version heard on the channel is trusted this long
+# ... and only while the listener has heard from Redis (a message or the answer to its ping)
+# this recently: a frozen Redis or a dead connection stops the trust within CONTACT_SECONDS.
+PING_SECONDS = 0.5
+CONTACT_SECONDS = 1.5
+DROP_SECONDS = 5.0               # no word for this long: the listener connects again
+RECONNECT_SECONDS = (0.1, 1.0)   # the listener's wait before connecting again: first, longest
+# Every Redis call gives up after STORE_TIMEOUT_SECONDS (connecting or reading), without
+# retrying; after a failure, calls answer Unavailable at once for DOWN_SECONDS, then one call
+# tries Redis again while the others still answer at once (a frozen Redis does not hold a
+# waitress thread per follower's poll).
+STORE_TIMEOUT_SECONDS = 1.0
+DOWN_SECONDS = 1.0
 
 
 class RedisStore:
@@ -439,28 +547,70 @@ class RedisStore:
 
     kind = "redis"
 
-    def __init__(self, url: str, idle: float, prefix: str = "llmx:class:"):
+    def __init__(self, url: str, idle: float, prefix: str = "llmx:class:", unjoined=None,
+                 remember: float = REMEMBER_SECONDS):
         import redis
         self.url = url
         self.idle = idle
+        self.remember = remember
+        self.unjoined = idle if unjoined is None else min(unjoined, idle)
         self.prefix = prefix
         self.channel = prefix + "updates"
-        self.r = redis.Redis.from_url(url, decode_responses=True, socket_timeout=10,
-                                      health_check_interval=30)
-        self.r.ping()                               # fail at start, not at the first class
+        self._failures = (redis.ConnectionError, redis.TimeoutError)
+        self.r = self._client()
+        try:
+            self.r.ping()                           # fail at start, not at the first class
+        except self._failures as e:
+            raise Unavailable(e) from e
+        self._sub = self._client()                  # the listener's own connection
         self._scripts = {name: self.r.register_script(src) for name, src in _LUA.items()}
-        self._heard = {}                            # code -> (version, when heard)
+        self._heard = {}                  # code -> (version, or None once ended; when heard)
+        self._heard_lock = threading.Lock()
+        self._generation = 0              # + 1 whenever the listener may have missed a message
+        self._contact = 0.0               # when the listener last heard from Redis
         self._pid = None
         self._listening = threading.Event()
         self._lock = threading.Lock()
         self._closed = False
+        self._down_until = 0.0            # > 0: a call failed; see DOWN_SECONDS
+        self._probe = threading.RLock()
+
+    def _client(self):
+        import redis
+        from redis.backoff import NoBackoff
+        from redis.retry import Retry
+        return redis.Redis.from_url(self.url, decode_responses=True,
+                                    socket_timeout=STORE_TIMEOUT_SECONDS,
+                                    socket_connect_timeout=STORE_TIMEOUT_SECONDS,
+                                    retry=Retry(NoBackoff(), 0))
+
+    def _answer(self, method, args, kwargs):
+        """Every interface method runs here (see _guarded at the end of the module): Redis's
+        connection errors and timeouts become Unavailable (503), and while Redis is failing
+        only one call at a time waits for it."""
+        probing = failed = False
+        if self._down_until:
+            if time.monotonic() < self._down_until or not self._probe.acquire(blocking=False):
+                raise Unavailable()
+            probing = True
+        try:
+            return method(self, *args, **kwargs)
+        except self._failures as e:
+            failed = True
+            self._down_until = time.monotonic() + DOWN_SECONDS
+            raise Unavailable(e) from e
+        finally:
+            if probing:
+                if not failed:                       # Redis answered (Gone and Full too)
+                    self._down_until = 0.0
+                self._probe.release()
 
     def describe(self) -> str:
         return f"Redis {self.url}"
 
     def _keys(self, code):
         s = f"{self.prefix}s:{code}"
-        return [s, s + ":m", s + ":p", s + ":a", self.prefix + "active"]
+        return [s, s + ":m", s + ":p", s + ":a", self.prefix + "active", self.prefix + "k:" + code]
 
     def _run(self, name, code, now, *args):
         result = self._scripts[name](keys=self._keys(code), args=[
@@ -483,58 +633,140 @@ class RedisStore:
                          daemon=True).start()
 
     def _listener(self):
+        """Hears "<code> <version>" and "<code> ended" on the updates channel, and pings Redis
+        when nothing comes, so that version() knows how recent its word is. A lost connection
+        forgets what was heard (messages may have been missed) and connects again after
+        RECONNECT_SECONDS (doubling from the first to the longest)."""
+        wait, pruned = RECONNECT_SECONDS[0], time.monotonic()
         while not self._closed:
+            pubsub = None
             try:
-                pubsub = self.r.pubsub(ignore_subscribe_messages=True)
+                pubsub = self._sub.pubsub()
                 pubsub.subscribe(self.channel)
-                self._heard = {}                     # missed messages: ask Redis again
-                self._listening.set()
-                for message in pubsub.listen():
-                    code, _, version = str(message.get("data", "")).partition(" ")
-                    if version.isdigit():
-                        self._heard[code] = (int(version), time.monotonic())
+                last = pinged = time.monotonic()
+                while not self._closed:
+                    message = pubsub.get_message(timeout=PING_SECONDS)
+                    t = time.monotonic()
+                    if message is not None:              # any word: Redis answers
+                        last = self._contact = t
+                        if message["type"] == "subscribe":
+                            with self._heard_lock:       # what was missed: ask Redis again
+                                self._heard = {}
+                                self._generation += 1
+                            self._listening.set()
+                            wait = RECONNECT_SECONDS[0]
+                        elif message["type"] == "message":
+                            self._hear(str(message["data"]), t)
+                    if t - last > DROP_SECONDS:
+                        raise TimeoutError("no word from Redis")
+                    if t - pinged >= PING_SECONDS:
+                        pubsub.ping("listening")
+                        pinged = t
+                    if t - pruned > 60:                  # stale entries are asked again anyway
+                        pruned = t
+                        with self._heard_lock:
+                            self._heard = {c: h for c, h in self._heard.items()
+                                           if t - h[1] < VERSION_FRESH_SECONDS}
             except Exception:                        # noqa: BLE001 - a lost connection
+                pass
+            finally:
                 self._listening.clear()
-                if not self._closed:
-                    time.sleep(0.5)
+                with self._heard_lock:
+                    self._generation += 1
+                if pubsub is not None:
+                    try:
+                        pubsub.close()
+                    except Exception:                # noqa: BLE001 - already gone
+                        pass
+            if not self._closed:
+                time.sleep(wait)
+                wait = min(2 * wait, RECONNECT_SECONDS[1])
+
+    def _hear(self, data, t):
+        code, _, version = data.partition(" ")
+        with self._heard_lock:
+            if version == "ended":                   # version() answers None at once
+                self._heard[code] = (None, t)
+            elif version.isdigit():
+                cur = self._heard.get(code)
+                v = int(version)
+                self._heard[code] = (max(v, cur[0]) if cur and cur[0] is not None else v, t)
 
     def version(self, code, now):
+        """The session's version (None: ended, expired or unknown), from what the listener
+        heard while it is in contact with Redis, else from Redis. What Redis answers is kept
+        only if the listener missed nothing meanwhile (same generation) and heard nothing newer:
+        a read that raced with a change or the end never hides it."""
         self._listen()
-        heard = self._heard.get(code)
-        if heard and self._listening.is_set() and \
-                time.monotonic() - heard[1] < VERSION_FRESH_SECONDS:
+        t = time.monotonic()
+        with self._heard_lock:
+            heard = self._heard.get(code)
+            generation = self._generation
+        trusted = self._listening.is_set() and t - self._contact < CONTACT_SECONDS
+        if heard and trusted and t - heard[1] < VERSION_FRESH_SECONDS:
             return heard[0]
         v = self.r.hget(self._keys(code)[0], "version")
-        if v is None:
-            self._heard.pop(code, None)
-            return None
-        self._heard[code] = (int(v), time.monotonic())
-        return int(v)
+        v = None if v is None else int(v)
+        with self._heard_lock:
+            cur = self._heard.get(code)
+            fresh = cur is not None and time.monotonic() - cur[1] < VERSION_FRESH_SECONDS
+            if fresh and cur[0] is None:
+                return None                          # it ended after Redis was read
+            if generation != self._generation:
+                return v
+            if v is None:
+                if cur is not None and cur[0] is not None:
+                    del self._heard[code]            # expired: nothing is published
+            elif cur is None or not fresh or cur[0] is None or v >= cur[0]:
+                self._heard[code] = (v, time.monotonic())
+            else:
+                return cur[0]                        # the listener heard a newer one
+        return v
 
     # -- the interface ------------------------------------------------------------------------
 
-    def create(self, code, teacher_hash, state, now, max_sessions):
-        s, _, _, _, active = self._keys(code)
+    def create(self, code, teacher_hash, state, now, max_sessions, client="",
+               max_per_client=None):
+        s, _, _, _, active, _ = self._keys(code)
         pipe = self.r.pipeline()
         pipe.zremrangebyscore(active, "-inf", now - self.idle)
         pipe.execute()
+        # Sessions that ended sooner (nobody joined them, or the teacher ended them) leave the
+        # count of live ones and of their client's here, before the caps are checked.
         ok = self.r.eval("""
+local function live(c) return redis.call('EXISTS', ARGV[7] .. 's:' .. c) == 1 end
+for _, c in ipairs(redis.call('ZRANGE', KEYS[2], 0, -1)) do
+  if not live(c) then redis.call('ZREM', KEYS[2], c) end
+end
+local mine = 0
+for _, c in ipairs(redis.call('SMEMBERS', KEYS[3])) do
+  if live(c) then mine = mine + 1 else redis.call('SREM', KEYS[3], c) end
+end
 if redis.call('EXISTS', KEYS[1]) == 1 then return -1 end
+if tonumber(ARGV[9]) >= 0 and mine >= tonumber(ARGV[9]) then return -3 end
 if redis.call('ZCARD', KEYS[2]) >= tonumber(ARGV[5]) then return -2 end
 redis.call('HSET', KEYS[1], 'teacher', ARGV[2], 'state', ARGV[3], 'version', 1,
-  'created', ARGV[4], 'touched', ARGV[4], 'npolls', 0, 'nanswers', 0, 'cur', 0)
-redis.call('PEXPIRE', KEYS[1], ARGV[6])
+  'created', ARGV[4], 'touched', ARGV[4], 'npolls', 0, 'nanswers', 0, 'cur', 0,
+  'unjoined', ARGV[8], 'client', ARGV[10], 'remember', ARGV[11])
+redis.call('PEXPIRE', KEYS[1], ARGV[8])
+redis.call('SET', KEYS[4], 1, 'PX', ARGV[8] + ARGV[11])
 redis.call('ZADD', KEYS[2], ARGV[4], ARGV[1])
-return 1""", 2, s, active, code, teacher_hash, state, repr(now), max_sessions,
-            int(self.idle * 1000))
+redis.call('SADD', KEYS[3], ARGV[1])
+redis.call('PEXPIRE', KEYS[3], ARGV[6])
+return 1""", 4, s, active, f"{self.prefix}cl:{client}", self._keys(code)[5], code,
+            teacher_hash, state, repr(now), max_sessions, int(self.idle * 1000), self.prefix,
+            int(self.unjoined * 1000), -1 if max_per_client is None else max_per_client, client,
+            int(self.remember * 1000))
         if ok == -1:
             raise CodeTaken("code in use")
+        if ok == -3:
+            raise Full(too_many_sessions(max_per_client))
         if ok == -2:
             raise Full(f"This server already runs {max_sessions} class sessions, its limit; "
                        "try again when one has ended.")
 
     def session(self, code, now):
-        s, m, p, _, _ = self._keys(code)
+        s, m, p, _, _, _ = self._keys(code)
         pipe = self.r.pipeline(transaction=True)
         pipe.hgetall(s)
         pipe.scard(m)
@@ -554,8 +786,11 @@ return 1""", 2, s, active, code, teacher_hash, state, repr(now), max_sessions,
     def set_state(self, code, state, now) -> int:
         return self._run("state", code, now, state)
 
-    def join(self, code, student, now, max_members) -> bool:
-        n = self._run("join", code, now, student, max_members)
+    def join(self, code, student, now, max_members, client="", max_per_client=None) -> bool:
+        n = self._run("join", code, now, student, max_members, client,
+                      -1 if max_per_client is None else max_per_client)
+        if n == -3:
+            raise Full(too_many_members(max_per_client))
         if n == -2:
             raise Full(f"This class is full: {max_members} people have joined, the limit of "
                        "one session.")
@@ -606,9 +841,16 @@ return 1""", 2, s, active, code, teacher_hash, state, repr(now), max_sessions,
         pipe = self.r.pipeline()
         pipe.delete(*keys[:4])
         pipe.zrem(keys[4], code)
+        pipe.set(keys[5], 1, px=int(self.remember * 1000))
         pipe.publish(self.channel, f"{code} ended")
         pipe.execute()
-        self._heard.pop(code, None)
+        self._hear(f"{code} ended", time.monotonic())
+
+    def known(self, code, now) -> bool:
+        """Whether `code` names a session that exists or ended less than `remember` seconds ago
+        (its K key outlives the session's by that long)."""
+        s, *_, k = self._keys(code)
+        return self.r.exists(s, k) > 0
 
     def expire(self, now) -> int:
         """The keys expire by themselves; this drops ended sessions from the count of live
@@ -628,12 +870,43 @@ return 1""", 2, s, active, code, teacher_hash, state, repr(now), max_sessions,
     def close(self):
         self._closed = True
         self.r.close()
+        self._sub.close()
 
 
-def open_store(spec: str, data_dir: str, idle: float):
+def open_store(spec: str, data_dir: str, idle: float, unjoined: float = None,
+               remember: float = REMEMBER_SECONDS):
     """The store named by --store: "sqlite" (default; in data_dir) or a redis:// URL."""
     if not spec or spec == "sqlite":
-        return SQLiteStore(data_dir, idle)
+        return SQLiteStore(data_dir, idle, unjoined, remember)
     if spec.startswith(("redis://", "rediss://", "unix://")):
-        return RedisStore(spec, idle)
+        return RedisStore(spec, idle, unjoined=unjoined, remember=remember)
     raise ValueError(f"--store must be 'sqlite' or a redis:// URL, not {spec!r}")
+
+
+def _guarded(cls, translate):
+    """Run every public method of the store class `cls` through `translate(store, method,
+    args, kwargs)`: a store that does not answer is Unavailable (503), whichever method asked."""
+    def guard(method):
+        def call(self, *args, **kwargs):
+            return translate(self, method, args, kwargs)
+        call.__name__, call.__doc__, call.__wrapped__ = method.__name__, method.__doc__, method
+        return call
+    for name, value in list(vars(cls).items()):
+        if callable(value) and not name.startswith("_") and name not in ("describe", "close"):
+            setattr(cls, name, guard(value))
+
+
+def _sqlite_answer(store, method, args, kwargs):
+    """SQLite's errors of a file it cannot use now (locked or busy past the busy timeout, or
+    the disk failing) are Unavailable; any other error is a bug and stays one."""
+    try:
+        return method(store, *args, **kwargs)
+    except sqlite3.OperationalError as e:
+        text = str(e).lower()
+        if any(w in text for w in ("locked", "busy", "unable to open", "disk i/o")):
+            raise Unavailable(e) from e
+        raise
+
+
+_guarded(SQLiteStore, _sqlite_answer)
+_guarded(RedisStore, RedisStore._answer)
