@@ -184,7 +184,18 @@ CLASSROOM = {
     "idle_seconds": 2 * 3600,    # a session with no change for this long is deleted, answers
                                  #   and all (a change: the teacher's screen, a join, a poll,
                                  #   an answer)
-    "join_failures": 30,         # wrong codes one client may try per window; then 429
+    "unjoined_idle_seconds": 20 * 60,   # a session nobody has joined ends sooner: 20 minutes
+                                 #   without a change (so started-and-forgotten sessions, or a
+                                 #   script's, do not hold the server's places)
+    "sessions_per_client": 3,    # live sessions started from one client address (a teacher
+                                 #   needs one; a browser's own are listed in its panel)
+    "members_per_client": 3,     # people joined to one session from one client address (a
+                                 #   phone, a laptop, a spare): 20 fresh cookies from one
+                                 #   address are 3 voices, not 20, and cannot fill the class.
+                                 #   A class whose phones all share one address (a server
+                                 #   outside the school's NAT) raises it: --members-per-address
+    "join_failures": 30,         # wrong codes one client may try per window, on any class
+                                 #   route; then 429
     "join_window_seconds": 600,
     "follow_poll_ms": 500,       # how often a follower asks for the teacher's state (304 if
                                  #   unchanged)

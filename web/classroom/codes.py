@@ -29,6 +29,31 @@ def normalize(typed: str):
     return code if _CODE.fullmatch(code) else None
 
 
+LOOK_ALIKES = "0O1IL"
+
+
+def not_a_code(typed: str) -> str:
+    """Why `typed` cannot be a code (normalize gave None), in words a student understands. Such
+    a typo is not a guess at a real code, so it does not count against the client's tries."""
+    cleaned = re.sub(r"[\s-]+", "", typed if isinstance(typed, str) else "").upper()
+    unused = sorted({c for c in cleaned if c in LOOK_ALIKES}, key=LOOK_ALIKES.index)
+    others = sorted({c for c in cleaned if c not in ALPHABET and c not in LOOK_ALIKES})
+    if others:
+        return (f"Class codes are {CODE_LENGTH} letters and digits; “{' '.join(others[:5])}” "
+                "is not one of them.")
+    if unused:
+        return (f"Class codes never use {', '.join(unused)}: they look too much like other "
+                f"letters and digits, so codes leave out 0, O, 1, I and L. Read the code on the "
+                f"teacher's screen again.")
+    return (f"Class codes are {CODE_LENGTH} letters and digits; this has {len(cleaned)}.")
+
+
+def client_tag(address: str) -> str:
+    """What the store keeps of a client's address to count its members and sessions: a hash,
+    enough to tell two addresses apart, not to show one."""
+    return hashlib.sha256(b"llmx-class-client:" + address.encode()).hexdigest()[:16]
+
+
 def shown(code: str) -> str:
     """The code as the projector shows it: in two groups, easier to read across a room."""
     return f"{code[:4]} {code[4:]}"

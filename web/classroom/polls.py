@@ -22,6 +22,7 @@ section computes it), with the probability the model gave the class's favourite 
 import math
 import re
 import statistics
+import unicodedata
 from collections import Counter
 from dataclasses import dataclass
 from typing import Callable
@@ -34,7 +35,6 @@ from web.figures import ACCENT, PALETTE, base_layout, label
 from web.forward import prompt_ids, prompt_run
 from web.limits import CLASSROOM
 
-_CONTROL = re.compile(r"[\x00-\x1f\x7f\ud800-\udfff]")
 TOP_GROUPS = 10            # answers drawn / listed on reveal
 MAX_NUMBER = 10 ** 15
 
@@ -73,7 +73,7 @@ def _n_tokens(lm, state, ctx):
     n = len(prompt_ids(lm, state["prompt"]))
     return dict(question=f"Into how many tokens does {lm.name}'s tokenizer cut the prompt "
                          f"({len(state['prompt']):,} characters)?",
-                answer=n, shown=f"{n:,} tokens", min=0, max=10 ** 6)
+                answer=n, shown=f"{n:,} tokens", min=0, max=10 ** 6, whole=True)
 
 
 def _top_p_half(lm, state, ctx):
@@ -83,7 +83,7 @@ def _top_p_half(lm, state, ctx):
                          f"of the probability. Of the {n:,} tokens, how many does it keep for "
                          "this prompt?",
                 answer=kept, shown="{:,} kept (holding {:.1%}); {:,} removed".format(
-                    kept, mass, n - kept), min=0, max=n)
+                    kept, mass, n - kept), min=0, max=n, whole=True)
 
 
 def _beam_vs_greedy(lm, state, ctx):
@@ -106,7 +106,22 @@ def _kv_bytes(lm, state, ctx):
                          f"of {cfg.head_dim} float32 numbers (4 bytes). After "
                          f"{ctx['final_tokens']} tokens, how many bytes does the cache hold?",
                 answer=ctx["final_nbytes"], shown=f"{ctx['final_nbytes']:,} bytes",
-                min=0, max=MAX_NUMBER)
+                min=0, max=MAX_NUMBER, whole=True)
+
+
+# Where each answer shows on the page, withheld from the class's members while its poll is open
+# (web/classroom/withheld.py): section ids, "overview" (the page's first screen) and "stream"
+# (the generation loop's streamed tokens). EVERYWHERE: every place of the page.
+EVERYWHERE = ("*",)
+# The next token and its probability: every place that shows the model's next-token
+# distribution or text it generates (the logit lens's last row is the model's own guess; the
+# positions section runs the prompt; the KV cache, batching, quantization and speculative
+# sections generate from it).
+NEXT_TOKEN_PLACES = ("overview", "stream", "positions", "block", "logits", "sampling",
+                     "decoding", "generation", "kvcache", "batching", "quantization",
+                     "speculative")
+# The cache's bytes: the sections that show the bytes a token leaves in this model's cache.
+KV_BYTES_PLACES = ("kvcache", "generation", "batching", "roofline")
 
 
 @dataclass(frozen=True)
@@ -116,16 +131,22 @@ class PollKind:
     label: str            # the teacher's menu
     input: str            # "text", "number" or "choice"
     spec: Callable        # spec(lm, state, ctx) -> question, answer, shown (+ choices, min, max)
+    withholds: tuple      # the places of the page that show the answer (above)
 
 
 KINDS = {k.id: k for k in (
-    PollKind("next-token", "logits", "The next token", "text", _next_token),
-    PollKind("top-prob", "logits", "How probable is the top token?", "number", _top_prob),
-    PollKind("n-tokens", "tokenization", "How many tokens is the prompt?", "number", _n_tokens),
-    PollKind("top-p-half", "sampling", "What top-p 0.5 keeps", "number", _top_p_half),
+    PollKind("next-token", "logits", "The next token", "text", _next_token, NEXT_TOKEN_PLACES),
+    PollKind("top-prob", "logits", "How probable is the top token?", "number", _top_prob,
+             NEXT_TOKEN_PLACES),
+    # every section draws the prompt's tokens: their count is everywhere but the prompt box
+    PollKind("n-tokens", "tokenization", "How many tokens is the prompt?", "number", _n_tokens,
+             EVERYWHERE),
+    PollKind("top-p-half", "sampling", "What top-p 0.5 keeps", "number", _top_p_half,
+             NEXT_TOKEN_PLACES),
     PollKind("beam-vs-greedy", "decoding", "Does beam search beat greedy?", "choice",
-             _beam_vs_greedy),
-    PollKind("kv-bytes", "kvcache", "The KV cache's bytes", "number", _kv_bytes),
+             _beam_vs_greedy, ("decoding",)),
+    PollKind("kv-bytes", "kvcache", "The KV cache's bytes", "number", _kv_bytes,
+             KV_BYTES_PLACES),
 )}
 
 
@@ -135,12 +156,13 @@ def open_spec(kind: PollKind, lm, state, ctx) -> dict:
     s = kind.spec(lm, state, ctx)
     return dict(kind=kind.id, label=kind.label, input=kind.input, question=s["question"],
                 choices=s.get("choices"), min=s.get("min"), max=s.get("max"),
+                whole=s.get("whole", False), withholds=list(kind.withholds),
                 model=lm.key, prompt=state["prompt"],
                 answer=s["answer"], shown=s["shown"],
                 top_id=s.get("top_id"), top_p=s.get("top_p"))
 
 
-PUBLIC = ("kind", "label", "input", "question", "choices", "min", "max")
+PUBLIC = ("kind", "label", "input", "question", "choices", "min", "max", "whole", "withholds")
 
 
 def public(spec: dict) -> dict:
@@ -152,7 +174,8 @@ def public(spec: dict) -> dict:
 
 def validate(spec: dict, raw) -> str:
     """The answer as stored (text), or PollError: text up to CLASSROOM["answer_chars"]
-    characters, a number within the poll's range, or one of its choices."""
+    characters of visible text, a number within the poll's range (read by read_number), or one
+    of its choices."""
     if not isinstance(raw, (str, int, float)) or isinstance(raw, bool):
         raise PollError("Send an answer.")
     text = str(raw).strip()
@@ -161,26 +184,105 @@ def validate(spec: dict, raw) -> str:
     if len(text) > CLASSROOM["answer_chars"]:
         raise PollError(f"An answer is at most {CLASSROOM['answer_chars']} characters; this one "
                         f"is {len(text)}.")
-    if _CONTROL.search(text):
-        raise PollError("The answer holds a control character; only printable text is taken.")
+    hidden = invisible(text)
+    if hidden:
+        raise PollError(f"The answer holds {hidden}, which cannot be seen or changes the "
+                        "direction of the text; only visible text is taken.")
     if spec["input"] == "choice":
         if text not in spec["choices"]:
             raise PollError(f"Choose one of: {', '.join(spec['choices'])}.")
         return text
     if spec["input"] == "number":
-        try:
-            value = float(text.replace(",", "").replace("%", ""))
-        except ValueError:
-            raise PollError(f"{text!r} is not a number.") from None
-        if not math.isfinite(value) or not spec["min"] <= value <= spec["max"]:
+        whole = spec.get("whole", False)
+        value = read_number(text, whole)
+        if whole and value != int(value):
+            raise PollError(f"The answer is a whole number; “{text}” reads as {value:g}.")
+        if not spec["min"] <= value <= spec["max"]:
             raise PollError(f"The answer must be a number from {spec['min']:,} to "
                             f"{spec['max']:,}.")
         return f"{value:g}" if value != int(value) or abs(value) >= 1e15 else str(int(value))
     return text
 
 
+# --- what an answer may hold ------------------------------------------------------------------
+# Invisible and direction-control characters are refused: a right-to-left override (U+202E)
+# shows a guess backwards on the projector, a zero-width space makes two equal-looking guesses
+# count apart, U+0085 is a line break. Unicode's categories name them: controls (Cc), format
+# characters (Cf: zero-width, direction marks and overrides, tags), line and paragraph
+# separators, surrogates, private use and unassigned code points. Two format characters are
+# part of visible text and pass in their place: the zero-width joiner inside an emoji sequence
+# (👩‍💻), and the zero-width non-joiner between letters (Persian, Indic scripts).
+_HIDDEN = {"Cc", "Cf", "Zl", "Zp", "Cs", "Co", "Cn"}
+ZWJ, ZWNJ = "\u200d", "\u200c"
+
+
+def _pictographic(ch: str) -> bool:
+    return unicodedata.category(ch) in ("So", "Sk") or "\ufe00" <= ch <= "\ufe0f" or \
+        "\U0001f3fb" <= ch <= "\U0001f3ff"        # symbols, variation selectors, skin tones
+
+
+def invisible(text: str):
+    """The first invisible or direction-control character of `text`, named ("U+202E
+    RIGHT-TO-LEFT OVERRIDE"), or None."""
+    for i, ch in enumerate(text):
+        if unicodedata.category(ch) not in _HIDDEN:
+            continue
+        before, after = text[i - 1:i], text[i + 1:i + 2]
+        if ch == ZWJ and before and after and _pictographic(before) and _pictographic(after):
+            continue
+        if ch == ZWNJ and before.isalpha() and after.isalpha():
+            continue
+        if "\U000e0020" <= ch <= "\U000e007f" and "\U0001f3f4" in text[:i]:
+            continue                                   # the tags of a flag (🏴 + tags)
+        return f"U+{ord(ch):04X} {unicodedata.name(ch, 'an unnamed character')}"
+    return None
+
+
+# Numbers are typed as people write them. Documented forms (the poll's hint says the same):
+# digits with a decimal point or a decimal comma ("77.3", "77,3"), thousands grouped by commas
+# ("86,016"), spaces or apostrophes ("86 016", "86'016"), a trailing %, an exponent ("8.6e4").
+# In a poll whose answer is a whole number (a count of tokens or bytes) a comma before exactly
+# three digits groups thousands; in a poll of a decimal (a percentage), a lone comma is the
+# decimal comma. Anything else ("1_000", "1.2.3", "12abc") is refused with a message, never
+# guessed at.
+_GROUPED = re.compile(r"([+-]?)(\d{1,3}(?:([,' \u00a0\u2009\u202f])\d{3})(?:\3\d{3})*)"
+                      r"(?:\.(\d+))?")
+_PLAIN = re.compile(r"([+-]?)(\d*)(?:([.,])(\d*))?(?:[eE]([+-]?\d{1,3}))?")
+
+
+def _digits(text: str) -> str:
+    """Any script's decimal digits as ASCII ("١٢" -> "12"); other characters unchanged."""
+    return "".join(str(unicodedata.decimal(c)) if c.isdecimal() else c for c in text)
+
+
+def read_number(text: str, whole: bool) -> float:
+    """The number `text` means (see above), or PollError saying why it is not one."""
+    t = _digits(text.strip())
+    if t.endswith("%"):
+        t = t[:-1].rstrip()
+    m = _GROUPED.fullmatch(t)
+    if m and not (m.group(3) == "," and not whole and t.count(",") == 1 and not m.group(4)):
+        value = float(m.group(1) + re.sub(r"\D", "", m.group(2)) +
+                      ("." + m.group(4) if m.group(4) else ""))
+    else:
+        m = _PLAIN.fullmatch(t)
+        if not m or not (m.group(2) or m.group(4)):
+            bad = sorted({c for c in t if not (c.isdigit() or c in "+-.,eE")})
+            why = (f": “{' '.join(bad)}” is not part of a number" if bad else "")
+            raise PollError(f"“{text}” is not a number{why}. Type digits, with a decimal point "
+                            "or comma (77.3 or 77,3) and, for thousands, commas or spaces "
+                            "(86,016 or 86 016).")
+        value = float(f"{m.group(1)}{m.group(2) or '0'}.{m.group(4) or '0'}"
+                      f"e{m.group(5) or '0'}")
+    if not math.isfinite(value):
+        raise PollError(f"“{text}” is not a finite number.")
+    return value
+
+
 def norm(text: str) -> str:
-    return text.strip().lower()
+    """A guess as it is compared: compatibility forms folded (full-width ｍａｎ is man), case
+    ignored, spaces around it dropped."""
+    return unicodedata.normalize("NFKC", text).strip().casefold()
 
 
 @memoized(4)
@@ -213,7 +315,7 @@ def class_groups(answers: list, numeric: bool) -> list:
     return sorted(groups, key=lambda kv: (-kv[1], kv[0]))
 
 
-def reveal(spec: dict, answers: list, lm=None) -> dict:
+def reveal(spec: dict, answers: list, lm=None, joined=None) -> dict:
     """The class beside the model: counts of the answers, which were right, and for the next
     token the model's probability of each guess and the figure of both on one axis (lm: the
     model the poll was opened on; needed for the next token only)."""
@@ -226,7 +328,8 @@ def reveal(spec: dict, answers: list, lm=None) -> dict:
         right = (float(text) == float(answer)) if numeric else norm(text) == norm(str(answer))
         rows.append(dict(answer=text, count=count, share=count / total, right=right))
     out = dict(kind=spec["kind"], question=spec["question"], model=spec["shown"],
-               model_answer=answer, total=total, right=sum(r["count"] for r in rows if r["right"]),
+               model_answer=answer, total=total, joined=joined,
+               right=sum(r["count"] for r in rows if r["right"]),
                groups=rows[:TOP_GROUPS], others=max(0, len(rows) - TOP_GROUPS))
     if numeric and answers:
         values = [float(a) for a in answers]
