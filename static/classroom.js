@@ -296,18 +296,22 @@
     if (!p || (p.status !== "open" && p.status !== "revealing")) return "";
     return (p.withholds || []).slice().sort().join(",");
   }
-  function matchWithheld(p) {
-    if (info.role === "teacher" || navigating) return;
+  function matchWithheld(p) {                       // true: the page is being loaded again
+    if (info.role === "teacher" || navigating) return navigating;
     var have = document.body.getAttribute("data-withheld");
-    if (have === null) return;                       // not the explainer's page
+    if (have === null) return false;                 // not the explainer's page
     var want = withheldWanted(p);
-    if (want === have) { info.reloadedFor = null; save(); return; }
+    if (want === have) {
+      if (info.reloadedFor) { info.reloadedFor = null; save(); }
+      return false;
+    }
     var sig = want + "@" + (p ? p.id : 0);
-    if (info.reloadedFor === sig) return;            // loaded again for this already
+    if (info.reloadedFor === sig) return false;      // loaded again for this already
     info.reloadedFor = sig;
     save();
     navigating = true;
     window.location.reload();
+    return true;
   }
 
   // --- following -------------------------------------------------------------------------------
@@ -379,7 +383,7 @@
           studentTools();
           if (!s.member) { location.replace("/class/" + info.code); return; }   // join again
           if (info.following) apply(s.query);
-          matchWithheld(s.poll);
+          if (matchWithheld(s.poll)) return;
         }
         showStatus();
         showPoll(s.poll);

@@ -119,8 +119,9 @@ def test_a_wrong_code_gets_a_clear_page_and_attempts_are_rate_limited(model, tmp
     assert r.status_code == 404 and "There is no class with the code" in r.get_data(as_text=True)
     r = guesser.get("/class", query_string={"code": "<script>"})
     page = r.get_data(as_text=True)
-    assert r.status_code == 404 and "is not a class code" in page and "<script>" not in page
+    assert r.status_code == 422 and "is not one of them" in page and "<script>" not in page
     assert guesser.get("/class/ZZZZZZZ").status_code == 404
+    assert guesser.get("/class/ZZZZZZY").status_code == 404
     r = guesser.get(f"/class/{code}")                          # even the right code, now
     assert r.status_code == 429 and r.headers["Retry-After"] == "600"
     assert "Too many wrong codes" in r.get_data(as_text=True)

@@ -33,6 +33,7 @@ from collections import deque
 from flask import Blueprint, Response, current_app, jsonify, request
 
 from pipeline.generation import TextStream, generation_steps
+from web.classroom.withheld import withheld
 from web.request_state import current_state
 from web.sampler_settings import sampler_for
 
@@ -129,6 +130,9 @@ def answer_events(model, ids, max_new_tokens, pace_seconds, sample, should_stop,
 def stream():
     """The continuation of the prompt, streamed as Server-Sent Events (see the module doc)."""
     lm, state = current_state()
+    if withheld().covers("stream"):           # a class's member while its poll is open
+        return jsonify(errors={"stream": "Withheld until the reveal: your class has a poll "
+                                         "open, and the model's answer would give it away."}), 403
     sample = None if state.errors else sampler_for(state)    # may refuse a sampler setting
     if state.errors:
         return jsonify(errors=state.errors), state.status

@@ -16,6 +16,7 @@ from markupsafe import Markup
 
 from web import overview as overview_pass
 from web.cache import cached_build
+from web.classroom.withheld import withheld
 from web.limits import Deadline, OverBudget
 from web.registry import changed_event, readers, section as find_section, sections
 from web.explainer import choices as model_choices
@@ -51,10 +52,15 @@ def build_in_budget(lm, state, s) -> dict:
 
 def render_section(lm, state, s, lazy: bool = False):
     """A section's partial (Markup); only a note pointing at the prompt while it is invalid.
-    lazy: the placeholder that loads the section when it nears the screen (nothing computed)."""
+    lazy: the placeholder that loads the section when it nears the screen (nothing computed).
+    A section that shows the answer of a class poll open for this member is withheld
+    (web/classroom/withheld.py): its heading and why, nothing computed."""
     num = sections().index(s) + 2
     if lazy:
         return Markup(render_template("lazy_section.html", state=state, section=s, num=num))
+    if withheld().covers(s.id):
+        return Markup(render_template("classroom/withheld_section.html", section=s, num=num,
+                                      withheld=withheld()))
     ctx = {} if "prompt" in state.errors else build_in_budget(lm, state, s)
     return Markup(render_template(s.template, lm=lm, state=state, section=s, num=num, **ctx))
 
@@ -118,7 +124,8 @@ def page():
                models=model_choices(explainer(), state, lm), absent_models=explainer().absent,
                resets=resets, overview=render_overview(lm, state, oob=is_partial_request()),
                overview_map=overview_pass.stage_map(page_sections),
-               oob=is_partial_request(), **page_context(state, page_sections))
+               oob=is_partial_request(), withheld_key=withheld().key(),
+               **page_context(state, page_sections))
     template = "sections.html" if is_partial_request() else "page.html"
     return respond(render_template(template, **ctx), state)
 
@@ -159,7 +166,13 @@ def section(section_id):
 def render_overview(lm, state, oob: bool = False, live_only: bool = False):
     """The overview of the pass (templates/overview.html): the whole section (oob: to be swapped
     in out of band, after a prompt change), or only its live part (live_only)."""
-    ctx = {} if "prompt" in state.errors else overview_pass.build(lm, state)
+    held = withheld() if withheld().covers("overview") else None
+    if "prompt" in state.errors:
+        ctx = {}
+    elif held:                          # the Text box alone: nothing the pass computed
+        ctx = dict(ov_steps=0, generated_text="", withheld=held)
+    else:
+        ctx = overview_pass.build(lm, state)
     return Markup(render_template("overview.html", lm=lm, state=state, oob=oob,
                                   live_only=live_only, **ctx))
 

@@ -13,11 +13,21 @@
     POST /class/<code>/polls/<id>/reveal    teacher: close the poll, the class beside the model
     POST /class/<code>/end              teacher: end the session (everything deleted)
 
+    GET  /class/mine                    teacher: the live sessions this browser teaches
+
 Rights: the teacher is whoever holds the session's secret, set at /class/new in an HttpOnly,
-SameSite=Strict cookie (`cls_t`, path /class); the store keeps only its SHA-256. A student is an
-anonymous random id in an HttpOnly, SameSite=Lax cookie (`cls_s`), given at the first join.
-A teacher's route without the teacher's cookie is a 403. POSTs take JSON only (a form from
-another site cannot send it) and a foreign Origin is refused.
+SameSite=Strict cookie (`cls_t`, path /class: "code.secret" pairs, one per session this browser
+started and still teaches, renewed by every teacher's request); the store keeps only its
+SHA-256. A student is an anonymous random id in an HttpOnly, SameSite=Lax cookie (`cls_s`,
+path /), given at the first join, with the codes joined (`cls_j`): the page's own routes read
+them to withhold an open poll's answer from the class (web/classroom/withheld.py). A teacher's
+route without the teacher's cookie is a 403. POSTs take JSON only (a form from another site
+cannot send it) and a foreign Origin is refused.
+
+Guessing: every route that names a code counts an unknown code as a wrong try of the client
+(a code that ended in the last 10 minutes is not unknown), and a client past the limit gets 429
+on every route whatever the code, so no answer tells it whether a code exists. A typed code
+with characters codes never use (0, O, 1, I, L) is told so and is not a try.
 """
 import io
 import json
@@ -31,13 +41,16 @@ from web import serving
 from web.cache import cached_build
 from web.classroom import codes, polls
 from web.classroom.store import Gone, StoreError, open_store
+from web.classroom.store import Unavailable
 from web.limits import CLASSROOM
+from web.limits import RETRY_AFTER_SECONDS
 from web.registry import all_params, section as find_section
 from web.request_state import current_state
 
 bp = Blueprint("classroom", __name__, url_prefix="/class")
 TEACHER_COOKIE = "cls_t"
 STUDENT_COOKIE = "cls_s"
+JOINED_COOKIE = "cls_j"
 # The page's own settings a follower keeps for itself.
 NOT_FOLLOWED = ("theme",)
 # Routes answered from the store alone (no model computing): outside the compute gate, so that
@@ -59,7 +72,9 @@ class Classroom:
     @property
     def store(self):
         if self._store is None:
-            self._store = open_store(self.spec, self.data_dir, self.limits["idle_seconds"])
+            self._store = open_store(self.spec, self.data_dir, self.limits["idle_seconds"],
+                                     self.limits["unjoined_idle_seconds"],
+                                     self.limits["join_window_seconds"])
         return self._store
 
     @store.setter
@@ -92,21 +107,80 @@ def poll_error(e):
     return fail(422, e.message)
 
 
+JOIN_PAGES = ("classroom.join_form", "classroom.join_link")
+
+
+@bp.errorhandler(Unavailable)
+def store_unavailable(e):
+    """The store does not answer (Redis stopped or frozen, SQLite locked): a 503 saying so,
+    the join page for the join routes, JSON for the others (classroom.js shows its error)."""
+    if e.cause is not None:          # the call that failed, not the ones answered at once after it
+        current_app.logger.warning("class store: %s", e)
+    if request.endpoint in JOIN_PAGES:
+        typed = (request.view_args or {}).get("code") or request.args.get("code") or ""
+        return join_page(e.message, e.status, typed[:40])
+    return fail(e.status, e.message)
+
+
+@bp.after_request
+def retry_after(response):
+    """Every 503 of the class's routes says when to try again."""
+    if response.status_code == 503 and "Retry-After" not in response.headers:
+        response.headers["Retry-After"] = str(RETRY_AFTER_SECONDS)
+    return response
+
+
 # --- who is asking ---------------------------------------------------------------------------
 
+def teacher_pairs() -> dict:
+    """code -> secret of every session this browser started (the teacher's cookie holds
+    "code.secret" pairs joined by "~")."""
+    out = {}
+    for pair in request.cookies.get(TEACHER_COOKIE, "").split("~")[:8]:
+        c, _, secret = pair.partition(".")
+        if codes.normalize(c) == c and secret:
+            out[c] = secret
+    return out
+
+
 def teacher_secret(code: str):
-    value = request.cookies.get(TEACHER_COOKIE, "")
-    c, _, secret = value.partition(".")
-    return secret if c == code else ""
+    return teacher_pairs().get(code, "")
 
 
 def is_teacher(session) -> bool:
-    return codes.secret_matches(teacher_secret(session["code"]), session["teacher"])
+    if codes.secret_matches(teacher_secret(session["code"]), session["teacher"]):
+        request.environ["explainer.teacher_of"] = session["code"]   # renewed with the answer
+        return True
+    return False
+
+
+def set_teacher_cookie(response, pairs: dict):
+    if pairs:
+        cookie(response, TEACHER_COOKIE, "~".join(f"{c}.{s}" for c, s in pairs.items()),
+               "Strict")
+    else:
+        response.delete_cookie(TEACHER_COOKIE, path="/class")
+
+
+@bp.after_request
+def renew_teacher_cookie(response):
+    """The teacher's cookie lives as long as the session it opens: every request of the
+    teacher's sets it again for another idle period (a long lesson never ends in 403s)."""
+    if request.environ.get("explainer.teacher_of") and \
+            TEACHER_COOKIE not in str(response.headers.getlist("Set-Cookie")):
+        set_teacher_cookie(response, teacher_pairs())
+    return response
 
 
 def student_id():
     sid = request.cookies.get(STUDENT_COOKIE, "")
     return sid if codes.STUDENT_ID.fullmatch(sid) else None
+
+
+def joined_codes() -> list:
+    """The codes this browser joined as a student (the `cls_j` cookie), newest first."""
+    raw = request.cookies.get(JOINED_COOKIE, "")
+    return [c for c in raw.split(".")[:4] if codes.normalize(c) == c]
 
 
 def json_body() -> dict:
@@ -122,12 +196,44 @@ def json_body() -> dict:
     return body
 
 
+NO_CLASS = "There is no class with this code: it ended, expired or never existed."
+
+
+def too_many_tries():
+    window = classroom().limits["join_window_seconds"]
+    return (f"Too many wrong codes from this address. Wait {window // 60} minutes, then try "
+            "again."), window
+
+
+def guard(code: str):
+    """The normalized code of a route's URL, for a client not past its wrong-code limit (else
+    a 429 whatever the code: no answer may tell a locked-out client which codes exist)."""
+    c = classroom()
+    if c.store.join_failures(client_key(), now(), c.limits["join_window_seconds"]) >= \
+            c.limits["join_failures"]:
+        message, window = too_many_tries()
+        response = fail(429, message)
+        response.headers["Retry-After"] = str(window)
+        abort(response)
+    norm = codes.normalize(code)
+    if norm is None:
+        abort(fail(404, codes.not_a_code(code)))
+    return norm
+
+
+def unknown(code: str):
+    """A well-formed code that names no session: a wrong try, unless it ended lately."""
+    c = classroom()
+    if not c.store.known(code, now()):
+        c.store.count_join_failure(client_key(), now(), c.limits["join_window_seconds"])
+
+
 def live_session(code: str):
-    code = codes.normalize(code)
-    session = classroom().store.session(code, now()) if code else None
+    norm = guard(code)
+    session = classroom().store.session(norm, now())
     if session is None:
-        abort(fail(404, "There is no class with this code: it ended, expired or never "
-                        "existed."))
+        unknown(norm)
+        abort(fail(404, NO_CLASS))
     return session
 
 
@@ -172,6 +278,8 @@ def join_page(message="", status=200, code=""):
 
 
 def client_key() -> str:
+    """The client's address: the peer's, or with app.py --proxy N the one N trusted proxies
+    forwarded (ProxyFix sets remote_addr)."""
     return request.remote_addr or "unknown"
 
 
@@ -182,29 +290,38 @@ def join(typed: str):
     limits, store, t = c.limits, c.store, now()
     window = limits["join_window_seconds"]
     if store.join_failures(client_key(), t, window) >= limits["join_failures"]:
-        response = join_page(f"Too many wrong codes from this address. Wait "
-                             f"{window // 60} minutes, then try again.", 429, typed)
+        message, window = too_many_tries()
+        response = join_page(message, 429, typed)
         response.headers["Retry-After"] = str(window)
         return response
     code = codes.normalize(typed)
-    session = store.session(code, t) if code else None
+    if code is None:                       # not a code at all: a typo, not a guess
+        return join_page(f"“{typed[:40]}”: " + codes.not_a_code(typed), 422, typed[:40])
+    session = store.session(code, t)
     if session is None:
-        store.count_join_failure(client_key(), t, window)
-        what = (f"There is no class with the code “{typed[:40]}”: it may have ended or "
-                "expired, or a character was mistyped." if code else
-                f"“{typed[:40]}” is not a class code: codes are {codes.CODE_LENGTH} letters "
-                "and digits.")
-        return join_page(what, 404, typed[:40])
+        unknown(code)
+        return join_page(f"There is no class with the code “{typed[:40]}”: it may have ended "
+                         "or expired, or a character was mistyped.", 404, typed[:40])
     sid = student_id() or codes.new_student_id()
     try:
-        store.join(code, sid, t, limits["members"])
+        store.join(code, sid, t, limits["members"], codes.client_tag(client_key()),
+                   limits["members_per_client"])
     except StoreError as e:
         return join_page(e.message, e.status, typed)
     target = "/" + (f"?{session['state']}" if session["state"] else "") + f"#class={code}"
     response = redirect(target, 303)
-    cookie(response, STUDENT_COOKIE, sid, "Lax")
+    student_cookies(response, sid, code)
     response.headers["Cache-Control"] = "no-store"
     return response
+
+
+def student_cookies(response, sid: str, code: str):
+    """The student's id and the codes joined, for every route of the site (path /): the page's
+    own routes read them to withhold an open poll's answer."""
+    joined = [code] + [c for c in joined_codes() if c != code]
+    for name, value in ((STUDENT_COOKIE, sid), (JOINED_COOKIE, ".".join(joined[:4]))):
+        response.set_cookie(name, value, max_age=int(classroom().limits["idle_seconds"]),
+                            path="/", httponly=True, samesite="Lax", secure=request.is_secure)
 
 
 @bp.get("")
@@ -231,15 +348,53 @@ def new():
     for _ in range(5):                       # a collision among 27.5 billion codes: try again
         code = codes.new_code()
         try:
-            c.store.create(code, codes.secret_hash(secret), query, now(), c.limits["sessions"])
+            c.store.create(code, codes.secret_hash(secret), query, now(), c.limits["sessions"],
+                           codes.client_tag(client_key()), c.limits["sessions_per_client"])
             break
         except StoreError as e:
             if e.status != 409:
                 raise
     else:
         return fail(503, "No free code was found; try again.")
-    response = jsonify(session_info(code))
-    cookie(response, TEACHER_COOKIE, f"{code}.{secret}", "Strict")
+    # The browser keeps teaching its other live sessions: their pairs stay in the cookie, and
+    # the panel lists them (others) to resume or end.
+    pairs = {k: v for k, v in mine().items()}
+    pairs[code] = secret
+    response = jsonify(dict(session_info(code), others=others_of(pairs, code)))
+    set_teacher_cookie(response, pairs)
+    response.headers["Cache-Control"] = "no-store"
+    return response
+
+
+def mine() -> dict:
+    """code -> secret of the live sessions this browser teaches (its cookie's pairs, checked
+    against the store)."""
+    store, t = classroom().store, now()
+    out = {}
+    for code, secret in teacher_pairs().items():
+        session = store.session(code, t)
+        if session and codes.secret_matches(secret, session["teacher"]):
+            out[code] = secret
+    return out
+
+
+def others_of(pairs: dict, current: str) -> list:
+    store, t = classroom().store, now()
+    out = []
+    for code in pairs:
+        session = store.session(code, t) if code != current else None
+        if session:
+            out.append(dict(code=code, shown=codes.shown(code), members=session["members"]))
+    return out
+
+
+@bp.get("/mine")
+def my_sessions():
+    """The live sessions this browser teaches: the panel offers to resume or end each."""
+    pairs = mine()
+    response = jsonify(sessions=[dict(session_info(code), members=classroom().store.session(
+        code, now())["members"]) for code in pairs])
+    set_teacher_cookie(response, pairs)
     response.headers["Cache-Control"] = "no-store"
     return response
 
@@ -276,7 +431,9 @@ def end(code):
     session = teacher_session(code)
     classroom().store.end(session["code"])
     response = jsonify(ended=True)
-    response.delete_cookie(TEACHER_COOKIE, path="/class")
+    request.environ["explainer.teacher_of"] = None
+    set_teacher_cookie(response, {k: v for k, v in teacher_pairs().items()
+                                  if k != session["code"]})
     return response
 
 
@@ -292,10 +449,11 @@ def teacher_state(code):
 def follow(code):
     """The session as a follower sees it. Its version is the ETag: a poll that sends it back
     (If-None-Match) gets 304 and no body until something changes."""
-    norm = codes.normalize(code)
+    norm = guard(code)
     store = classroom().store
-    version = store.version(norm, now()) if norm else None
+    version = store.version(norm, now())
     if version is None:
+        unknown(norm)
         return fail(404, "This class has ended or expired.")
     etag = f'"{version}"'
     if etag in [e.strip() for e in request.headers.get("If-None-Match", "").split(",")]:
@@ -383,7 +541,7 @@ def reveal(code, poll_id):
     lm = current_app.extensions["explainer"].get(spec["model"])
     if lm is None:
         raise Gone("The model of this poll is not on this server.")
-    result = polls.reveal(spec, answers, lm)
+    result = polls.reveal(spec, answers, lm, joined=session["members"])
     store.reveal(session["code"], poll_id, json.dumps(result), now())
     return jsonify(result)
 
