@@ -13,6 +13,7 @@ import time
 from dataclasses import dataclass
 
 from web.cache import memo, model_key  # noqa: F401  (model_key: the sections import it here)
+from web.disk_cache import kept, machine_identity
 
 _results = memo("measurements", 64)
 _measuring = threading.RLock()     # one measurement at a time (a measurement may use another)
@@ -24,8 +25,9 @@ def measured(key: tuple, measure):
     known = _results.peek(key, _NOTHING)
     if known is not _NOTHING:
         return known
-    with _measuring:
-        return _results.get(key, measure)
+    with _measuring:      # kept on disk between starts when the app has a web.disk_cache
+        return _results.get(key, lambda: kept("measurements", (machine_identity(), key),
+                                               measure))
 
 
 def measurements() -> int:
@@ -34,9 +36,19 @@ def measurements() -> int:
     return _results.computed
 
 
+# When this process (a worker: the supervisor it was forked from) started: a measurement made
+# earlier was read back from the disk cache (web/disk_cache.py), made by an earlier start.
+STARTED = time.time()
+
+
 def stamp(epoch_seconds: float) -> str:
-    """When a measurement was made, as the page shows it."""
-    return time.strftime("%H:%M:%S UTC", time.gmtime(epoch_seconds))
+    """When a measurement was made, as the page shows it; one kept from an earlier start of the
+    server (web/disk_cache.py) says so, with its date."""
+    when = time.strftime("%H:%M:%S UTC", time.gmtime(epoch_seconds))
+    if epoch_seconds < STARTED:
+        return (f"{when} on {time.strftime('%d %b %Y', time.gmtime(epoch_seconds))} (by an "
+                f"earlier start of this server on this machine, kept in its data directory)")
+    return when
 
 
 # --- this server's roof ------------------------------------------------------------------------

@@ -6,7 +6,6 @@ below until a paragraph ends, end-of-text, or MAX_NEW tokens); the cost of a dec
 process (web.measured) and do not depend on the page's prompt. The schedules, latencies and
 memory are `pipeline.batching` replaying that queue with those costs.
 """
-import time
 
 from pipeline.batching import (generate_requests, make_queue, measure_step_costs,
                                page_snapshots, simulate)
@@ -15,7 +14,7 @@ from web.figures import batching as figures
 from web.figures.kvcache import human_bytes
 from web.cache import memo
 from web.explainer import is_big
-from web.measured import measured, model_key, prefill_decode_timings
+from web.measured import measured, model_key, prefill_decode_timings, stamp
 from web.params import Param
 from web.sections import Section
 from web.tokens import token_string
@@ -126,7 +125,7 @@ def build(lm, state) -> dict:
                for b, ms in enumerate(costs.step_ms, start=1)],
         cost_context=costs.context_tokens, cost_rounds=len(costs.samples[0]),
         **loop_step(lm, costs.context_tokens[0]),
-        costs_measured_at=time.strftime("%H:%M:%S UTC", time.gmtime(costs.measured_at)),
+        costs_measured_at=stamp(costs.measured_at),
         policies=[policy_row(runs[p]) for p in ("static", "continuous")],
         per_request=[dict(id=r.id, arrival_ms=r.arrival_ms, length=r.length,
                           static=request_row(runs["static"], r),
