@@ -28,8 +28,9 @@ from flask import Flask  # noqa: E402
 
 from pipeline import ModelLoadError, load_model  # noqa: E402
 from pipeline.speculative import load_draft  # noqa: E402
-from web import assets, encodings, glossary, limits, security, serving, shading, streaming, views  # noqa: E402, E501
-from web.explainer import SMOLLM2_INSTALL, Explainer, installed_smollm2  # noqa: E402
+from web import assets, encodings, glossary, limits, security, serving, shading, shared_answers, streaming, views  # noqa: E402, E501
+from web.explainer import (KNOWN_CARDS, SMOLLM2_INSTALL, Explainer, installed_smollm2,  # noqa: E402, E501
+                           model_key_name)
 from web.loaded import LoadedModel  # noqa: E402
 from web.classroom import views as classroom  # noqa: E402
 from web.figures import DARK_INKS  # noqa: E402
@@ -45,8 +46,9 @@ def create_app(test_config=None):
     default). test_config may also hold MODEL (an already loaded model, the default: tests load
     it once; with it the installed models are left out unless INSTALLED_MODELS is True),
     EXTRA_MODELS (loaded models offered beside it), DRAFT_MODEL (a loaded draft model) or
-    DRAFT_MODEL_PATH, PROBE_ENCODINGS (False skips looking for other tiktoken encodings) and
-    WARM_CACHES (False: no background warm-up of the sections' caches)."""
+    DRAFT_MODEL_PATH, PROBE_ENCODINGS (False skips looking for other tiktoken encodings),
+    WARM_CACHES (False: no background warm-up of the sections' caches) and PROXY_HOPS (--proxy:
+    how many proxies in front are trusted to say the client's address, scheme and host)."""
     app = Flask(__name__)
     app.config.from_mapping(MODEL_PATH=os.environ.get("LLM_EXPLAINER_MODEL") or None,
                             MODEL_PATHS=(),
@@ -67,11 +69,25 @@ def create_app(test_config=None):
     others = encodings.probe() if cfg["PROBE_ENCODINGS"] else ()   # the same for every model
     lms = []
 
-    def offer(m, draft=None, draft_path=None):
+    def wrapped(m, draft=None, draft_path=None):
         d, problem = load_draft(m, draft, draft_path)
         if problem and (draft or draft_path):
             app.logger.warning("speculative decoding is off for %s: %s", m.path, problem)
-        lms.append(LoadedModel.wrap(m, other_encodings=others, draft=d, draft_problem=problem))
+        return LoadedModel.wrap(m, other_encodings=others, draft=d, draft_problem=problem)
+
+    def offer(m, draft=None, draft_path=None):
+        lms.append(wrapped(m, draft, draft_path))
+
+    # DEFER_MODELS (app.py): the models beside the default are loaded and warmed after the
+    # server answers (web/serving.py run), each under the key it would have had here
+    later = []
+
+    def offer_path(path):
+        if not cfg.get("DEFER_MODELS"):
+            return offer(load_model(path))
+        if not os.path.exists(path):
+            raise ModelLoadError(f"{path}: no such model directory or file")
+        later.append(path)
 
     offer(model, cfg.get("DRAFT_MODEL"), cfg.get("DRAFT_MODEL_PATH"))
     absent = []
@@ -80,11 +96,11 @@ def create_app(test_config=None):
         if smollm2 is None:
             absent.append(("SmolLM2-135M-Instruct", SMOLLM2_INSTALL))
         elif smollm2 not in [m.path for m in (model, *cfg.get("EXTRA_MODELS", ()))] + paths:
-            offer(load_model(smollm2))
+            offer_path(smollm2)
     for m in cfg.get("EXTRA_MODELS", ()):
         offer(m)
     for path in paths:
-        offer(load_model(path))
+        offer_path(path)
     explainer = Explainer({}, lms[0].key, tuple(absent), slots=streaming.StreamSlots(
         streaming.MAX_STREAMS))
     for lm in lms:
@@ -92,6 +108,16 @@ def create_app(test_config=None):
             lm = dataclasses.replace(lm, key=f"{lm.key}-{len(explainer.models) + 1}")
         explainer.add(lm)
     app.extensions["explainer"] = explainer
+    startup = app.extensions["startup"] = serving.Startup(
+        lambda path, key, load=load_model: dataclasses.replace(wrapped(load(path)), key=key))
+    taken, after = set(explainer.models), explainer.default
+    for path in later:
+        key = model_key_name(path)
+        key = f"{key}-{len(taken) + 1}" if key in taken else key
+        taken.add(key)
+        startup.add_pending(key, path, KNOWN_CARDS[key].title if key in KNOWN_CARDS else key,
+                            after)
+        after = key
     missing = [o for o in others if o.encoding is None]
     if missing:      # the page shows only the encodings that loaded; the operator is told why
         app.logger.warning("tokenization: other encodings not shown: %s", "; ".join(
@@ -115,8 +141,15 @@ def create_app(test_config=None):
         return dict(all_sections=sections(), chip_style=shading.chip_style,
                     refresh_trigger=refresh_trigger, figure_dark_inks=DARK_INKS)
 
+    serving.init_startup(app)                # a model still warming: a page that says so
     serving.init_app(app)                    # the gate: a 503 at once when too many compute
     security.init_app(app)                   # CSP and the other headers on every response
+    shared_answers.init_app(app)             # identical requests computed once (a class at once)
+    hops = int(cfg.get("PROXY_HOPS") or 0)
+    if hops:       # the client's own address (the class's join limit), scheme and host
+        from werkzeug.middleware.proxy_fix import ProxyFix
+        app.wsgi_app = ProxyFix(app.wsgi_app, x_for=hops, x_proto=hops, x_host=hops,
+                                x_port=hops, x_prefix=0)
     return app
 
 
@@ -143,15 +176,24 @@ def main(argv=None):
                         "several instances (web/classroom/store.py)")
     parser.add_argument("--data-dir", default=None, help="the SQLite store's directory "
                         "(default: $LLM_EXPLAINER_DATA_DIR, else data/classroom)")
+    parser.add_argument("--proxy", type=int, default=0, metavar="N", help="behind N trusted "
+                        "proxies (nginx: 1): take the client's address, scheme, host and port "
+                        "from the X-Forwarded-For/-Proto/-Host/-Port headers they set "
+                        "(Werkzeug's ProxyFix), so that the class's join limit counts each "
+                        "student's own address. Default 0: the headers are ignored; never set it "
+                        "when clients can reach this server without the proxy")
     args = parser.parse_args(argv)
     if args.workers < 1 or args.threads < 1:
         parser.error("--workers and --threads must be at least 1")
+    if args.proxy < 0:
+        parser.error("--proxy must be 0 or more")
     config = {k: v for k, v in (("MODEL_PATHS", tuple(args.model)),
                                 ("DRAFT_MODEL_PATH", args.draft_model),
                                 ("CLASSROOM_STORE", args.store),
-                                ("CLASSROOM_DATA_DIR", args.data_dir)) if v}
-    if args.workers > 1 and hasattr(os, "fork"):
-        config["WARM_CACHES"] = False        # warmed once by serving.run, before the fork
+                                ("CLASSROOM_DATA_DIR", args.data_dir),
+                                ("PROXY_HOPS", args.proxy)) if v}
+    # serving.run warms the default model, then loads and warms the others while it serves
+    config.update(WARM_CACHES=False, DEFER_MODELS=True)
     try:
         app = create_app(config)
     except ModelLoadError as e:          # its message names the file (and the tensor)

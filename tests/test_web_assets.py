@@ -237,8 +237,9 @@ def test_files_are_not_gated(model):
     gate = tight.extensions["explainer_gate"]
     gate.acquire()                                 # another request is computing
     try:
-        assert c.get("/").status_code == 503
+        assert c.get("/?prompt=A%20page%20not%20made%20yet").status_code == 503
         assert c.get(url).status_code == 200
+        assert c.get("/").status_code == 200       # made once already: shared, not computed
     finally:
         gate.release()
 

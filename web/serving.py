@@ -116,7 +116,8 @@ def init_app(app):
         if request.headers.get("HX-Request") == "true":
             body, mimetype = str(e), "text/plain"
         else:
-            body, mimetype = render_template("busy.html", message=str(e)), "text/html"
+            body, mimetype = render_template("busy.html", message=str(e),
+                                             retry_after=limits.RETRY_AFTER_SECONDS), "text/html"
         response = app.response_class(body, status=503, mimetype=mimetype)
         response.headers["Retry-After"] = str(limits.RETRY_AFTER_SECONDS)
         response.headers["Cache-Control"] = "no-store"
@@ -211,6 +212,9 @@ class Startup:
         # a request iterating the old dict (the picker) is not disturbed by the new entry
         explainer.models = dict(explainer.models)
         explainer.add(lm)
+        shared = app.extensions.get("shared_answers")
+        if shared is not None:              # pages made before list one model fewer
+            shared.clear()
         return lm
 
 
