@@ -141,11 +141,19 @@ def start_app(port, store, data_dir):
     return start_server(port, args=["--store", store, "--data-dir", data_dir])
 
 
-class Client:
-    """One browser: a keep-alive connection and its cookies."""
+def student_address(n: int) -> str:
+    """The n-th student's own loopback address (127.0.x.y): the server counts members and
+    wrong codes per client address, as a real room's phones each have their own."""
+    return f"127.0.{20 + n // 250}.{1 + n % 250}"
 
-    def __init__(self, port):
+
+class Client:
+    """One browser: a keep-alive connection and its cookies (from `source`, a loopback address
+    of its own, when given)."""
+
+    def __init__(self, port, source=None):
         self.port = port
+        self.source = source
         self.conn = None
         self.cookies = {}
 
@@ -160,7 +168,9 @@ class Client:
         for attempt in range(2):
             try:
                 if self.conn is None:
-                    self.conn = http.client.HTTPConnection("127.0.0.1", self.port, timeout=30)
+                    self.conn = http.client.HTTPConnection(
+                        "127.0.0.1", self.port, timeout=30,
+                        source_address=(self.source, 0) if self.source else None)
                 self.conn.request(method, path, body=data, headers=h)
                 r = self.conn.getresponse()
                 payload = r.read()
@@ -179,7 +189,7 @@ class Follower(threading.Thread):
     def __init__(self, n, port, code, stop, rng):
         super().__init__(daemon=True)
         self.n, self.code, self.stop, self.rng = n, code, stop, rng
-        self.client = Client(port)
+        self.client = Client(port, student_address(n))
         self.seen = {}             # version -> first time seen
         self.errors = []
         self.acked = {}            # poll id -> the answer the server last acknowledged
@@ -626,6 +636,76 @@ def print_proxy(r):
           f"{r['load_average_after']}")
 
 
+# --- a class that joins at once ---------------------------------------------------------------
+
+def join_rush(students=60, spread=1.0, model=None):
+    """`students` phones, each from its own address, open the join link within `spread` seconds
+    of each other (uniformly at random) on a server started as `make run` starts it: each joins
+    (GET /class/<code>, 303), loads the teacher's page it is sent to (GET /?<state>) and asks
+    for the class's state once, as static/classroom.js does on load. Per phone: the time from
+    its join to its page, and every status; the server's busy pages (503) counted."""
+    data_dir = tempfile.mkdtemp(prefix="bench-rush-")
+    port = free_port()
+    server = start_app(port, "sqlite", data_dir)
+    try:
+        teacher = Client(port)
+        query = "present=1&tour=2" + (f"&model={model}" if model else "")
+        s, _, body = teacher.request("POST", "/class/new", {"query": query})
+        assert s == 200, body
+        code = json.loads(body)["code"]
+        rng = random.Random(7)
+        start_at = time.monotonic() + 1.0
+        offsets = [rng.uniform(0, spread) for _ in range(students)]
+        results = [None] * students
+
+        def phone(n):
+            c = Client(port, student_address(n))
+            time.sleep(max(0.0, start_at + offsets[n] - time.monotonic()))
+            t0 = time.monotonic()
+            statuses = []
+            s, h, _ = c.request("GET", f"/class/{code}")
+            statuses.append(s)
+            if s == 303:
+                s, _, _ = c.request("GET", h["Location"].split("#")[0])
+                statuses.append(s)
+                page_at = time.monotonic()
+                s, _, _ = c.request("GET", f"/class/{code}/state")
+                statuses.append(s)
+                results[n] = dict(seconds=page_at - t0, statuses=statuses,
+                                  page_ok=statuses[1] == 200)
+            else:
+                results[n] = dict(seconds=None, statuses=statuses, page_ok=False)
+
+        threads = [threading.Thread(target=phone, args=(n,)) for n in range(students)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(120)
+        s, _, body = teacher.request("GET", f"/class/{code}/state")
+        members = json.loads(body)["members"]
+    finally:
+        server.terminate()
+        server.wait(timeout=30)
+        shutil.rmtree(data_dir, ignore_errors=True)
+    times = [r["seconds"] for r in results if r and r["page_ok"]]
+    statuses = [st for r in results if r for st in r["statuses"]]
+    return dict(students=students, spread_seconds=spread, model=model or "default",
+                members=members, pages=len(times),
+                busy_pages=sum(1 for st in statuses if st == 503),
+                other_statuses=sorted({st for st in statuses if st not in (200, 303, 503)}),
+                join_to_page_ms=dict(p50=round(1000 * pct(times, 50)),
+                                     p95=round(1000 * pct(times, 95)),
+                                     max=round(1000 * max(times))) if times else None)
+
+
+def print_rush(r):
+    t = r["join_to_page_ms"] or {}
+    print(f"-- {r['students']} phones join within {r['spread_seconds']:g} s ({r['model']} model):"
+          f" {r['members']} joined, {r['pages']} pages, {r['busy_pages']} busy pages, other "
+          f"statuses {r['other_statuses']}; join to page p50 {t.get('p50')} ms, p95 "
+          f"{t.get('p95')} ms, max {t.get('max')} ms")
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--students", type=int, default=60)
@@ -638,7 +718,29 @@ def main(argv=None):
     ap.add_argument("--proxy", action="store_true", help="only: the followers on two instances "
                     "behind nginx (saves bench_classroom_proxy.json)")
     ap.add_argument("--proxy-workers", type=int, default=1, help="workers per instance, --proxy")
+    ap.add_argument("--startup", action="store_true", help="only: app.py's start-up, cold and "
+                    "warm data dir (bench/bench_startup.py; saves bench_startup.json)")
+    ap.add_argument("--join-rush", action="store_true", help="only: the class joins within one "
+                    "second, on each model (saves bench_classroom_join.json)")
     args = ap.parse_args(argv)
+    if args.join_rush:
+        runs = [join_rush(args.students), join_rush(args.students, model="smollm2")]
+        for r in runs:
+            print_rush(r)
+        if not args.no_save:
+            print("saved", os.path.relpath(save_result(
+                "bench_classroom_join", {"runs": runs}, "bench_classroom.py",
+                argv if argv is not None else sys.argv[1:]), ROOT))
+        return
+    if args.startup:
+        import bench_startup
+        runs = bench_startup.measure_startup()
+        bench_startup.report(runs)
+        if not args.no_save:
+            print("saved", os.path.relpath(save_result(
+                "bench_startup", {"startup": runs}, "bench_classroom.py",
+                argv if argv is not None else sys.argv[1:]), ROOT))
+        return
     if args.redis_faults or args.proxy:
         argv_used = argv if argv is not None else sys.argv[1:]
         if args.redis_faults:
