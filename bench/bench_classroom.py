@@ -649,6 +649,12 @@ def join_rush(students=60, spread=1.0, model=None):
     server = start_app(port, "sqlite", data_dir)
     try:
         teacher = Client(port)
+        deadline = time.time() + 600
+        while model and time.time() < deadline:     # the model warms after the default's page
+            s, _, _ = teacher.request("GET", f"/?model={model}")
+            if s == 200:
+                break
+            time.sleep(1.0)
         query = "present=1&tour=2" + (f"&model={model}" if model else "")
         s, _, body = teacher.request("POST", "/class/new", {"query": query})
         assert s == 200, body
@@ -690,6 +696,7 @@ def join_rush(students=60, spread=1.0, model=None):
     times = [r["seconds"] for r in results if r and r["page_ok"]]
     statuses = [st for r in results if r for st in r["statuses"]]
     return dict(students=students, spread_seconds=spread, model=model or "default",
+                load_average_after=round(os.getloadavg()[0], 2),
                 members=members, pages=len(times),
                 busy_pages=sum(1 for st in statuses if st == 503),
                 other_statuses=sorted({st for st in statuses if st not in (200, 303, 503)}),

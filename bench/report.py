@@ -169,6 +169,71 @@ def classroom(r) -> list:
     return lines
 
 
+def join_rush(r) -> list:
+    """bench/bench_classroom.py --join-rush: a class joins within one second."""
+    lines = [f"**A class that joins at once** ({provenance(r)}): each phone from its own "
+             "loopback address opens the join link at a random moment of the same second, loads "
+             "the teacher's page it is sent to and asks for the class's state; the server as "
+             "`make run` starts it (2 workers).", "",
+             "| teacher's page on | phones | joined | pages | busy pages (503) | join to page: "
+             "p50 / p95 / max | load average after |", "|---|---|---|---|---|---|---|"]
+    for x in r["runs"]:
+        t = x["join_to_page_ms"] or {}
+        lines.append(f"| {x['model']} | {x['students']} in {x['spread_seconds']:g} s | "
+                     f"{x['members']} | {x['pages']} | {x['busy_pages']} | {t.get('p50')} / "
+                     f"{t.get('p95')} / {t.get('max')} ms | {x.get('load_average_after', '')} |")
+    return lines + [""]
+
+
+def startup(r) -> list:
+    """bench/bench_startup.py (bench_classroom.py --startup): from `app.py` to answers."""
+    lines = [f"**Start-up** ({provenance(r)}): `app.py` as `make run` starts it, a request "
+             "sent every 250 ms from the start; cold is an empty data directory, warm keeps what "
+             "the cold start wrote (measurements, SmolLM2's float32 weights).", "",
+             "| start | first answer | default page | each model ready | longest request "
+             "left unanswered | refused before the socket was bound | load average after |",
+             "|---|---|---|---|---|---|---|"]
+    for x in r["startup"]:
+        ready = ", ".join(f"{k} {v:.1f} s" for k, v in x["models_ready_s"].items())
+        lines.append(f"| {x['label']} | {x['first_answer_s']:.2f} s | {x['default_page_s']:.1f} s"
+                     f" | {ready} | {x['longest_unanswered_s']:.2f} s | "
+                     f"{x['refused_before_bind']} of {x['probes']} | "
+                     f"{x.get('load_average_after', '')} |")
+    return lines + [""]
+
+
+def redis_faults(r) -> list:
+    """bench_classroom.py --redis-faults: what the class gets when Redis fails mid-session."""
+    lines = [f"**Redis failing mid-session** ({provenance(r)}; redis-server "
+             f"`{r['redis_args']}`): every class route asked once, then {r['followers']} "
+             "followers at once; then Redis is back and the session is counted.", "",
+             "| fault | every route | slowest answer | followers at once | served again after "
+             "| kept |", "|---|---|---|---|---|---|"]
+    for f in r["faults"]:
+        rec = f["recovery"]
+        crowd = ", ".join(f"{n} x {st}" for st, n in f["followers_at_once"]["statuses"].items())
+        lines.append(f"| {f['fault']} | {'503 with the message' if f['all_503'] else 'not all 503'}"
+                     f" | {f['max_seconds']:.2f} s (`{f['slowest_route']}`) | {crowd}, slowest "
+                     f"{f['followers_at_once']['max_seconds']:.2f} s | {rec['seconds']:.2f} s | "
+                     f"{rec['members']} of {rec['expected_members']} members, {rec['answered']} "
+                     f"of {rec['expected_answered']} answers |")
+    return lines + [""]
+
+
+def proxy(r) -> list:
+    """bench_classroom.py --proxy: the README's several-instance recipe under a class."""
+    lag = r["lag_ms"]
+    polls = r["state_polls_per_instance"]
+    return [f"**Two instances behind nginx, one Redis** ({provenance(r)}): {r['students']} "
+            f"followers from their own addresses, {r['slide_changes']} slide changes, "
+            f"{len(r['polls'])} polls; state polls served by each instance: "
+            f"{', '.join(str(v) for v in polls.values())}. A slide change on every follower: "
+            f"p50 {lag['p50']:.0f} ms, p95 {lag['p95']:.0f} ms, max {lag['max']:.0f} ms "
+            f"({lag['within_1s']} of {lag['of']} within 1 s); answers recorded "
+            f"{r['answers_recorded']}, lost {r['answers_lost']}, counted twice "
+            f"{r['answers_twice']}.", ""]
+
+
 def demand(runs) -> list:
     """bench/bench_demand.py: the CPU a class asks for, against the cores the machine has."""
     lines = ["**What a class asks of the server** (`bench/bench_demand.py`: the load test's "
@@ -218,6 +283,12 @@ def render() -> str:
     r = load("bench_classroom")
     if r:
         out += classroom(r)
+    for name, part in (("bench_classroom_join", join_rush), ("bench_startup", startup),
+                       ("bench_classroom_redis_faults", redis_faults),
+                       ("bench_classroom_proxy", proxy)):
+        r = load(name)
+        if r:
+            out += part(r)
     return "\n".join(out).rstrip() + "\n"
 
 
