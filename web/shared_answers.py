@@ -116,9 +116,11 @@ def request_key():
     """What makes this request's answer, or None when it is not one to share."""
     if request.method != "GET" or request.endpoint not in SHARED:
         return None
+    from web import registry
     from web.classroom.withheld import withheld
     return (request.endpoint, request.path, request.query_string,
-            tuple(request.headers.get(h, "") for h in HEADERS), withheld().key())
+            tuple(request.headers.get(h, "") for h in HEADERS), withheld().key(),
+            tuple(map(id, registry.sections())))   # the sections the page is made of
 
 
 def init_app(app):
