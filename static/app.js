@@ -82,6 +82,38 @@
       text: lines.join("<br>"), yref: "container", y: 1 - middle / height, yanchor: "middle" }) });
   }
 
+  // Presentation mode (static/learn.js) draws the figures for a projector: every font of the
+  // figure's layout and traces 1.3 times the page's, none under 18 px (its ticks, legend,
+  // labels and titles), and the slide's figure at the height learn.js left it
+  // (el._slideHeight). The server's figure is the same; only its drawing differs.
+  var PRESENT_SCALE = 1.3, PRESENT_MIN_PX = 18;
+  function presenting() { return document.body.classList.contains("present"); }
+  function bigFonts(v, key) {
+    if (Array.isArray(v)) return v.map(function (x) { return bigFonts(x, key); });
+    if (typeof v === "string") {   // a label's own smaller size (<span style="font-size:11px">, <sup>)
+      if (v.indexOf("<sup>") >= 0) {
+        v = v.replace(/<sup>/g, '<span style="font-size:' + PRESENT_MIN_PX + 'px">').replace(/<\/sup>/g, "</span>");
+      }
+      return v.indexOf("font-size") < 0 ? v : v.replace(/font-size:\s*([\d.]+)px/g, function (m, n) {
+        return "font-size:" + Math.max(PRESENT_MIN_PX, Math.round(n * PRESENT_SCALE)) + "px";
+      });
+    }
+    if (!v || typeof v !== "object" || v.bdata) return v;
+    var out = {};
+    Object.keys(v).forEach(function (k) { out[k] = bigFonts(v[k], k); });
+    if (/font$/i.test(key || "") && v.size !== undefined) {
+      var big = function (n) { return Math.max(PRESENT_MIN_PX, Math.round(n * PRESENT_SCALE)); };
+      out.size = Array.isArray(v.size) ? v.size.map(big) : big(v.size);
+    }
+    return out;
+  }
+  function presentLayout(layout) {
+    var out = bigFonts(layout, "");
+    out.font = Object.assign({}, out.font || {});
+    if (out.font.size === undefined) out.font.size = Math.round(12 * PRESENT_SCALE);
+    return out;
+  }
+
   // Plotly.react on the element already on the page redraws only what changed; uirevision
   // keeps the reader's zoom and pan across updates. A figure whose JSON is the one already
   // drawn is left alone. force: redraw anyway (a theme change). A figure inside a closed
@@ -91,13 +123,19 @@
     if (typeof Plotly === "undefined") return;
     if (el.closest("details:not([open])")) return;
     var json = el.getAttribute("data-figure");
-    if (!force && el._drawn === json) return;
+    var present = presenting(), key = present ? json + "@present" + (el._slideHeight || "") : json;
+    if (!force && el._drawn === key) return;
     var fig;
     try { fig = JSON.parse(themedJSON(json)); } catch (e) { return; }
-    var layout = wrapTitle(themed(fig.layout || {}), el.clientWidth);
+    var data = fig.data || [];
+    if (present) data = bigFonts(data, "");
+    var layout = themed(fig.layout || {});
+    if (present) layout = presentLayout(layout);
+    layout = wrapTitle(layout, el.clientWidth);
+    if (present && el._slideHeight) layout = Object.assign({}, layout, { height: el._slideHeight });
     if (layout.uirevision === undefined) layout = Object.assign({}, layout, { uirevision: "keep" });
-    Plotly.react(el, fig.data || [], layout, PLOT_CONFIG);
-    el._drawn = json;
+    Plotly.react(el, data, layout, PLOT_CONFIG);
+    el._drawn = key;
   }
   window.explainerDraw = function (el) { draw(el, true); };  // learn.js: theme changes
 

@@ -19,7 +19,7 @@
   var PAGE_ONLY = ["tour", "present", "open"];  // moved in place, without loading the page
 
   var info = null, panel = null, etag = null, last = null, timer = null, lastSent = null,
-      sending = false, expected = null, navigating = false, kinds = [];
+      sending = false, expected = null, navigating = false, kinds = [], lastTour;
 
   function load() {
     try { return JSON.parse(window.sessionStorage.getItem(KEY) || "null"); } catch (e) { return null; }
@@ -68,9 +68,51 @@
   function key(p) { return JSON.stringify(Object.keys(p).sort().map(function (k) { return [k, p[k]]; })); }
 
   // --- the panel -------------------------------------------------------------------------------
+  // A phone (the page's phone layout): a student's follows the slide without presentation mode.
+  function phone() { return !!(window.matchMedia && window.matchMedia("(max-width: 700px)").matches); }
+
+  // The teacher's panel serves the slide. Its views (data-view): "join", the join code and a big
+  // QR code over the slide while people join; "chip", a small bar in the corner of the tour's bar
+  // (code, joined, answered, and Reveal while a poll is open) that covers nothing of the slide;
+  // "menu", the panel above the chip (polls, the join code again, the end). The join view folds
+  // to the chip when the teacher moves to another slide or opens a poll. The reveal is a layer
+  // over the slide, closable. A student's panel heads the page on a phone.
+  function setView(v) {
+    if (!panel || !info || info.role !== "teacher") return;
+    info.view = v;
+    save();
+    panel.setAttribute("data-view", v);
+    var chip = panel.querySelector(".class-chip-open");
+    if (chip) chip.setAttribute("aria-expanded", v === "menu" ? "true" : "false");
+    sizes();
+  }
+  // The tour's bar leaves the chip its room; a student's phone page scrolls below the panel.
+  function sizes() {
+    if (!panel) return;
+    var root = document.documentElement.style;
+    if (info && info.role === "teacher" && panel.getAttribute("data-view") === "chip") {
+      root.setProperty("--class-chip-w", Math.ceil(panel.getBoundingClientRect().width) + "px");
+    } else if (info && info.role !== "teacher") {
+      root.setProperty("--class-h", Math.ceil(panel.getBoundingClientRect().height) + "px");
+    }
+  }
+
   function buildPanel() {
     if (panel) return panel;
-    panel = el("aside", { id: "class-panel", className: "class-panel", "aria-label": "Class session" });
+    var teacher = info && info.role === "teacher";
+    panel = el("aside", { id: "class-panel", className: "class-panel " + (teacher ? "teacher" : "member"),
+                          "aria-label": "Class session" });
+    document.body.classList.toggle("class-teaching", !!teacher);
+    document.body.classList.toggle("class-member", !teacher);
+    if (teacher) {
+      var chip = el("div", { className: "class-chip" });
+      var open = button("", function () {
+        setView(panel.getAttribute("data-view") === "menu" ? "chip" : "menu");
+      }, "class-chip-open");
+      open.setAttribute("aria-expanded", "false");
+      chip.appendChild(open);
+      panel.appendChild(chip);
+    }
     panel.appendChild(el("h2", { className: "class-title" }, "Class session"));
     panel.appendChild(el("div", { className: "class-head" }));
     panel.appendChild(el("p", { className: "class-status", role: "status", "aria-live": "polite" }));
@@ -78,7 +120,8 @@
     panel.appendChild(el("div", { className: "class-poll" }));
     panel.appendChild(el("div", { className: "class-reveal", "aria-live": "polite" }));
     panel.appendChild(el("div", { className: "class-others" }));
-    document.body.appendChild(panel);
+    if (teacher) document.body.appendChild(panel);
+    else document.body.insertBefore(panel, document.body.firstChild);
     return panel;
   }
   function part(name) { return buildPanel().querySelector(".class-" + name); }
@@ -88,6 +131,15 @@
     var b = el("button", { type: "button", className: cls || "" }, label);
     b.addEventListener("click", onClick);
     return b;
+  }
+
+  function teacherChip(s) {
+    var open = panel.querySelector(".class-chip-open");
+    if (!open) return;
+    var joined = s.members + " joined";
+    open.textContent = (info.shown || info.code) + " · " + joined;
+    open.setAttribute("aria-label", "Class menu: code " + info.code + ", " + joined);
+    sizes();
   }
 
   function teacherHead(s) {
@@ -104,6 +156,10 @@
     head.appendChild(el("p", { className: "class-url" }, info.joinUrl || ""));
     head.appendChild(el("img", { className: "class-qr", src: "/class/" + info.code + "/qr.svg",
                                  alt: "QR code of the join link", width: "176", height: "176" }));
+    var views = el("p", { className: "class-views" });
+    views.appendChild(button("Fold the join code", function () { setView("chip"); }, "class-fold"));
+    views.appendChild(button("Show the join code", function () { setView("join"); }, "class-show-join"));
+    head.appendChild(views);
   }
 
   function teacherTools() {
@@ -118,7 +174,7 @@
     tools.appendChild(select);
     tools.appendChild(button("Open the poll", function () {
       post("/class/" + info.code + "/polls", { kind: select.value, query: location.search })
-        .then(refresh, function (e) { status(e.message); });
+        .then(function () { setView("chip"); refresh(); }, function (e) { status(e.message); });
     }));
     tools.appendChild(button("End the session", function () {
       post("/class/" + info.code + "/end", {}).then(function () { leave("The session has ended."); },
@@ -164,6 +220,7 @@
       box.setAttribute("data-sig", sig);
       box.textContent = "";
       part("reveal").textContent = "";
+      part("reveal").classList.remove("closed");
       if (p) drawPoll(box, p);
     }
     if (!p) return;
@@ -244,6 +301,11 @@
   function drawReveal(r) {
     var box = part("reveal");
     box.textContent = "";
+    box.classList.remove("closed");
+    if (info.role === "teacher") {      // a layer over the slide: closed, the slide is back
+      box.appendChild(button("Back to the slide", function () { box.classList.add("closed"); }, "class-reveal-close"));
+      box.appendChild(el("h2", { className: "class-reveal-title" }, "The class and the model"));
+    }
     var model = el("p", { className: "class-model" });
     model.appendChild(document.createTextNode("The model: "));
     model.appendChild(el("strong", {}, r.model));
@@ -329,10 +391,15 @@
     }
     var tour = window.explainerTour;
     if (tour) {
-      var present = want.present === "1";
-      if (present !== tour.presenting()) tour.present(present);
+      // a phone shows the slide's section in the phone layout, scrolled to
+      var present = want.present === "1" && !phone(), changed = present !== tour.presenting();
+      var fitted = changed ? tour.present(present) : null;
       var step = Number(want.tour || 0);
-      if (step > 0 && (!tour.open() || tour.step() !== step)) tour.show(step);
+      if (step > 0 && (!tour.open() || tour.step() !== step || (changed && !present))) {
+        tour.show(step);
+        // the figures fitted to the phone change the page's heights: scrolled to it again
+        if (fitted && !present) Promise.resolve(fitted).then(function () { tour.show(step); });
+      }
       else if (step === 0 && tour.open()) tour.close();
     }
     expected = key(params(location.search));
@@ -343,6 +410,11 @@
     var now = params(location.search);
     if (info.role === "teacher") {
       var k = key(now);
+      if (now.tour !== lastTour) {
+        if (lastTour !== undefined && last && last.members > 0 && panel &&
+            panel.getAttribute("data-view") === "join") setView("chip");
+        lastTour = now.tour;
+      }
       if (k !== lastSent && !sending) {
         sending = true;
         var sent = k;
@@ -378,7 +450,7 @@
         last = s;
         if (s.kinds) kinds = s.kinds;
         if (info.role === "teacher" && !s.teacher) info.role = "student";
-        if (info.role === "teacher") { teacherHead(s); teacherTools(); }
+        if (info.role === "teacher") { teacherHead(s); teacherTools(); teacherChip(s); }
         else {
           studentTools();
           if (!s.member) { location.replace("/class/" + info.code); return; }   // join again
@@ -387,6 +459,7 @@
         }
         showStatus();
         showPoll(s.poll);
+        sizes();
       })
       .catch(function (e) {
         if (info) status(e && e.fromServer ? e.message : "Reconnecting to the class…");
@@ -398,7 +471,9 @@
     info = null;
     save();
     window.clearTimeout(timer);
+    document.body.classList.remove("class-teaching", "class-member");
     if (!panel) return;
+    panel.removeAttribute("data-view");
     part("head").textContent = "";
     part("tools").textContent = "";
     part("poll").textContent = "";
@@ -409,13 +484,14 @@
 
   function begin() {
     buildPanel();
+    if (info.role === "teacher") setView(info.view || "join");
     if (info.role !== "teacher") expected = key(params(location.search));
     refresh();
   }
 
   function teach(j) {
     info = { code: j.code, role: "teacher", shown: j.shown, joinUrl: j.join_url,
-             joinPage: j.join_page, following: true };
+             joinPage: j.join_page, following: true, view: "join" };
     kinds = j.kinds || kinds;
     POLL_MS = j.follow_poll_ms || POLL_MS;
     lastSent = null;                                  // the projector's state is sent at once

@@ -51,6 +51,8 @@
     $("tour-prev").disabled = n === 1;
     $("tour-next").disabled = n === all.length;
     setParam("tour", n, 0);
+    if (n !== shownStep) setMore(false, true);
+    shownStep = n;
     var target = markCurrent();
     if (scroll !== false && target && $(target)) {
       if (presenting()) window.scrollTo(0, 0);
@@ -67,6 +69,7 @@
 
   function setPresent(on) {
     document.body.classList.toggle("present", on);
+    if (!on) setMore(false, true);
     $("present-toggle").setAttribute("aria-pressed", on ? "true" : "false");
     setParam("present", on ? 1 : 0, 0);
     // a new presentation starts with every answer hidden again
@@ -81,16 +84,64 @@
     else markCurrent();
     redrawPlots();
     fitSlide();
+    // out of it, every figure drawn while its section was hidden (Plotly's 700 px) fits its box
+    // again: a phone's page would be wider than the phone. Resolves once they are.
+    return on ? Promise.resolve() : Promise.all(resizePlots(document.body)).catch(function () {});
   }
 
-  // --- presentation mode: each step is a slide that fits the screen ---------------------------
-  // The current section is scaled (CSS zoom, which lays it out again at the smaller size) to the
-  // largest factor at which the page needs no vertical scrolling, but never below MIN_ZOOM, so
-  // that a figure's labels stay readable. The factor is found by bisection: reflowed text makes
-  // the height a step function of the factor, not a proportion.
-  var MIN_ZOOM = 0.5;
+  // --- presentation mode: each step is a slide made for a projector -----------------------------
+  // A slide is its section's idea, at projector sizes (static/style.css: body.present): the
+  // heading, the lead's sentences, the prediction's question and one picture (the first figure
+  // of the core, or the section's own: SLIDE_PICTURE); the rest of the core is hidden
+  // (.slide-off), one key away (M, "More": body.present-more shows it all, and the page
+  // scrolls). Nothing is scaled down: the picture's figure is drawn to the height left on the
+  // screen (app.js draws it at el._slideHeight, with the presentation's font sizes).
+  var SLIDE_PICTURE = { attention: ".att-row" };
+  var PICTURES = ".plot[data-figure], ol.chips, .blk-diagram, .sp-rounds, table";
+  var MIN_FIG = 220;                           // px: a figure is not drawn lower than this
+  var more = false, shownStep = null;
+  function moreShown() { return presenting() && more; }
+  function setMore(on, quiet) {
+    more = !!on;
+    document.body.classList.toggle("present-more", more);
+    var b = $("tour-more");
+    if (b) b.setAttribute("aria-pressed", more ? "true" : "false");
+    if (!quiet) { fitSlide(); if (!more) window.scrollTo(0, 0); }
+  }
+  function slidePicture(slide) {
+    var all = slide.querySelectorAll(SLIDE_PICTURE[slide.id] || PICTURES);
+    for (var i = 0; i < all.length; i++) {
+      if (!all[i].closest("details.deeper") && all[i].getClientRects().length) return all[i];
+    }
+    return null;
+  }
+  // Marks what of the slide's section is not its idea: every element off the paths from the
+  // section down to the kept ones (kept elements show whole).
+  function markSlide(slide) {
+    slide.querySelectorAll(".slide-off").forEach(function (e) { e.classList.remove("slide-off"); });
+    if (slide.id === "overview" || moreShown()) return null;
+    var picture = slidePicture(slide);
+    var keep = [slide.querySelector("h2"), slide.querySelector("p.lead"),
+                slide.querySelector(".predict"), picture].filter(function (e) {
+      return e && !e.closest("details.deeper");
+    });
+    var path = [];
+    keep.forEach(function (k) { for (var e = k; e && e !== slide; e = e.parentElement) path.push(e); });
+    [slide].concat(path).forEach(function (e) {
+      if (keep.indexOf(e) >= 0) return;
+      Array.prototype.forEach.call(e.children, function (c) {
+        if (path.indexOf(c) < 0) c.classList.add("slide-off");
+      });
+    });
+    return picture && picture.matches(".plot[data-figure]") ? picture : null;
+  }
   var fitting = false;
   function overflow() { return document.scrollingElement.scrollHeight - window.innerHeight; }
+  // How far the page's content runs past the bottom of the window (below 0: room left).
+  function excess() {
+    var main = document.querySelector("main");
+    return main ? main.getBoundingClientRect().bottom + window.scrollY - window.innerHeight : overflow();
+  }
   function fitSlide(settled) {
     if (fitting) return;
     fitting = true;
@@ -98,38 +149,51 @@
       document.querySelectorAll(".section.slide-fit").forEach(function (s) {
         s.style.zoom = "";
         s.classList.remove("slide-fit");
+        s.querySelectorAll(".slide-off").forEach(function (e) { e.classList.remove("slide-off"); });
       });
       var slide = presenting() && document.querySelector(".section.current");
+      document.querySelectorAll("[data-figure]").forEach(function (el) {
+        if (el._slideHeight && (!slide || !slide.contains(el) || moreShown())) {
+          el._slideHeight = null;
+          if (window.explainerDraw) window.explainerDraw(el);
+        }
+      });
       if (!slide) return;
       slide.classList.add("slide-fit");
-      if (overflow() > 0) zoomToFit(slide);
-      // The slide's figures are drawn again at their boxes' width, zoomed or not: a figure
-      // drawn while its section was hidden (another slide on screen) got Plotly's default
-      // width, 700 px, and would stick out of its box and widen the page. The figures redrawn
-      // may be a little taller: once they are, fit again (without redrawing them again).
+      slide.removeAttribute("data-fitted");
+      var figure = markSlide(slide);
+      // The slide's figures are drawn again at their boxes' width: a figure drawn while its
+      // section was hidden (another slide on screen) got Plotly's default width, 700 px. The
+      // slide's figure then takes the height left on the screen.
       if (settled !== true) {
         Promise.all(resizePlots(slide)).then(function () {
-          if (presenting() && overflow() > 0) fitSlide(true);
+          if (presenting() && figure) fitFigure(figure, slide);
+          else slide.setAttribute("data-fitted", "");
         }, function () { /* a figure replaced meanwhile: its new one is drawn to fit */ });
       }
     } finally {
       fitting = false;
     }
   }
-  // The largest zoom factor at which the page needs no vertical scrolling, not below MIN_ZOOM
-  // (there, it scrolls).
-  function zoomToFit(slide) {
-    var lo = MIN_ZOOM, hi = 1;
-    slide.style.zoom = String(lo);
-    if (overflow() > 0) return;                    // at the smallest readable size: it scrolls
-    for (var i = 0; i < 7; i++) {
-      var mid = (lo + hi) / 2;
-      slide.style.zoom = String(mid);
-      if (overflow() > 0) hi = mid; else lo = mid;
-    }
-    // rounded down: a factor rounded up may be just past a step of the height (a line that
-    // wraps again) and scroll
-    slide.style.zoom = (Math.floor(lo * 1000) / 1000).toFixed(3);
+  // The slide's figure drawn as tall as the screen leaves it (no page scroll), not lower than
+  // MIN_FIG; drawn again only when that changes by more than a few pixels.
+  // The slide is marked data-fitted once its figure is drawn to its height (tests wait on it).
+  function fitFigure(el, slide) {
+    var done = function () { slide.setAttribute("data-fitted", ""); };
+    if (!el.isConnected || !window.explainerDraw || moreShown()) return done();
+    var now = el.getBoundingClientRect().height;
+    var want = Math.max(MIN_FIG, Math.floor(now - excess() - 2));
+    want = Math.min(want, Math.floor(window.innerHeight * 0.85));
+    if (el._slideHeight && Math.abs(want - now) <= 4) return done();
+    el._slideHeight = want;
+    window.explainerDraw(el);
+    window.requestAnimationFrame(function () {
+      if (presenting() && el.isConnected && excess() > 2 && want > MIN_FIG) {
+        el._slideHeight = Math.max(MIN_FIG, want - excess() - 2);
+        window.explainerDraw(el);
+      }
+      done();
+    });
   }
   // Plotly sizes a figure to its box when drawn and on window resizes; a slide's zoom changes
   // the box's width otherwise, so its figures are redrawn at the new size.
@@ -153,7 +217,7 @@
     var slide = document.querySelector(".section.current");
     if (!slide) return;
     slide.querySelectorAll(".predict:not(.revealed)").forEach(function (box) { reveal(box, NO_GUESS); });
-    slide.querySelectorAll(".ov-gate.gated[data-answer-of]").forEach(function (el) {
+    slide.querySelectorAll(".gated[data-answer-of]").forEach(function (el) {
       showAnswer(el.getAttribute("data-answer-of"), el.getAttribute("data-answer"), NO_GUESS);
     });
     fitSlide();
@@ -173,8 +237,9 @@
   // --- predict, then reveal --------------------------------------------------------------------
   // A guess is kept in this browser under the prediction's key (its id and the model's answer);
   // "Just show me" keeps an empty guess there: the answer was shown without a guess. The answer
-  // is shown elsewhere too: the elements named by a prediction's data-gate, and the overview's
-  // boxes marked data-answer-of (its top token, before any step), stay blurred until then.
+  // is shown elsewhere too: the elements named by a prediction's data-gate, and every place
+  // marked data-answer-of (the overview's top token before any step, a section's answer_gate),
+  // stay blurred until then.
   var NO_GUESS = "";
   var presentShown = {};          // keys revealed during this presentation (none stored)
 
@@ -200,9 +265,10 @@
     return same ? "Right!" : "Not this time.";
   }
 
-  // The overview's boxes that show this answer (web/overview.py's answer_text: the same key).
+  // The places that show this answer: the overview's boxes and every section's answer_gate
+  // (templates/macros.html; web/answers.py computes the same key as the question).
   function answerBoxes(id, answer, root) {
-    return Array.prototype.slice.call((root || document).querySelectorAll(".ov-gate[data-answer-of]"))
+    return Array.prototype.slice.call((root || document).querySelectorAll("[data-answer-of]"))
       .filter(function (el) {
         return el.getAttribute("data-answer-of") === id && el.getAttribute("data-answer") === answer;
       });
@@ -287,8 +353,8 @@
     });
     // the overview's boxes that show an answer: blurred until it is shown, in this browser, or
     // in this presentation
-    var boxes = root.matches && root.matches(".ov-gate") ? [root] : [];
-    root.querySelectorAll(".ov-gate[data-answer-of]").forEach(function (el) { boxes.push(el); });
+    var boxes = root.matches && root.matches("[data-answer-of]") ? [root] : [];
+    root.querySelectorAll("[data-answer-of]").forEach(function (el) { boxes.push(el); });
     boxes.forEach(function (el) {
       var key = keyOf(el.getAttribute("data-answer-of"), el.getAttribute("data-answer"));
       el.classList.toggle("gated", presenting() ? !presentShown[key] : saved(key) === null);
@@ -306,8 +372,13 @@
   // The overview's own way to its hidden answer: its "show" button, or a step of the loop (Next
   // token, Play), which puts the model's choice on screen anyway.
   document.addEventListener("click", function (e) {
-    var t = e.target.closest ? e.target.closest(".ov-reveal, #ov-next, #ov-play") : null;
+    var t = e.target.closest ? e.target.closest(".ov-reveal, #ov-next, #ov-play, .answer-reveal") : null;
     if (!t) return;
+    if (t.classList.contains("answer-reveal")) {     // a section's place: its own question's answer
+      var place = t.closest("[data-answer-of]");
+      showAnswer(place.getAttribute("data-answer-of"), place.getAttribute("data-answer"), NO_GUESS);
+      return;
+    }
     document.querySelectorAll(".ov-gate.gated[data-answer-of]").forEach(function (el) {
       showAnswer(el.getAttribute("data-answer-of"), el.getAttribute("data-answer"), NO_GUESS);
     });
@@ -446,6 +517,7 @@
     else if ((e.key === "ArrowLeft" || e.key === "PageUp") && tourOpen()) { showStep(currentStep() - 1); e.preventDefault(); }
     else if (e.key === "p" || e.key === "P") { setPresent(!presenting()); e.preventDefault(); }
     else if ((e.key === "r" || e.key === "R") && presenting()) { revealSlide(); e.preventDefault(); }
+    else if ((e.key === "m" || e.key === "M") && presenting()) { setMore(!more); e.preventDefault(); }
     else if (e.key === "Escape" && tourOpen()) { closeTour(); e.preventDefault(); }
   });
 
@@ -457,6 +529,7 @@
     else if (t.id === "tour-prev") showStep(currentStep() - 1);
     else if (t.id === "tour-close") closeTour();
     else if (t.id === "present-toggle") setPresent(!presenting());
+    else if (t.id === "tour-more") setMore(!more);
     else if (t.id === "copy-link") {
       var status = $("copy-status");
       var done = function () { status.textContent = "Link copied."; };

@@ -70,7 +70,9 @@ def test_a_teacher_and_three_students(browser, live_server, live_app, class_stor
         for s in students:
             expect(s.locator("#tour-now")).to_have_text("2")
 
-        # a class poll on the next token; the phone answers too
+        # a class poll on the next token, from the class menu (the join code folded away to
+        # a chip when the teacher moved on); the phone answers too
+        teacher.get_by_role("button", name=re.compile("^Class menu")).click()
         teacher.get_by_label("Class poll").select_option(label="The next token")
         teacher.get_by_role("button", name="Open the poll").click()
         for s, guess in zip(students, ["wife", "house", "Wife"]):

@@ -376,8 +376,10 @@ def next_token_model_side(out: dict, spec: dict, lm):
                    hovertemplate="%{x}: p = %{y:.1%}%{customdata}<extra></extra>")],
         layout=base_layout(
             title=dict(text="The class's guesses and the model's probabilities"),
-            barmode="group", height=320,
-            yaxis=dict(title=dict(text="share of the class / probability"), range=[0, 1],
+            barmode="group", height=340,
+            # the legend names the two bars; a long axis title ran into a title wrapped on
+            # two lines (a phone, the projector's larger type)
+            yaxis=dict(title=dict(text="share, p"), range=[0, 1],
                        tickformat=".0%"),
             xaxis=dict(type="category", tickangle=0),
             legend=dict(orientation="h", y=-0.2)))
