@@ -49,6 +49,9 @@ class Card:
     prompts: tuple = ()      # suggested prompts, the first is the model's default
     examples: tuple = ()     # lines the sections search for examples (beam search beating
                              #   greedy...); empty: the sections' own (lines of the Austen novels)
+    defaults: tuple = ()     # (parameter name, value): this model's own defaults, where a
+                             #   section's would show nothing of its lesson on the model's
+                             #   first prompt (see LoadedModel.default_of)
 
 
 # Cards of the models the project knows by name; any other checkpoint gets a card from its files.
@@ -80,7 +83,15 @@ KNOWN_CARDS = {
         examples=("The capital of France is",
                   "The quick brown fox jumps over the lazy",
                   "Once upon a time, there was a little",
-                  AUSTEN_PROMPTS[0])),
+                  AUSTEN_PROMPTS[0]),
+        # On "The capital of France is" SmolLM2 gives " Paris" 77%: at the page's sampler
+        # (T 0.8, top-p 0.9, min-p 0.05) it is the only token left to draw; at T 1.2 and
+        # min-p 0.02, 8 are. The 5-token prompt fits in one 16 x 16 tile; 2 x 2 tiles make 9,
+        # 6 computed, and row 4's maximum rises in a later tile. Prompt lookup finds nothing to
+        # guess in 8 sampled tokens; in 32 greedy ones it guesses 16 and 3 are accepted.
+        # (tests/test_web_model_defaults.py computes each of these.)
+        defaults=(("s_temp", 1.2), ("s_minp", 0.02), ("til_bq", 2), ("til_bk", 2),
+                  ("sp_mode", "greedy"), ("sp_tokens", 32))),
 }
 
 

@@ -39,6 +39,17 @@ class LoadedModel:
     def default_prompt(self) -> str:
         return self.card.prompts[0] if self.card and self.card.prompts else ""
 
+    def default_of(self, param):
+        """This model's default for a parameter (web.params.Param): its card's own (Card.defaults:
+        chosen so that a section's first screen shows its lesson on this model), else a big
+        model's (Param.big_default: where the default would be too slow), else the Param's."""
+        own = dict(self.card.defaults) if self.card else {}
+        if param.name in own:
+            return own[param.name]
+        if self.big and param.big_default is not None:
+            return param.big_default
+        return param.default
+
     @property
     def trained_on_austen(self) -> bool:
         """Trained here on Jane Austen's novels (see trained_on_austen above)."""

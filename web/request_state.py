@@ -16,7 +16,8 @@ def current_state():
     """(the loaded model, the validated state of the request): the model named by `model=`
     (an unknown name is a 422 naming the choices, and the default model answers), the prompt
     (absent: that model's own first suggestion) and its length in tokens checked too; a big
-    model's own defaults (Param.big_default) where the query gives no value."""
+    model's own defaults (LoadedModel.default_of: its card's, a big model's) where the query
+    gives no value."""
     ex = explainer()
     g.deadline = Deadline()                  # the request's time budget starts as it is read
     state = parse_state(request.query_string, all_params())
@@ -29,10 +30,11 @@ def current_state():
     state.resolve("model", ex.default)
     if "prompt" not in state.raw and lm.default_prompt:
         state.values["prompt"] = state.computed["prompt"] = lm.default_prompt
-    if lm.big:
-        for p in state.params.values():
-            if p.big_default is not None and p.name not in state.raw:
-                state.values[p.name] = state.computed[p.name] = p.big_default
+    for p in state.params.values():
+        if p.name not in state.raw and p.name != "prompt":
+            own = lm.default_of(p)
+            if own != p.default:
+                state.values[p.name] = state.computed[p.name] = own
     if "prompt" not in state.errors:
         n = len(lm.tokenizer.encode_ordinary(state["prompt"]))
         if n > lm.prompt_limit:
