@@ -14,7 +14,7 @@ the message next to the control and a 4xx status (htmx is configured to swap tho
 from flask import Blueprint, abort, current_app, g, render_template, request
 from markupsafe import Markup
 
-from web import overview as overview_pass
+from web import answers, overview as overview_pass
 from web.cache import cached_build
 from web.classroom.withheld import withheld
 from web.limits import Deadline, OverBudget
@@ -24,6 +24,9 @@ from web.request_state import current_state, deadline as request_deadline, expla
 from web.tour import page_context
 
 bp = Blueprint("explainer", __name__)
+# the answers of the predict-first questions, for the places that show them (answer_gate)
+bp.add_app_template_global(answers.next_token_answer)
+bp.add_app_template_global(answers.kv_bytes_answer)
 
 # The page computes what the reader can see: the first sections at once, every other one when
 # it is about to scroll into view (static/app.js asks for it then).
