@@ -36,5 +36,7 @@ def prefill_decode_figure(sweep: list, n_prompt: int, prefill_s: float, decode_s
         height=420, legend=dict(orientation="h", y=-0.3),
         xaxis=dict(title=dict(text="tokens (prompt, or cache for decode)"),
                    rangemode="tozero"),
-        yaxis=dict(title=dict(text="time (ms)"), rangemode="tozero"))
+        # a log scale: a whole prefill (tens of ms) and a token's cost (a few ms, or less)
+        # differ tenfold and more; on a linear axis the per-token lines lay flat at 0
+        yaxis=dict(title=dict(text="time (ms, log scale)"), type="log"))
     return figure_json(data, layout)

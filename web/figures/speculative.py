@@ -5,6 +5,7 @@ from web.figures import MUTED, PALETTE, base_layout, figure_json
 # that highlights the reader's setting elsewhere, nor the green of "accepted" (ACCEPTED, the
 # round chips' outline).
 TARGET = PALETTE[0]
+ALONE_PATTERN = dict(shape="/", fgcolor="white", size=8, solidity=0.3)
 PARTS = (("prefill", "both models read the prompt", "#c9d3e3"),
          ("draft", "draft proposes", MUTED),
          ("target", "target verifies (one pass a round)", TARGET),
@@ -21,7 +22,9 @@ def time_figure(alone_seconds: float, n_alone: int, spec_parts: dict, n_spec: in
     latter split into where its time went (`names`: the parts' legend entries)."""
     rows = [f"target alone<br>{n_alone} tokens", f"speculative<br>{n_spec} tokens"]
     traces = [dict(type="bar", y=[rows[0]], x=[1000 * alone_seconds], orientation="h",
-                   name="target alone, token by token", marker=dict(color=TARGET),
+                   name="target alone, token by token",
+                   # the target's colour, hatched: its own swatch beside "target verifies"
+                   marker=dict(color=TARGET, pattern=ALONE_PATTERN),
                    hovertemplate="%{x:.1f} ms<extra>target alone</extra>")]
     for key, name, color in PARTS:
         name = (names or {}).get(key, name)
