@@ -506,6 +506,63 @@
     }
   }, true);
 
+  // --- a table cut by its box says so in words -------------------------------------------------
+  // A table wider (or taller) than the box that scrolls it gets a line just above the box: which
+  // of its columns (rows) are wholly in view, of how many, and that the rest is a scroll away;
+  // a faint shadow at the edge was the only cue, and a cut on a row boundary looks complete.
+  var CUT_BOXES = ".table-scroll, .scroll, .att-scroll";
+  function wholly(cells, lo, hi, start, end) {
+    var seen = [];
+    cells.forEach(function (c, i) {
+      var r = c.getBoundingClientRect();
+      if (r[start] >= lo - 1 && r[end] <= hi + 1) seen.push(i);
+    });
+    return seen;
+  }
+  function describeCut(box) {
+    var table = box.querySelector("table");
+    var note = box.previousElementSibling;
+    if (note && !note.classList.contains("cut-note")) note = null;
+    var wide = table && box.clientWidth > 0 && box.scrollWidth > box.clientWidth + 1;
+    var tall = table && box.clientHeight > 0 && box.scrollHeight > box.clientHeight + 1;
+    if (!wide && !tall) { if (note) note.remove(); return; }
+    var at = box.getBoundingClientRect(), parts = [];
+    if (wide && table.rows.length) {
+      var heads = Array.prototype.slice.call(table.rows[0].cells);
+      var cols = wholly(heads, at.left, at.right, "left", "right");
+      if (cols.length) parts.push("columns " + (cols[0] + 1) + "–" + (cols[cols.length - 1] + 1) +
+                                  " of " + heads.length + " in view — scroll sideways for the rest");
+    }
+    if (tall && table.tBodies.length) {
+      var rows = Array.prototype.slice.call(table.tBodies[0].rows);
+      var seen = wholly(rows, at.top, at.bottom, "top", "bottom");
+      if (seen.length) parts.push("rows " + (seen[0] + 1) + "–" + (seen[seen.length - 1] + 1) +
+                                  " of " + rows.length + " in view — scroll down for the rest");
+    }
+    if (!parts.length) { if (note) note.remove(); return; }
+    if (!note) {
+      note = document.createElement("p");
+      note.className = "cut-note";
+      box.insertAdjacentElement("beforebegin", note);
+    }
+    var text = "Cut to fit: " + parts.join("; ") + ".";
+    if (note.textContent !== text) note.textContent = text;
+  }
+  var cutsQueued = false;
+  function describeCuts() {
+    if (cutsQueued) return;
+    cutsQueued = true;
+    window.requestAnimationFrame(function () {
+      cutsQueued = false;
+      document.querySelectorAll(CUT_BOXES).forEach(describeCut);
+    });
+  }
+  window.addEventListener("resize", describeCuts);
+  document.addEventListener("toggle", describeCuts, true);
+  document.addEventListener("scroll", function (e) {
+    if (e.target.matches && e.target.matches(CUT_BOXES)) describeCut(e.target);
+  }, true);
+
   // --- wiring --------------------------------------------------------------------------------
   function typing(el) {
     return el && (el.isContentEditable || /^(INPUT|TEXTAREA|SELECT)$/.test(el.tagName));
@@ -550,6 +607,7 @@
     addExportTools(root);
     restorePredictions(root);
     markCurrent();
+    describeCuts();
   }
 
   document.addEventListener("DOMContentLoaded", function () {
