@@ -246,8 +246,10 @@ def test_the_big_model_has_a_gate_of_its_own_so_the_small_one_never_waits_behind
     for _ in range(small.slots):
         small.acquire()                    # the small model's slots are all taken
     try:
-        assert c.get("/section/logits", headers=HX).status_code == 503
-        assert c.get("/section/logits", query_string={"model": "smollm2"},
+        # an answer not made yet waits for a slot (one made already is shared without one)
+        fresh = {"prompt": "A page the small model has not made yet"}
+        assert c.get("/section/logits", query_string=fresh, headers=HX).status_code == 503
+        assert c.get("/section/logits", query_string={**fresh, "model": "smollm2"},
                      headers=HX).status_code == 200
     finally:
         for _ in range(small.slots):
