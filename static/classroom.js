@@ -19,7 +19,8 @@
   var PAGE_ONLY = ["tour", "present", "open"];  // moved in place, without loading the page
 
   var info = null, panel = null, etag = null, last = null, timer = null, lastSent = null,
-      sending = false, expected = null, navigating = false, kinds = [], lastTour;
+      sending = false, expected = null, navigating = false, kinds = [], lastTour,
+      placed = false;      // a follower's page was moved to the teacher's step since it loaded
 
   function load() {
     try { return JSON.parse(window.sessionStorage.getItem(KEY) || "null"); } catch (e) { return null; }
@@ -372,6 +373,8 @@
     info.reloadedFor = sig;
     save();
     navigating = true;
+    // loaded again, the page shows the teacher's step (apply), not where the browser was scrolled
+    if ("scrollRestoration" in window.history) window.history.scrollRestoration = "manual";
     window.location.reload();
     return true;
   }
@@ -395,7 +398,10 @@
       var present = want.present === "1" && !phone(), changed = present !== tour.presenting();
       var fitted = changed ? tour.present(present) : null;
       var step = Number(want.tour || 0);
-      if (step > 0 && (!tour.open() || tour.step() !== step || (changed && !present))) {
+      // once after the page loads (a reload for a poll, or the reader's): the browser put it
+      // back where it was scrolled, and the sections laid out for a phone moved under it
+      if (step > 0 && (!placed || !tour.open() || tour.step() !== step || (changed && !present))) {
+        placed = true;
         tour.show(step);
         // the figures fitted to the phone change the page's heights: scrolled to it again
         if (fitted && !present) Promise.resolve(fitted).then(function () { tour.show(step); });

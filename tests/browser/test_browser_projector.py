@@ -207,9 +207,15 @@ def test_the_teachers_panel_serves_the_slide_and_a_phone_gets_the_phone_page(
         # a poll: opened from the chip's menu, on top of the phone's page
         teacher.get_by_role("button", name=re.compile("^Class menu")).click()
         teacher.get_by_label("Class poll").select_option(label="The next token")
-        teacher.get_by_role("button", name="Open the poll").click()
+        # the phone's page loads again (the server withholds the poll's answer from it) and
+        # shows the teacher's slide, not where the browser had it scrolled
+        with student.expect_event("load"):
+            teacher.get_by_role("button", name="Open the poll").click()
         poll = student.get_by_text("Class poll: The next token")
         expect(poll).to_be_in_viewport()
+        student.wait_for_load_state("networkidle")
+        expect(student.locator("#tour-now")).to_have_text("2")
+        expect(section).to_be_in_viewport()
         student.get_by_label("Your answer").fill("door")
         student.get_by_role("button", name="Send my answer").click()
         expect(student.get_by_text("Your answer: door.")).to_be_in_viewport()
@@ -226,6 +232,11 @@ def test_the_teachers_panel_serves_the_slide_and_a_phone_gets_the_phone_page(
         screen = teacher.evaluate(SCREEN, ".class-reveal")
         assert share_at_least(screen["sizes"], BACK_ROW_PX) >= 0.9, \
             smallest(screen["sizes"], BACK_ROW_PX)
+        # its chart too: the class's guesses beside the model's probabilities, for the back row
+        chart = teacher.evaluate(SCREEN, ".class-reveal svg")
+        assert chart["sizes"], "the reveal's chart writes nothing"
+        assert share_at_least(chart["sizes"], BACK_ROW_PX) >= 0.9, \
+            f"the reveal's chart: {smallest(chart['sizes'], BACK_ROW_PX)}"
         teacher.get_by_role("button", name="Back to the slide").click()
         expect(reveal).to_be_hidden()
         expect(slide).to_be_visible()
