@@ -87,7 +87,14 @@
   // labels and titles), and the slide's figure at the height learn.js left it
   // (el._slideHeight). The server's figure is the same; only its drawing differs.
   var PRESENT_SCALE = 1.3, PRESENT_MIN_PX = 18;
-  function presenting() { return document.body.classList.contains("present"); }
+  // The teacher's reveal (static/classroom.js drawReveal) is a layer over the slide for the
+  // projector, in presentation mode or not: its chart is drawn at these sizes too (not on a
+  // phone's width).
+  function presenting(el) {
+    return document.body.classList.contains("present") ||
+      !!(el && el.closest(".class-panel.teacher .class-reveal") &&
+         !(window.matchMedia && window.matchMedia("(max-width: 700px)").matches));
+  }
   function bigFonts(v, key) {
     if (Array.isArray(v)) return v.map(function (x) { return bigFonts(x, key); });
     if (typeof v === "string") {   // a label's own smaller size (<span style="font-size:11px">, <sup>)
@@ -111,7 +118,50 @@
     var out = bigFonts(layout, "");
     out.font = Object.assign({}, out.font || {});
     if (out.font.size === undefined) out.font.size = Math.round(12 * PRESENT_SCALE);
+    // labels placed in pixels above the plot (the roofline's phases: yshift rows in a top
+    // margin of their height) get rows of the larger type's height: cut off at the top before
+    if ((out.annotations || []).some(function (a) { return a.yshift; })) {
+      out.annotations = out.annotations.map(function (a) {
+        return a.yshift ? Object.assign({}, a, { yshift: Math.round(a.yshift * PRESENT_SCALE) }) : a;
+      });
+      out.shapes = (out.shapes || []).map(function (sh) {
+        return sh.ysizemode !== "pixel" ? sh : Object.assign({}, sh, {
+          y0: Math.round(sh.y0 * PRESENT_SCALE), y1: Math.round(sh.y1 * PRESENT_SCALE) });
+      });
+      if (out.margin && out.margin.t) {
+        var t = Math.round(out.margin.t * PRESENT_SCALE);
+        if (out.height) out.height += t - out.margin.t;
+        out.margin = Object.assign({}, out.margin, { t: t });
+      }
+    }
     return out;
+  }
+
+  // An axis labelled tick by tick (tickmode "array": a prompt's tokens) writes every label:
+  // at the projector's type a long prompt's labels ran into each other. Drawn, every k-th is
+  // kept, k the fewest at which a label's line fits between two (y) or its longest text (x).
+  function thinTicks(el, layout) {
+    var full = el._fullLayout, update = {};
+    if (!full) return;
+    Object.keys(layout).forEach(function (k) {
+      var m = /^([xy])axis\d*$/.exec(k), ax = layout[k], fa = full[k];
+      if (!m || !ax || ax.tickmode !== "array" || !Array.isArray(ax.tickvals) ||
+          ax.tickvals.length < 3 || !fa || !fa._length) return;
+      var size = (ax.tickfont && ax.tickfont.size) || (layout.font && layout.font.size) || PRESENT_MIN_PX;
+      var text = ax.ticktext || ax.tickvals, pitch = fa._length / ax.tickvals.length, need;
+      if (m[1] === "y" || (ax.tickangle !== undefined && Math.abs(ax.tickangle) === 90)) need = 1.15 * size;
+      else {
+        measure.font = size + "px " + ((layout.font && layout.font.family) || "sans-serif");
+        need = 8 + Math.max.apply(null, text.map(function (t) {
+          return measure.measureText(String(t).replace(/<[^>]*>/g, "")).width; }));
+        if (ax.tickangle === undefined || ax.tickangle === "auto") need = Math.min(need, 1.6 * size);
+      }
+      var every = Math.ceil(need / pitch);
+      if (every <= 1) return;
+      update[k + ".tickvals"] = ax.tickvals.filter(function (v, i) { return i % every === 0; });
+      if (ax.ticktext) update[k + ".ticktext"] = ax.ticktext.filter(function (v, i) { return i % every === 0; });
+    });
+    if (Object.keys(update).length) return Plotly.relayout(el, update);
   }
 
   // Plotly.react on the element already on the page redraws only what changed; uirevision
@@ -123,7 +173,7 @@
     if (typeof Plotly === "undefined") return;
     if (el.closest("details:not([open])")) return;
     var json = el.getAttribute("data-figure");
-    var present = presenting(), key = present ? json + "@present" + (el._slideHeight || "") : json;
+    var present = presenting(el), key = present ? json + "@present" + (el._slideHeight || "") : json;
     if (!force && el._drawn === key) return;
     var fig;
     try { fig = JSON.parse(themedJSON(json)); } catch (e) { return; }
@@ -134,7 +184,8 @@
     layout = wrapTitle(layout, el.clientWidth);
     if (present && el._slideHeight) layout = Object.assign({}, layout, { height: el._slideHeight });
     if (layout.uirevision === undefined) layout = Object.assign({}, layout, { uirevision: "keep" });
-    Plotly.react(el, data, layout, PLOT_CONFIG);
+    var drawn = Plotly.react(el, data, layout, PLOT_CONFIG);
+    if (present && drawn && drawn.then) drawn.then(function () { return thinTicks(el, layout); }).catch(function () {});
     el._drawn = key;
   }
   window.explainerDraw = function (el) { draw(el, true); };  // learn.js: theme changes
