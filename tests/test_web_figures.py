@@ -241,12 +241,14 @@ def test_long_axis_titles_are_two_short_lines():
 # --- Colour roles: one colour, one meaning, in neighbouring sections
 
 def test_greedy_and_accepted_and_the_highlight_are_distinct_roles(pages):
-    from web.figures import ACCEPTED, CHOICE, HIGHLIGHT, ROLE_NAMES
+    from web.figures import ACCEPTED, CHOICE, HIGHLIGHT, ROLE_NAMES, ROLES
     from web.figures import decoding, speculative
     assert len({ACCEPTED, CHOICE, HIGHLIGHT}) == 3
     assert decoding.GREEDY == CHOICE != ACCEPTED and decoding.BEST == HIGHLIGHT
-    parts = {key: colour for key, _, colour in speculative.PARTS}
+    parts = {key: ROLES[role] for key, _, role in speculative.PARTS}
     assert parts["target"] == speculative.TARGET not in (HIGHLIGHT, ACCEPTED, CHOICE)
+    # the target alone decodes token by token: its own colour, not the verifying passes'
+    assert speculative.ALONE == ROLES["DECODE"] != speculative.TARGET
     # the drawn tree uses them
     tree = [f for f in figures_of(pages["decoding"])
             if any(t.get("name") == "greedy path" for t in f["data"])]

@@ -9,7 +9,7 @@ import re
 import numpy as np
 from playwright.sync_api import expect
 
-from web.figures import DARK_INKS as FIGURE_DARK_INKS, INK, PALETTE
+from web.figures import DARK_INKS as FIGURE_DARK_INKS, INK, ROLES
 from web.registry import SECTIONS
 from web.tour import tour_steps
 
@@ -251,7 +251,7 @@ def test_dark_theme_draws_figures_in_light_ink(page):
     light text. Drawn, no trace is in a dark ink and no box is white; the light theme keeps both."""
     page.goto("/")
     expect(page.locator("html")).to_have_attribute("data-dark-inks", " ".join(FIGURE_DARK_INKS))
-    assert DARK_INKS == {INK.lower(), PALETTE[0].lower()}
+    assert DARK_INKS == {INK.lower(), ROLES["MODEL_P"].lower()}
     light = page.evaluate(FIGURE_COLOURS)
     assert any(DARK_INKS & set(f["colours"]) for f in light)
     assert any(b.startswith("rgba(255, 255, 255") or b in ("white", "#fff", "#ffffff")

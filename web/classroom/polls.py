@@ -31,10 +31,13 @@ import numpy as np
 
 from pipeline.sampling import softmax_with_temperature
 from web.cache import memoized
-from web.figures import ACCENT, PALETTE, base_layout, label
+from web.figures import ROLES, base_layout, label, roles
 from web.forward import prompt_ids, prompt_run
 from web.limits import CLASSROOM
 
+# the reveal's chart: the class's guesses are what was observed (DRAWS, as the sampling
+# section's draws), the model's bars its softmax probability (MODEL_P)
+ROLE_OF_BAR = {"class": "DRAWS", "model": "MODEL_P"}
 TOP_GROUPS = 10            # answers drawn / listed on reveal
 MAX_NUMBER = 10 ** 15
 
@@ -369,10 +372,12 @@ def next_token_model_side(out: dict, spec: dict, lm):
              for g in out["groups"]] + [""] * (len(xs) - len(out["groups"]))
     out["figure"] = dict(
         data=[dict(type="bar", name="the class: share of guesses", x=names, y=class_y,
-                   marker=dict(color=PALETTE[0]),
+                   marker=dict(color=ROLES[ROLE_OF_BAR["class"]]),
+                   meta=roles(ROLE_OF_BAR["class"]),
                    hovertemplate="%{x}: %{y:.0%} of the class<extra></extra>"),
               dict(type="bar", name=f"{spec['model']}: probability", x=names, y=model_y,
-                   marker=dict(color=ACCENT), customdata=hover,
+                   marker=dict(color=ROLES[ROLE_OF_BAR["model"]]),
+                   meta=roles(ROLE_OF_BAR["model"]), customdata=hover,
                    hovertemplate="%{x}: p = %{y:.1%}%{customdata}<extra></extra>")],
         layout=base_layout(
             title=dict(text="The class's guesses and the model's probabilities"),

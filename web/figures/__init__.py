@@ -7,8 +7,9 @@ they do not compute it again.
 
 One style for every figure, through `base_layout`: the page's font, tick labels and axis titles
 of at least 14 px, every axis sized to its labels (automargin), every figure's title in one size
-and one alignment (TITLE_SIZE, from the left edge), one categorical palette (PALETTE) and one
-diverging scale for signed values (DIVERGING, via `signed_colours`).
+and one alignment (TITLE_SIZE, from the left edge), colours with one meaning each (ROLES), one
+categorical sequence for lists (SERIES) and one diverging scale for signed values (DIVERGING,
+via `signed_colours`).
 
 Text that came from a user or a tokenizer is HTML-escaped before it goes into a label, because
 Plotly renders a little HTML in text and hover labels.
@@ -30,26 +31,82 @@ TITLE_SIZE = 16
 TITLE_ALIGN = dict(x=0, xref="container", xanchor="left")
 TITLE_INDENT = 10             # px from the figure's left edge (the figures' own left margin)
 
-# The categorical palette: one colour per series, in this order. ACCENT marks what the reader
-# chose or the current value; MUTED is context (a reference line, every other point); INK text.
-INK, MUTED, ACCENT = "#14213d", "#7a8ba6", "#b4451f"
-PALETTE = ("#2b3a55", "#b4451f", "#3c8d5a", "#8a5fb5", "#c08a1e", "#4d8fbf", "#a8436f",
-           "#5f6b3a")
+# Colours with a meaning, one meaning each, the same in every figure of the page (and in the
+# page's CSS where it draws figure-like bars): a colour below means its role and nothing else,
+# and a figure draws a role in its colour only (tests/test_web_figure_colours.py checks every
+# trace of every section). A trace says which roles it draws (`meta`, see `roles`).
+ROLES = {
+    # text, a function's curve (GELU), a rank, reference lines and outlines; the beam tree's
+    # structure (its root, kept beams, and finished ones as squares)
+    "INK": "#14213d",
+    # the highlighted series or point: the reader's setting, the current value, the technique
+    # the section shows at work (with the cache, tiled, paged), the answer a search found
+    # (the best beam); the page's text calls it "orange" (ROLE_NAMES)
+    "HIGHLIGHT": "#b4451f",
+    # context: the baseline a highlight is compared with (without the cache, plain attention),
+    # every other point, the data under a highlighted mark (the weights under the levels)
+    "CONTEXT": "#7a8ba6",
+    # what a control removed or a search pruned: a token top-k / top-p cut, a pruned beam
+    "REMOVED": "#c3cad6",
+    # the model's own probability: the softmax of the logits at temperature 1
+    "MODEL_P": "#2b3a55",
+    # the probability after the sampler's controls (temperature, top-k, top-p...): what a token
+    # is drawn with (the overview's thick bars, static/style.css --sampler-p)
+    "SAMPLER_P": "#4d8fbf",
+    # the probability after one stage of the controls, on the way to SAMPLER_P (the stage table)
+    "STAGE_P": "#a9c9e2",
+    # what was observed: seeded draws, the class's guesses
+    "DRAWS": "#a8436f",
+    # the model's choice taken as is, its top token each step (greedy); "gold"
+    "CHOICE": "#c08a1e",
+    # a guess the target model accepted (speculative decoding; .sp.acc chips); "green"
+    "ACCEPTED": "#3c8d5a",
+    # the parts of a model, wherever its parameters or time are split by part
+    "EMBEDDING": "#8a5fb5",
+    "ATTENTION": "#1b8a8a",
+    "FEED_FORWARD": "#5f6b3a",
+    "NORMS": "#c5b0d5",
+    # reading the whole prompt in one pass (prefill)
+    "PREFILL": "#6b3e1f",
+    # one token a pass, token by token (decode; the target model alone)
+    "DECODE": "#4652a8",
+    # speculative decoding's parts: the draft's proposals, the target's verifying passes, the
+    # accept / reject bookkeeping
+    "DRAFT": "#9fb3d1",
+    "TARGET": "#17a2b8",
+    "OVERHEAD": "#bab0ac",
+    # the vocabulary map: the rows that stand apart by their length, and the prompt's tokens'
+    # nearest neighbours (rings)
+    "FAR": "#6a3d9a",
+    "NEIGHBOUR": "#1f5fbf",
+}
+# The categorical sequence, for series that are only "the i-th of a list" (layers, heads,
+# requests, published models, chips): none of the role colours, so a layer never looks like
+# "attention" or "the sampler's p". Series past its length repeat it (with their own dash).
+SERIES = ("#e377c2", "#76b7b2", "#edc948", "#b07aa1", "#9c755f", "#e15759")
+PALETTE = SERIES             # plotly's colorway: a trace without a colour is a series
+INK, MUTED, ACCENT = ROLES["INK"], ROLES["CONTEXT"], ROLES["HIGHLIGHT"]
+HIGHLIGHT, CHOICE, ACCEPTED = ROLES["HIGHLIGHT"], ROLES["CHOICE"], ROLES["ACCEPTED"]
+# Each role colour the page's text names has that name (ROLE_NAMES).
+ROLE_NAMES = {HIGHLIGHT: "orange", CHOICE: "gold", ACCEPTED: "green"}
 GRID, ZERO_LINE = "#e3e7ee", "#b9c1cf"
 # The figures are built for a white page. In the dark theme static/app.js draws these two dark
 # inks (lines, bars, the beam tree's edges) in the page's light ink (CSS --ink), which would
 # vanish on the dark paper otherwise; the page names them (templates/page.html).
-DARK_INKS = (INK, PALETTE[0])
+DARK_INKS = (INK, ROLES["MODEL_P"])
 
-# Colours with a meaning, one meaning each, the same in every figure (and the page's CSS):
-# HIGHLIGHT (= ACCENT, orange): the highlighted series or point: the reader's setting, the
-#   current value, what the section shows at work, the answer a search found (the best beam);
-# CHOICE (gold): the model's own choice taken as is, its top token each step (greedy);
-# ACCEPTED (green): a guess the target model accepted (speculative decoding; static/style.css's
-#   .sp.acc chips are outlined in it).
-# Each has the name the page's text calls it by (ROLE_NAMES).
-HIGHLIGHT, CHOICE, ACCEPTED = ACCENT, PALETTE[4], PALETTE[2]
-ROLE_NAMES = {HIGHLIGHT: "orange", CHOICE: "gold", ACCEPTED: "green"}
+
+def roles(*names) -> dict:
+    """A trace's `meta`: the roles it draws, each in ROLES[name] (one per colour it uses), or
+    roles("SERIES"): one of a list, in SERIES."""
+    assert all(n in ROLES for n in names) or names == ("SERIES",), names
+    return dict(roles=list(names))
+
+
+def series(i: int) -> str:
+    """The i-th colour of the categorical sequence."""
+    return SERIES[i % len(SERIES)]
+
 
 # Values >= 0 (attention weights, norms): white to dark blue.
 SEQUENTIAL = [[0.0, "#ffffff"], [0.15, "#c6dbef"], [0.5, "#4a8fc9"], [1.0, "#08306b"]]

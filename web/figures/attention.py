@@ -14,8 +14,8 @@ import io
 import numpy as np
 from PIL import Image
 
-from web.figures import (ACCENT, FONT, PALETTE, SEQUENTIAL, base_layout, every_kth, figure_json,
-                         label, signed_colours, text_px, typed_array)
+from web.figures import (ACCENT, FONT, SERIES, SEQUENTIAL, base_layout, every_kth, figure_json,
+                         label, roles, signed_colours, text_px, typed_array)
 
 MASKED = "#c9ccd3"            # grey of masked cells: in neither colour scale
 CHOSEN = ACCENT               # outline of the clicked token's row
@@ -167,7 +167,8 @@ def head_measures_figure(measures: dict) -> str:
                 type="bar", x=x[layer * H:(layer + 1) * H],
                 y=np.round(values[layer], 3).tolist(), xaxis="x" + ax, yaxis="y" + ax,
                 name=f"layer {layer}", legendgroup=f"layer {layer}", showlegend=i == 0,
-                marker=dict(color=PALETTE[layer % (2 if deep else len(PALETTE))]),
+                marker=dict(color=SERIES[layer % (2 if deep else len(SERIES))]),
+                meta=roles("SERIES"),
                 customdata=list(range(H)),
                 hovertemplate=f"{MEASURE_TITLES[name]}: layer {layer}, head %{{customdata}}: "
                               "%{y:.3f}<extra></extra>"))

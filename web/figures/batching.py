@@ -1,8 +1,7 @@
 """Figures of the batching section: measured step costs, slot timelines, paged memory."""
-from web.figures import ACCENT, MUTED, PALETTE, base_layout, figure_json
+from web.figures import ACCENT, INK, MUTED, SERIES, base_layout, figure_json, roles
 
-DARK = PALETTE[0]
-REQUEST_COLOURS = PALETTE
+REQUEST_COLOURS = SERIES         # a request is one of a list
 
 
 def step_costs_figure(step_ms, samples) -> str:
@@ -11,10 +10,10 @@ def step_costs_figure(step_ms, samples) -> str:
     data = [
         dict(type="scatter", x=[b for b, s in zip(rows, samples) for _ in s],
              y=[float(t) for s in samples for t in s], mode="markers", name="each timing",
-             marker=dict(color=MUTED, size=6, opacity=0.6),
+             marker=dict(color=MUTED, size=6, opacity=0.6), meta=roles("CONTEXT"),
              hovertemplate="%{x} rows: %{y:.2f} ms<extra>one timing</extra>"),
         dict(type="scatter", x=rows, y=[float(t) for t in step_ms], mode="lines+markers",
-             name="median", line=dict(color=ACCENT), marker=dict(size=9),
+             name="median", line=dict(color=ACCENT), marker=dict(size=9), meta=roles("HIGHLIGHT"),
              hovertemplate="%{x} rows: %{y:.2f} ms<extra>median</extra>"),
     ]
     return figure_json(data, base_layout(
@@ -68,7 +67,7 @@ def timeline_figure(schedule, title: str, end_ms: float = None) -> str:
         data.append(dict(
             type="bar", x=tr["x"], base=tr["base"], y=tr["y"], orientation="h", name=tr["name"],
             text=tr["text"], textposition="inside", insidetextanchor="middle", textangle=0,
-            marker=dict(color=colour, opacity=0.3 if padding else 1.0,
+            meta=roles("SERIES"), marker=dict(color=colour, opacity=0.3 if padding else 1.0,
                         line=dict(color="white", width=1)),
             customdata=tr["custom"], showlegend=False,     # each bar is labelled with its request
             hovertemplate=tr["name"] + ": steps %{customdata[0]}-%{customdata[1]}, "
@@ -94,13 +93,14 @@ def memory_figure(rows, block: int) -> str:
     data = [
         dict(type="scatter", x=xs, y=[r["contiguous"] for r in rows], mode="lines",
              name="contiguous reservation",
-             line=dict(color=MUTED, shape="hv"),
+             line=dict(color=MUTED, shape="hv"), meta=roles("CONTEXT"),
              hovertemplate="step %{x}: %{y:,} bytes<extra>contiguous</extra>"),
         dict(type="scatter", x=xs, y=[r["paged"] for r in rows], mode="lines",
              name=f"paged ({block}-token blocks)", line=dict(color=ACCENT, shape="hv"),
+             meta=roles("HIGHLIGHT"),
              hovertemplate="step %{x}: %{y:,} bytes<extra>paged</extra>"),
         dict(type="scatter", x=xs, y=[r["used"] for r in rows], mode="lines",
-             name="tokens held", line=dict(color=DARK, shape="hv"),
+             name="tokens held", line=dict(color=INK, shape="hv"), meta=roles("INK"),
              hovertemplate="step %{x}: %{y:,} bytes<extra>used</extra>"),
     ]
     return figure_json(data, base_layout(

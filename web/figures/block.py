@@ -4,8 +4,8 @@ Plain figure dicts (`web.figures.figure_json`): these sections re-render on ever
 """
 import numpy as np
 
-from web.figures import (ACCENT, INK, MUTED, PALETTE, SEQUENTIAL, base_layout, every_kth,
-                         figure_json, label, signed_colours, text_px, typed_array, wrap_name)
+from web.figures import (ACCENT, INK, ROLES, SEQUENTIAL, base_layout, every_kth, figure_json,
+                         label, roles, signed_colours, text_px, typed_array, wrap_name)
 
 
 def _token_ticks(tokens: list) -> list:
@@ -114,6 +114,7 @@ def lens_figure(final_p: list, final_text: str, stages: list, final_rank: list =
     tickvals, ticktext, angle = lens_ticks(len(stages))
     line = dict(type="scatter", x=x, y=[float(p) for p in final_p], mode="lines+markers",
                 line=dict(color=ACCENT), marker=dict(size=9 if len(x) <= LENS_ALL_TICKS else 6),
+                meta=roles("HIGHLIGHT"),
                 customdata=stages, name="probability",
                 hovertemplate="%{customdata}: %{y:.2%}<extra></extra>")
     traces = [line]
@@ -130,6 +131,7 @@ def lens_figure(final_p: list, final_text: str, stages: list, final_rank: list =
     traces.append(dict(
         type="scatter", x=x, y=[int(r) for r in final_rank], mode="lines+markers",
         line=dict(color=INK), marker=dict(size=9 if len(x) <= LENS_ALL_TICKS else 6),
+        meta=roles("INK"),
         customdata=stages, name="rank", xaxis="x2", yaxis="y2",
         hovertemplate="%{customdata}: rank %{y:,}<extra></extra>"))
     top = max(1, int(max(final_rank)))
@@ -144,10 +146,11 @@ def lens_figure(final_p: list, final_text: str, stages: list, final_rank: list =
     return figure_json(traces, base_layout(**layout))
 
 
-SHARES = (("embedding", "embeddings", MUTED),     # with positions and an untied unembedding
-          ("attention", "attention (q, k, v, o)", ACCENT),
-          ("ffn", "feed-forward", INK),
-          ("norms", "norms", PALETTE[4]))
+# each part of the model in its role's colour (not the orange of a highlight)
+SHARES = (("embedding", "embeddings", "EMBEDDING"),     # with positions and an untied unembedding
+          ("attention", "attention (q, k, v, o)", "ATTENTION"),
+          ("ffn", "feed-forward", "FEED_FORWARD"),
+          ("norms", "norms", "NORMS"))
 
 
 def shares_figure(rows: list) -> str:
@@ -158,10 +161,11 @@ def shares_figure(rows: list) -> str:
     lines = max(len(w) for w in wrapped)
     row_px = max(30, 9 * (lines + 1) + 4)        # a row of n lines beside rows of one line
     traces = []
-    for key, name, color in SHARES:
+    for key, name, role in SHARES:
         pct = [100 * r[key] / r["total"] for r in rows]
         traces.append(dict(
-            type="bar", y=names, x=pct, name=name, orientation="h", marker=dict(color=color),
+            type="bar", y=names, x=pct, name=name, orientation="h", marker=dict(color=ROLES[role]),
+            meta=roles(role),
             customdata=[[r[key], label(r["name"])] for r in rows],
             hovertemplate="%{customdata[1]}: %{x:.1f}% (%{customdata[0]:,} parameters)<extra>"
             + name + "</extra>"))

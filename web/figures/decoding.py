@@ -1,9 +1,12 @@
 """Figure of the decoding section: the beam-search tree."""
-from web.figures import CHOICE, HIGHLIGHT, INK, MUTED, PALETTE, base_layout, figure_json, label
+from web.figures import (CHOICE, HIGHLIGHT, INK, MUTED, ROLES, base_layout, figure_json, label,
+                         roles)
 
 # greedy's path: the model's choice each step (CHOICE, not the green that means "accepted" in
-# the speculative section); the best beam: the search's answer, highlighted (HIGHLIGHT)
-KEPT, PRUNED, FINISHED, GREEDY, BEST = PALETTE[0], "#c3cad6", PALETTE[3], CHOICE, HIGHLIGHT
+# the speculative section); the best beam: the search's answer, highlighted (HIGHLIGHT); the
+# tree in ink (a finished beam a square), what the search pruned REMOVED
+KEPT, PRUNED, FINISHED, GREEDY, BEST = INK, ROLES["REMOVED"], INK, CHOICE, HIGHLIGHT
+ROLE_OF = {KEPT: "INK", PRUNED: "REMOVED", GREEDY: "CHOICE", BEST: "HIGHLIGHT"}
 TOKEN_SIZE, TOTAL_SIZE = 13, 11    # px: a box's token and its total
 RANK_PX = 46                       # px between two ranks: a box is about 35 px tall, so two
 #                                    boxes one rank apart keep a clear gap
@@ -27,6 +30,7 @@ def bottom_row(gathered: dict, y: float, names: dict) -> dict:
     return dict(type="scatter", mode="markers", name="pruned, ranked lower", x=steps,
                 y=[y] * len(steps), customdata=[len(gathered[s]) for s in steps],
                 opacity=0.6, marker=dict(color=PRUNED, size=6), hovertext=hover,
+                meta=roles("REMOVED"),
                 hoverinfo="text")
 
 
@@ -69,13 +73,15 @@ def tree_figure(search, names, greedy_nodes, best_nodes) -> str:
             xs += [x0, x1, None]
             ys += [y0, y1, None]
         return dict(type="scatter", mode="lines", x=xs, y=ys, name=name, hoverinfo="skip",
-                    line=dict(color=colour, width=width), showlegend=bool(name))
+                    line=dict(color=colour, width=width), showlegend=bool(name),
+                    meta=roles(ROLE_OF[colour]))
 
     def nodes(node_ids, colour, size, name, symbol="circle", opacity=1.0):
         pts = [search.nodes[i] for i in node_ids]
         return dict(type="scatter", mode="markers", name=name,
                     x=[p.step for p in pts], y=[y[p.id] for p in pts], opacity=opacity,
                     marker=dict(color=colour, size=size, symbol=symbol),
+                    meta=roles(ROLE_OF[colour]),
                     hovertext=[f"{label(names[p.id])}<br>log p = {p.logprob:.3f}<br>"
                                f"total = {p.total:.3f}<br>{p.status}" for p in pts],
                     hoverinfo="text")
@@ -115,7 +121,8 @@ def tree_figure(search, names, greedy_nodes, best_nodes) -> str:
         nodes(finished, FINISHED, 11, "finished (end of text)", symbol="square"),
         bottom_row(gathered, -lower, names),
         dict(type="scatter", mode="markers", x=[-1], y=[root_y],     # the x axis names it
-             marker=dict(color=INK, size=12), hoverinfo="skip", showlegend=False),
+             marker=dict(color=INK, size=12), hoverinfo="skip", showlegend=False,
+             meta=roles("INK")),
     ]
     if hidden:
         # how many proposals each step's bottom dot stands for, beside it

@@ -3,10 +3,10 @@ import json
 
 import numpy as np
 
-from web.figures import (ACCENT, PALETTE, base_layout, figure_json, label, signed_colours,
-                         typed_array)
+from web.figures import (ACCENT, INK, MUTED, ROLES, base_layout, figure_json, label, roles,
+                         signed_colours, typed_array)
 
-MUTED = "#9aa7bd"             # lighter than the palette's: 50,000 dots under the prompt's
+FAR, NEIGHBOUR = ROLES["FAR"], ROLES["NEIGHBOUR"]
 # the vocabulary map's plot area in px (across, up) on a phone, its narrowest: the prompt's
 # labels are chosen so that they do not collide there, so not on a wider screen either
 MAP_PLOT_PX = (280.0, 380.0)
@@ -127,11 +127,12 @@ def vocabulary_base(coords, labels: tuple, explained, far_ids=()) -> tuple:
     if dense:
         traces = [_density_trace(coords, labels, np.flatnonzero(~far))]
     else:
-        traces = [dots(~far, marker=dict(size=4, color=MUTED, opacity=0.55),
+        traces = [dots(~far, marker=dict(size=4, color=MUTED, opacity=0.45),
+                       meta=roles("CONTEXT"),     # faint: 50,000 dots under the prompt's
                        name=f"vocabulary ({int((~far).sum()):,})")]
     if far.any():
-        traces.append(dots(far, marker=dict(size=5, color=PALETTE[3], opacity=0.8,
-                                            symbol="x"),
+        traces.append(dots(far, marker=dict(size=5, color=FAR, opacity=0.8,
+                                            symbol="x"), meta=roles("FAR"),
                            name=f"long rows, likely never inputs ({int(far.sum()):,})"))
     layout = base_layout(
         title=dict(text=f"All {len(labels):,} tokens, placed by PCA"
@@ -220,7 +221,7 @@ def _edge_notes(coords, far, ranges, marked=()) -> list:
         along = float(np.median(coords[beyond, other]))
         along = min(max(along, olo + 0.15 * (ohi - olo)), ohi - 0.15 * (ohi - olo))
         wanted = along
-        colour = PALETTE[3] if n_far * 2 > n else "#4a5568"
+        colour = FAR if n_far * 2 > n else "#4a5568"
         note = dict(text=text, showarrow=True, arrowhead=2, arrowsize=1.2, arrowwidth=1.5,
                     arrowcolor=colour, font=dict(size=EDGE_FONT, color=colour),
                     bgcolor="rgba(255,255,255,0.85)", xref="x", yref="y")
@@ -339,10 +340,11 @@ def vocabulary_map(base: tuple, coords, ids: list, labels: list, neighbours=()) 
             type="scatter", x=typed_array(coords[nids, 0].astype(np.float32)),
             y=typed_array(coords[nids, 1].astype(np.float32)),
             mode="markers+text", name="their nearest neighbours (cosine)",
-            marker=dict(size=8, color="white", line=dict(color=PALETTE[5], width=2)),
+            marker=dict(size=8, color="white", line=dict(color=NEIGHBOUR, width=2)),
+            meta=roles("NEIGHBOUR"),
             text=[label(t) if nspots[n] else "" for n, (_, t) in enumerate(near)],
             textposition=[p or "top center" for p in nspots],
-            textfont=dict(size=13, color=PALETTE[0], shadow=halo),
+            textfont=dict(size=13, color=INK, shadow=halo),
             customdata=[[i, label(t)] for i, t in near],
             hovertemplate="%{customdata[1]}<br>id %{customdata[0]}<extra>neighbour</extra>"))
     pspots = spots[:len(distinct)]
@@ -351,6 +353,7 @@ def vocabulary_map(base: tuple, coords, ids: list, labels: list, neighbours=()) 
         y=typed_array(coords[distinct, 1].astype(np.float32)),
         mode="markers+text", name="the prompt's tokens",
         marker=dict(size=10, color=ACCENT, line=dict(color="white", width=1)),
+        meta=roles("HIGHLIGHT"),
         text=[label(text[i]) if pspots[n] else "" for n, i in enumerate(distinct)],
         textposition=[p or "top center" for p in pspots],
         textfont=dict(size=14, color=ACCENT, shadow=halo),

@@ -2,9 +2,10 @@
 and the histogram of that token's activations. Plain Plotly JSON (web.figures.figure_json)."""
 import numpy as np
 
-from web.figures import ACCENT, INK, base_layout, figure_json, labels_apart, typed_array
+from web.figures import (ACCENT, INK, MUTED, base_layout, figure_json, labels_apart, roles,
+                         typed_array)
 
-CURVE, POINTS, TOP = INK, "#4a8fc9", ACCENT
+CURVE, POINTS, TOP = INK, MUTED, ACCENT     # the function, every neuron, the top ones
 # the curve's plot area in px (across, up) on a phone, its narrowest: the neurons' numbers are
 # chosen so that they do not collide there, so not on a wider screen either
 CURVE_PLOT_PX = (250.0, 190.0)
@@ -22,11 +23,11 @@ def activation_figure(curve_x, curve_y, xs, ys, top, function: str, layer: int, 
                              [str(int(n)) for n in top], span, CURVE_PLOT_PX, beside=True))
     data = [
         dict(type="scatter", mode="lines", x=f32(curve_x), y=f32(curve_y), name=function,
-             line=dict(color=CURVE, width=2), hoverinfo="skip"),
+             line=dict(color=CURVE, width=2), hoverinfo="skip", meta=roles("INK")),
         dict(type="scatter", mode="markers",
              x=f32(xs), y=f32(ys), name="neurons of this token",
              customdata=typed_array(np.arange(len(xs), dtype=np.int32)),
-             marker=dict(color=POINTS, size=6, opacity=0.55),
+             marker=dict(color=POINTS, size=6, opacity=0.55), meta=roles("CONTEXT"),
              hovertemplate=f"neuron %{{customdata}}<br>input %{{x:.4f}}<br>{function}(input) "
                            "%{y:.4f}<extra></extra>"),
         dict(type="scatter", mode="markers+text", x=f32(xs[top]), y=f32(ys[top]),
@@ -35,6 +36,7 @@ def activation_figure(curve_x, curve_y, xs, ys, top, function: str, layer: int, 
              customdata=[int(n) for n in top], textposition="middle right",
              textfont=dict(color=TOP, size=14),
              marker=dict(color=TOP, size=10, line=dict(color="white", width=1)),
+             meta=roles("HIGHLIGHT"),
              hovertemplate="neuron %{customdata}<br>input %{x:.4f}<br>" + function
                            + "(input) %{y:.4f}<extra></extra>"),
     ]
@@ -56,6 +58,7 @@ def histogram_figure(counts, edges, layer: int, token: int) -> str:
                  width=np.diff(edges).round(6).tolist(), y=np.asarray(counts).tolist(),
                  customdata=np.stack([edges[:-1], edges[1:]], 1).round(4).tolist(),
                  marker=dict(color=POINTS, line=dict(color="white", width=0.5)),
+                 meta=roles("CONTEXT"),
                  hovertemplate="%{customdata[0]} to %{customdata[1]}: %{y} neurons"
                                "<extra></extra>")]
     layout = base_layout(

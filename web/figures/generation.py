@@ -1,7 +1,9 @@
 """Figures of the generation-loop section (plain Plotly JSON: drawn on every render)."""
-from web.figures import ACCENT, MUTED, PALETTE, base_layout, figure_json
+from web.figures import MUTED, ROLES, base_layout, figure_json, roles
 
-PREFILL, DECODE, PER_TOKEN = ACCENT, PALETTE[5], MUTED
+# prefill and decode in their roles (the speculative section's "read the prompt" and "target
+# alone, token by token" are the same two); a prefill's share per token is context
+PREFILL, DECODE, PER_TOKEN = ROLES["PREFILL"], ROLES["DECODE"], MUTED
 
 
 def prefill_decode_figure(sweep: list, n_prompt: int, prefill_s: float, decode_s) -> str:
@@ -13,23 +15,24 @@ def prefill_decode_figure(sweep: list, n_prompt: int, prefill_s: float, decode_s
     data = [
         dict(type="scatter", x=n, y=[r["prefill_s"] * ms for r in sweep], mode="lines+markers",
              name="prefill: the whole prompt, one pass", line=dict(color=PREFILL),
+             meta=roles("PREFILL"),
              hovertemplate="%{x} prompt tokens: prefill %{y:.2f} ms<extra></extra>"),
         dict(type="scatter", x=n, y=[r["decode_s"] * ms for r in sweep], mode="lines+markers",
-             name="decode: one new token", line=dict(color=DECODE),
+             name="decode: one new token", line=dict(color=DECODE), meta=roles("DECODE"),
              hovertemplate="%{x} tokens in the cache: decode %{y:.2f} ms per token"
                            "<extra></extra>"),
         dict(type="scatter", x=n, y=[r["prefill_s"] * ms / r["n"] for r in sweep],
              mode="lines+markers", name="prefill ÷ prompt tokens",
-             line=dict(color=PER_TOKEN, dash="dot"),
+             line=dict(color=PER_TOKEN, dash="dot"), meta=roles("CONTEXT"),
              hovertemplate="%{x} prompt tokens: %{y:.3f} ms per prompt token<extra></extra>"),
         dict(type="scatter", x=[n_prompt], y=[prefill_s * ms], mode="markers",
-             name="your prompt", marker=dict(marker, color=PREFILL),
+             name="your prompt", marker=dict(marker, color=PREFILL), meta=roles("PREFILL"),
              hovertemplate="your prompt, %{x} tokens: prefill %{y:.2f} ms<extra></extra>"),
     ]
     if decode_s is not None:
         data.append(dict(
             type="scatter", x=[n_prompt], y=[decode_s * ms], mode="markers", showlegend=False,
-            marker=dict(marker, color=DECODE),
+            marker=dict(marker, color=DECODE), meta=roles("DECODE"),
             hovertemplate="your prompt: decode %{y:.2f} ms per token<extra></extra>"))
     layout = base_layout(
         title=dict(text="Prefill vs decode, measured"),

@@ -1,8 +1,6 @@
 """Figures of the KV-cache section: measured step times and cache bytes of the running model,
 and the KV-cache formula on published configs."""
-from web.figures import ACCENT, MUTED, PALETTE, base_layout, figure_json, label
-
-DARK = PALETTE[0]
+from web.figures import ACCENT, MUTED, base_layout, figure_json, label, roles, series
 GIB = 2 ** 30
 
 
@@ -19,10 +17,10 @@ def step_time_figure(steps) -> str:
     xs = [s.n_tokens for s in steps]
     data = [
         dict(type="scatter", x=xs, y=[s.uncached_ms for s in steps], mode="lines+markers",
-             name="without cache", line=dict(color=MUTED),
+             name="without cache", line=dict(color=MUTED), meta=roles("CONTEXT"),
              hovertemplate="%{x} tokens: %{y:.2f} ms<extra>without cache</extra>"),
         dict(type="scatter", x=xs, y=[s.cached_ms for s in steps], mode="lines+markers",
-             name="with cache", line=dict(color=ACCENT),
+             name="with cache", line=dict(color=ACCENT), meta=roles("HIGHLIGHT"),
              hovertemplate="%{x} tokens: %{y:.2f} ms<extra>with cache</extra>"),
     ]
     return figure_json(data, base_layout(
@@ -39,12 +37,12 @@ def cache_bytes_figure(steps) -> str:
     xs = [s.n_tokens for s in steps]
     data = [
         dict(type="scatter", x=xs, y=[s.allocated_nbytes for s in steps], mode="lines",
-             line=dict(color=MUTED, shape="hv"), name="allocated",
+             line=dict(color=MUTED, shape="hv"), name="allocated", meta=roles("CONTEXT"),
              customdata=[s.capacity for s in steps],
              hovertemplate="%{x} tokens: %{y:,} bytes allocated (room for %{customdata} "
                            "tokens)<extra></extra>"),
         dict(type="scatter", x=xs, y=[s.nbytes for s in steps], mode="lines+markers",
-             line=dict(color=ACCENT), name="used (nbytes)",
+             line=dict(color=ACCENT), name="used (nbytes)", meta=roles("HIGHLIGHT"),
              hovertemplate="%{x} tokens: %{y:,} bytes<extra>nbytes</extra>"),
     ]
     return figure_json(data, base_layout(
@@ -65,7 +63,8 @@ def context_figure(curves, ctx: int) -> str:
     dashes = ("solid", "dash", "dot", "dashdot", "longdash", "longdashdot")
     symbols = ("circle", "square", "diamond", "triangle-up", "x", "star")
     data = [dict(type="scatter", x=list(xs), y=list(ys), mode="lines+markers", name=label(name),
-                 line=dict(color=PALETTE[i % len(PALETTE)], dash=dashes[i % len(dashes)],
+                 meta=roles("SERIES"),
+                 line=dict(color=series(i), dash=dashes[i % len(dashes)],
                            width=2.5),
                  marker=dict(symbol=symbols[i % len(symbols)], size=9, maxdisplayed=9),
                  hovertemplate="%{x:,} tokens: %{y:.3s}B<extra>" + label(name) + "</extra>")
@@ -83,11 +82,13 @@ def kinds_figure(rows, ctx: int) -> str:
     """Multi-head vs grouped-query vs multi-query: fp16 and int8 bytes at ctx tokens."""
     names = [f"{label(r['name'])}<br>{r['kind']} ({r['n_kv_heads']} kv heads)" for r in rows]
     data = [dict(type="bar", x=names, y=[r[kind] / GIB for r in rows], name=kind,
-                 marker=dict(color=colour), text=[human_bytes(r[kind]) for r in rows],
+                 marker=dict(color=colour), meta=roles(role),
+                 text=[human_bytes(r[kind]) for r in rows],
                  textposition="auto", textfont=dict(size=14),
                  customdata=[r[kind] for r in rows],
                  hovertemplate="%{x}: %{customdata:,} bytes<extra>" + kind + "</extra>")
-            for kind, colour in (("fp16", DARK), ("int8", ACCENT))]
+            # fp16 the baseline, int8 the technique shown at work
+            for kind, colour, role in (("fp16", MUTED, "CONTEXT"), ("int8", ACCENT, "HIGHLIGHT"))]
     return figure_json(data, base_layout(
         title=dict(text=f"KV cache of one {ctx:,}-token sequence"), barmode="group",
         yaxis=dict(title=dict(text="GiB (1024³ bytes)"), rangemode="tozero"),

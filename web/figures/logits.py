@@ -1,5 +1,5 @@
 """Figures of the logits-and-softmax section (plain figure dicts: see web.figures.block)."""
-from web.figures import ACCENT, MUTED, base_layout, figure_json, label
+from web.figures import ACCENT, MUTED, ROLES, base_layout, figure_json, label, roles
 
 
 def probs_figure(texts: list, own, dist, ids) -> str:
@@ -9,12 +9,13 @@ def probs_figure(texts: list, own, dist, ids) -> str:
     temp = dist.temperature
     data = [
         dict(type="bar", x=names, y=[float(v) for v in dist.probs[ids]], name=f"T = {temp:g}",
-             marker=dict(color=ACCENT),
+             marker=dict(color=ROLES["SAMPLER_P"]), meta=roles("SAMPLER_P"),
              hovertemplate="%{x}: %{y:.2%}<extra>T = " + f"{temp:g}" + "</extra>"),
         dict(type="scatter", x=names, y=[float(v) for v in own.probs[ids]],
              name="T = 1 (the model's own)",
-             mode="markers", marker=dict(color=MUTED, size=10, symbol="line-ew-open",
-                                         line=dict(width=3, color=MUTED)),
+             mode="markers", meta=roles("MODEL_P"),
+             marker=dict(color=ROLES["MODEL_P"], size=10, symbol="line-ew-open",
+                         line=dict(width=3, color=ROLES["MODEL_P"])),
              hovertemplate="%{x}: %{y:.2%}<extra>T = 1</extra>"),
     ]
     return figure_json(data, base_layout(
@@ -29,9 +30,10 @@ def entropy_figure(temps: list, entropies: list, dist) -> str:
     `dist` (a web.distribution.Distribution at the chosen temperature) marked on the curve."""
     data = [
         dict(type="scatter", x=temps, y=entropies, mode="lines", line=dict(color=MUTED),
+             meta=roles("CONTEXT"),
              hovertemplate="T = %{x}: %{y:.2f} bits<extra></extra>", name="entropy"),
         dict(type="scatter", x=[dist.temperature], y=[dist.entropy], mode="markers",
-             marker=dict(size=13, color=ACCENT),
+             marker=dict(size=13, color=ACCENT), meta=roles("HIGHLIGHT"),
              hovertemplate="T = %{x}: %{y:.2f} bits<extra>now</extra>", name="now"),
     ]
     return figure_json(data, base_layout(

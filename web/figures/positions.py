@@ -1,8 +1,8 @@
 """Figures of the positions section."""
 import numpy as np
 
-from web.figures import (ACCENT, DIVERGING, INK, MUTED, base_layout, figure_json, label, signed_colours,
-                         typed_array)
+from web.figures import (ACCENT, DIVERGING, INK, MUTED, base_layout, figure_json, label, roles,
+                         signed_colours, typed_array)
 
 # a cyclic scale (an angle of 180 degrees meets -180), as plotly.js has no named cyclic scale:
 # plotly.colors.cyclical.Twilight
@@ -38,9 +38,11 @@ def rope_wavelengths(inv_freq, n_ctx: int) -> str:
     data = [
         dict(type="bar", x=list(range(len(wavelengths))), y=wavelengths.tolist(),
              marker=dict(color=MUTED), name="positions per turn", showlegend=False,
+             meta=roles("CONTEXT"),
              hovertemplate="pair %{x}: one turn every %{y:,.1f} positions<extra></extra>"),
         dict(type="scatter", x=[-0.5, len(wavelengths) - 0.5], y=[n_ctx, n_ctx], mode="lines",
              line=dict(color=ACCENT, dash="dash"), name=f"context window ({n_ctx})",
+             meta=roles("HIGHLIGHT"),
              hoverinfo="skip"),
     ]
     return figure_json(data, base_layout(
@@ -138,9 +140,10 @@ def score_by_distance(curve, offset: int) -> str:
     curve = np.asarray(curve, dtype=np.float32)
     line = dict(type="scatter", x=typed_array(np.arange(len(curve), dtype=np.int32)),
                 y=typed_array(curve), mode="lines", line=dict(color=MUTED), name="score",
+                meta=roles("CONTEXT"),
                 hovertemplate="distance %{x}: score %{y:.4f}<extra></extra>")
     here = dict(type="scatter", x=[offset], y=[float(curve[offset])], mode="markers",
-                marker=dict(size=12, color=ACCENT), name="in the prompt",
+                marker=dict(size=12, color=ACCENT), name="in the prompt", meta=roles("HIGHLIGHT"),
                 hovertemplate="distance %{x} (the prompt's): %{y:.4f}<extra></extra>")
     return figure_json([line, here], base_layout(
         title=dict(text="q·k at every distance"),
@@ -160,11 +163,11 @@ def word_order_figure(rows: list) -> str:
 
     data = [
         dict(type="scatter", x=names, y=ys("with_pos"), mode="lines+markers",
-             name="with positions", line=dict(color=ACCENT),
+             name="with positions", line=dict(color=ACCENT), meta=roles("HIGHLIGHT"),
              customdata=[r["with_pos"] for r in rows],
              hovertemplate="%{x}: %{customdata:.3g}<extra>with positions</extra>"),
         dict(type="scatter", x=names, y=ys("without"), mode="lines+markers",
-             name="without positions", line=dict(color=INK, dash="dot"),
+             name="without positions", line=dict(color=MUTED, dash="dot"), meta=roles("CONTEXT"),
              customdata=[r["without"] for r in rows],
              hovertemplate="%{x}: %{customdata:.3g}<extra>without positions</extra>"),
     ]

@@ -1,7 +1,7 @@
 """Figures of the quantization section."""
 import numpy as np
 
-from web.figures import ACCENT, MUTED, base_layout, figure_json
+from web.figures import ACCENT, MUTED, base_layout, figure_json, roles
 
 
 def levels_histogram(counts, edges, levels, title: str, subtitle: str) -> str:
@@ -18,12 +18,13 @@ def levels_histogram(counts, edges, levels, title: str, subtitle: str) -> str:
     data = [
         dict(type="bar", x=((edges[:-1] + edges[1:]) / 2).tolist(),
              y=np.asarray(counts).tolist(), width=float(edges[1] - edges[0]),
-             marker=dict(color=MUTED), name="weights",
+             marker=dict(color=MUTED), name="weights", meta=roles("CONTEXT"),
              hovertemplate="weights near %{x:.4f}: %{y}<extra></extra>"),
     ]
     if xs:
         data.append(dict(type="scatter", x=xs, y=ys, mode="lines", name="quantization levels",
-                         line=dict(color=ACCENT, width=1), hoverinfo="skip"))
+                         line=dict(color=ACCENT, width=1), hoverinfo="skip",
+                         meta=roles("HIGHLIGHT")))
     return figure_json(data, base_layout(
         title=dict(text=f"{title}<br><sup>{subtitle}</sup>"),
         # no legend: the subtitle names the lines

@@ -2,10 +2,11 @@
 phases at their arithmetic intensity, and the live model's measured points."""
 import numpy as np
 
-from web.figures import ACCENT, INK, PALETTE, TEXT_SIZE, base_layout, figure_json, label
+from web.figures import ACCENT, INK, SERIES, TEXT_SIZE, base_layout, figure_json, label, roles
 
-# the published chips' roofs, then this server's in ACCENT like its measured stars
-ROOF_COLOURS = tuple(PALETTE[i] for i in (0, 2, 3, 5, 6)) + (ACCENT,)
+# the published chips' roofs (a series each), then this server's in ACCENT like its measured
+# stars (the reader's machine: the highlight)
+ROOF_COLOURS = SERIES[:5] + (ACCENT,)
 # the phases' labels: placed apart on a phone's plot, the narrowest (px across); a label's two
 # lines take ROW_PX in height, a character about LABEL_PX_PER_CHAR across
 PLOT_PX, ROW_PX, LABEL_PX_PER_CHAR = 250, 36, 8.0
@@ -27,6 +28,8 @@ def roofline_figure(roofs, points, machine_points, stars_name="measured") -> str
     data = [dict(type="scatter", x=np.asarray(xs).tolist(), y=np.asarray(ys).tolist(),
                  mode="lines", name=label(short_name(name)),
                  line=dict(color=ROOF_COLOURS[i % len(ROOF_COLOURS)], width=2),
+                 meta=roles("HIGHLIGHT" if ROOF_COLOURS[i % len(ROOF_COLOURS)] == ACCENT
+                            else "SERIES"),
                  hovertemplate=label(name) + ": %{y:.3s}FLOP/s at %{x:.3g} FLOP/byte"
                                              "<extra></extra>")
             for i, (name, xs, ys) in enumerate(roofs)]
@@ -34,7 +37,7 @@ def roofline_figure(roofs, points, machine_points, stars_name="measured") -> str
     data.append(dict(type="scatter", x=[x for _, x, _ in machine_points],
                      y=[y for _, _, y in machine_points], mode="markers", name=label(stars_name),
                      text=[label(text) for text, _, _ in machine_points],
-                     marker=dict(size=14, color=ACCENT, symbol="star"),
+                     marker=dict(size=14, color=ACCENT, symbol="star"), meta=roles("HIGHLIGHT"),
                      hovertemplate="%{text}: %{y:.3s}FLOP/s at %{x:.3g} FLOP/byte"
                                    "<extra>measured</extra>"))
     # the x range is the roofs' (fixed: plotly would widen it to fit the labels' text)

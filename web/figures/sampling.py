@@ -1,9 +1,10 @@
 """Figures of the sampling section: the model's distribution against the one drawn from, and N
 draws against the prediction (the distribution after each stage is drawn as bars in its table:
 web.sections.sampling.stage_bars)."""
-from web.figures import ACCENT, MUTED, PALETTE, base_layout, figure_json, label
+from web.figures import ROLES, base_layout, figure_json, label, roles
 
-KEPT, GONE = PALETTE[0], "#d3d8e0"
+# the model's own probability, the one drawn from after the controls, a removed token's, the draws
+MODEL, FINAL, GONE, DRAWN = (ROLES[r] for r in ("MODEL_P", "SAMPLER_P", "REMOVED", "DRAWS"))
 OTHERS = "all other tokens"
 
 
@@ -16,13 +17,14 @@ def model_vs_final_figure(names, model_probs, final_probs, final_kept) -> str:
     ticks = list(range(len(x)))
     data = [
         dict(type="bar", name="the model's own", x=ticks, y=[float(p) for p in model_probs],
-             marker=dict(color=[MUTED if k else GONE for k in final_kept]),
+             marker=dict(color=[MODEL if k else GONE for k in final_kept]),
+             meta=roles("MODEL_P", "REMOVED"),
              hovertext=[f"{t}: model {100 * p:.2f}%" + ("" if k else " (removed)")
                         for t, p, k in zip(x, model_probs, final_kept)],
              hoverinfo="text"),
         dict(type="bar", name="after the controls: drawn from", x=ticks,
              y=[float(p) if k else 0.0 for p, k in zip(final_probs, final_kept)],
-             marker=dict(color=ACCENT),
+             marker=dict(color=FINAL), meta=roles("SAMPLER_P"),
              hovertext=[f"{t}: {100 * p:.2f}% after the controls" if k else f"{t}: removed"
                         for t, p, k in zip(x, final_probs, final_kept)],
              hoverinfo="text"),
@@ -47,11 +49,11 @@ def draws_figure(names, many) -> str:
     rows = list(range(len(x)))
     data = [
         dict(type="bar", orientation="h", name="predicted probability", y=rows,
-             x=[float(p) for p in predicted], marker=dict(color=KEPT),
+             x=[float(p) for p in predicted], marker=dict(color=FINAL), meta=roles("SAMPLER_P"),
              hovertext=[f"{t}: predicted {100 * p:.2f}%" for t, p in zip(x, predicted)],
              hoverinfo="text"),
         dict(type="bar", orientation="h", name=f"share of {n:,} seeded draws", y=rows,
-             x=[float(o) for o in observed], marker=dict(color=ACCENT),
+             x=[float(o) for o in observed], marker=dict(color=DRAWN), meta=roles("DRAWS"),
              hovertext=[f"{t}: drawn {c:,} times ({100 * o:.2f}%)"
                         for t, c, o in zip(x, counts + [other_count], observed)],
              hoverinfo="text"),

@@ -1,15 +1,14 @@
 """Figures of the speculative-decoding section."""
-from web.figures import MUTED, PALETTE, base_layout, figure_json
+from web.figures import ROLES, base_layout, figure_json, roles
 
-# The target model's passes are the target's colour (TARGET, as "target alone"), not the orange
-# that highlights the reader's setting elsewhere, nor the green of "accepted" (ACCEPTED, the
-# round chips' outline).
-TARGET = PALETTE[0]
-ALONE_PATTERN = dict(shape="/", fgcolor="white", size=8, solidity=0.3)
-PARTS = (("prefill", "both models read the prompt", "#c9d3e3"),
-         ("draft", "draft proposes", MUTED),
-         ("target", "target verifies (one pass a round)", TARGET),
-         ("other", "accept / reject, drawing tokens", PALETTE[7]))
+# The target alone decodes token by token (DECODE, as the generation loop's decode); its
+# verifying passes are TARGET: not the orange that highlights the reader's setting elsewhere,
+# nor the green of "accepted" (ACCEPTED, the round chips' outline). Each part is its role's.
+TARGET, ALONE = ROLES["TARGET"], ROLES["DECODE"]
+PARTS = (("prefill", "both models read the prompt", "PREFILL"),
+         ("draft", "draft proposes", "DRAFT"),
+         ("target", "target verifies (one pass a round)", "TARGET"),
+         ("other", "accept / reject, drawing tokens", "OVERHEAD"))
 # the same parts when the draft is prompt lookup (no draft model)
 LOOKUP_NAMES = {"prefill": "the target reads the prompt", "draft": "lookups in the text",
                 "target": "target verifies (one pass a round)",
@@ -23,13 +22,14 @@ def time_figure(alone_seconds: float, n_alone: int, spec_parts: dict, n_spec: in
     rows = [f"target alone<br>{n_alone} tokens", f"speculative<br>{n_spec} tokens"]
     traces = [dict(type="bar", y=[rows[0]], x=[1000 * alone_seconds], orientation="h",
                    name="target alone, token by token",
-                   # the target's colour, hatched: its own swatch beside "target verifies"
-                   marker=dict(color=TARGET, pattern=ALONE_PATTERN),
+                   # decoding token by token: its own colour, not the verifying passes'
+                   marker=dict(color=ALONE), meta=roles("DECODE"),
                    hovertemplate="%{x:.1f} ms<extra>target alone</extra>")]
-    for key, name, color in PARTS:
+    for key, name, role in PARTS:
         name = (names or {}).get(key, name)
         traces.append(dict(type="bar", y=[rows[1]], x=[1000 * spec_parts[key]],
-                           orientation="h", name=name, marker=dict(color=color),
+                           orientation="h", name=name, marker=dict(color=ROLES[role]),
+                           meta=roles(role),
                            hovertemplate="%{x:.1f} ms<extra>" + name + "</extra>"))
     # the legend sits above the bars (no title there), clear of the axis title below however
     # many lines it wraps to
@@ -47,9 +47,11 @@ def pass_figure(passes: dict) -> str:
     step = passes[1]
     ms = [1000 * passes[n] for n in sizes]
     labels = [f"{passes[n] / step:.1f} steps" if n > 1 else "1 step" for n in sizes]
-    # a plain decode step as the reference; the passes that verify several tokens, the target's
-    colors = [MUTED if n == 1 else TARGET for n in sizes]
+    # a plain decode step (the target alone's, DECODE) as the reference; the passes that verify
+    # several tokens, the target's verifying passes (TARGET)
+    colors = [ALONE if n == 1 else TARGET for n in sizes]
     trace = dict(type="bar", x=[str(n) for n in sizes], y=ms, marker=dict(color=colors),
+                 meta=roles("DECODE", "TARGET"),
                  text=labels, textposition="outside", cliponaxis=False,
                  hovertemplate="a pass over %{x} tokens: %{y:.1f} ms<extra></extra>")
     return figure_json([trace], base_layout(

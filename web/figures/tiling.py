@@ -3,7 +3,7 @@ moved (counted by pipeline.tiling) as the tiles and the sequence grow."""
 import numpy as np
 
 from web.figures import (ACCENT, FONT, INK, MUTED, SEQUENTIAL, base_layout, figure_json, label,
-                         text_px, typed_array)
+                         roles, text_px, typed_array)
 
 SKIP = "#e3e7ee"
 KEY_TITLE, QUERY_TITLE = "key position (token)", "query position (token)"
@@ -59,15 +59,17 @@ def traffic_by_tile_figure(T, sizes, tiled_bytes, plain_bytes, current) -> str:
     tiles of sizes[i]), vs the plain algorithm's plain_bytes; the reader's tile size marked."""
     data = [
         dict(type="scatter", x=list(sizes), y=list(tiled_bytes), mode="lines+markers",
-             name="tiled (FlashAttention)", line=dict(color=ACCENT),
+             name="tiled (FlashAttention)", line=dict(color=ACCENT), meta=roles("HIGHLIGHT"),
              hovertemplate="tiles of %{x} x %{x}: %{y:,} bytes<extra></extra>"),
         dict(type="scatter", x=[sizes[0], sizes[-1]], y=[plain_bytes, plain_bytes],
              mode="lines", name="plain (scores stored)", line=dict(color=MUTED, dash="dash"),
+             meta=roles("CONTEXT"),
              hovertemplate="plain: %{y:,} bytes<extra></extra>"),
     ]
     if current in sizes:
         data.append(dict(type="scatter", x=[current], y=[tiled_bytes[list(sizes).index(current)]],
                          mode="markers", name="your tiles", marker=dict(size=13, color=ACCENT),
+                         meta=roles("HIGHLIGHT"),
                          hovertemplate="your tiles: %{y:,} bytes<extra></extra>"))
     # the legend sits above the plot (no title there), clear of the axis title below
     return figure_json(data, base_layout(
@@ -83,9 +85,10 @@ def traffic_by_length_figure(lengths, plain, tiled, n, name, tile) -> str:
     data = [
         dict(type="scatter", x=list(lengths), y=list(plain), mode="lines+markers",
              name="plain: 4Td + 4T² elements", line=dict(color=MUTED, dash="dash"),
+             meta=roles("CONTEXT"),
              hovertemplate="T=%{x:,}: %{y:.3s}B<extra>plain</extra>"),
         dict(type="scatter", x=list(lengths), y=list(tiled), mode="lines+markers",
-             name=f"tiled, {tile} x {tile} tiles", line=dict(color=ACCENT),
+             name=f"tiled, {tile} x {tile} tiles", line=dict(color=ACCENT), meta=roles("HIGHLIGHT"),
              hovertemplate="T=%{x:,}: %{y:.3s}B<extra>tiled</extra>"),
     ]
     mark = dict(type="line", x0=n, x1=n, xref="x", y0=0, y1=1, yref="paper",

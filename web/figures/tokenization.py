@@ -1,5 +1,5 @@
 """Figures of the tokenization section."""
-from web.figures import ACCENT, MUTED, base_layout, figure_json, label, wrap_name
+from web.figures import ACCENT, MUTED, base_layout, figure_json, label, roles, wrap_name
 
 
 def pair_counts_figure(pair_rows: list, n_done: int) -> str:
@@ -9,6 +9,7 @@ def pair_counts_figure(pair_rows: list, n_done: int) -> str:
     bars = dict(
         type="bar", x=[r["count"] for r in rows], y=list(range(len(rows))), orientation="h",
         marker=dict(color=[ACCENT if i == len(rows) - 1 else MUTED for i in range(len(rows))]),
+        meta=roles("HIGHLIGHT", "CONTEXT"),
         text=[r["count"] for r in rows], textposition="auto", textfont=dict(size=14),
         hovertext=[f"{n}: {r['count']} times" for n, r in zip(names, rows)],
         hoverinfo="text")
@@ -24,10 +25,10 @@ def token_count_figure(counts: list, n_done: int) -> str:
     """Tokens in the text after 0, 1, 2 ... merges, measured by segmenting it each time."""
     data = [
         dict(type="scatter", x=list(range(len(counts))), y=list(counts), mode="lines+markers",
-             line=dict(color=MUTED), marker=dict(size=5), name="tokens",
+             line=dict(color=MUTED), marker=dict(size=5), name="tokens", meta=roles("CONTEXT"),
              hovertemplate="after %{x} merges: %{y} tokens<extra></extra>"),
         dict(type="scatter", x=[n_done], y=[counts[n_done]], mode="markers", name="now",
-             marker=dict(size=14, color=ACCENT),
+             marker=dict(size=14, color=ACCENT), meta=roles("HIGHLIGHT"),
              hovertemplate="after %{x} merges: %{y} tokens<extra></extra>"),
     ]
     return figure_json(data, base_layout(
@@ -46,6 +47,7 @@ def encodings_figure(rows: list) -> str:
     bars = dict(
         type="bar", x=[n for _, n in rows], y=["<br>".join(label(x) for x in w) for w in wrapped],
         orientation="h", marker=dict(color=[ACCENT] + [MUTED] * (len(rows) - 1)),
+        meta=roles("HIGHLIGHT", "CONTEXT"),
         text=[n for _, n in rows], textposition="auto", textfont=dict(size=14),
         customdata=[label(name) for name, _ in rows],
         hovertemplate="%{customdata}: %{x} tokens<extra></extra>")

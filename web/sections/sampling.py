@@ -19,7 +19,7 @@ from pipeline.sampling import (
 from pipeline.statistics import goodness_of_fit
 from web.cache import memoized
 from web.distribution import Distribution
-from web.figures import sampling as figures
+from web.figures import ROLES, sampling as figures
 from web.forward import prompt_run
 from web.params import Param
 from web.sampler_settings import DEFAULT_TEMPERATURE, settings_from, top_p_param
@@ -163,8 +163,9 @@ def stage_views(stages, shown, settings) -> list:
     return out
 
 
-# The stage table's bars (inline styles: colours that read on the light and the dark theme)
-BAR_KEPT, BAR_FINAL, BAR_GONE = "#4d8fbf", "#b4451f", "#9aa5b8"
+# The stage table's bars (inline styles: colours that read on the light and the dark theme), in
+# the figures' roles: after a stage, after all of them (drawn from), removed
+BAR_KEPT, BAR_FINAL, BAR_GONE = ROLES["STAGE_P"], ROLES["SAMPLER_P"], ROLES["REMOVED"]
 
 
 def stage_bars(views) -> list:
