@@ -265,13 +265,17 @@ def quantize_matrix(w, s: Scheme) -> QuantizedMatrix:
     return QuantizedMatrix(s, w.shape, codes, scale, zeros)
 
 
-def levels_histogram(weights, levels, bins: int) -> tuple:
+def levels_histogram(weights, levels, bins: int, span: tuple = None) -> tuple:
     """How many weights fall in each of `bins` equal bins spanning both the weights and the
-    levels a format can hold (so every level is inside the drawn range): (counts int64 [bins],
-    edges float64 [bins + 1]), as np.histogram."""
+    levels a format can hold (so every level is inside the drawn range), or `span` (lo, hi)
+    when given (two histograms compared side by side: one range, one bin width): (counts int64
+    [bins], edges float64 [bins + 1]), as np.histogram."""
     weights = np.asarray(weights, dtype=np.float64)
     levels = np.asarray(levels, dtype=np.float64)
     lo, hi = min(weights.min(), levels.min()), max(weights.max(), levels.max())
+    if span is not None:
+        assert span[0] <= lo and hi <= span[1], (span, lo, hi)
+        lo, hi = span
     return np.histogram(weights, bins=bins, range=(lo, hi))
 
 

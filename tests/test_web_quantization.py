@@ -364,3 +364,44 @@ def test_the_default_scheme_shows_what_quantizing_costs(client, model, windows):
     assert f"""hx-vals='{{"q_bits": "4"}}'>try 4 bits</button>""" in page
     assert (f"At 4 bits this model hardly changes ({100 * change4:+.1f}%, "
             f"{float_held.perplexity:.2f} → {held4.perplexity:.2f})") in text
+
+
+# --- The two histograms side by side share one x scale -----------------------------------------
+
+def histograms_of(page: str) -> list:
+    figs = [json.loads(html.unescape(f)) for f in re.findall(r'data-figure="([^"]*)"', page)]
+    return [f for f in figs if f["data"] and f["data"][0].get("name") == "weights"]
+
+
+def assert_one_x_scale(page: str) -> None:
+    """int8's and int3/int4's histograms: equal x ranges that hold both figures' bars and level
+    lines, and one bin width, so the group reads as a slice of the channel."""
+    pair = histograms_of(page)
+    assert len(pair) == 2
+    ranges = [f["layout"]["xaxis"]["range"] for f in pair]
+    assert ranges[0] == ranges[1]
+    lo, hi = ranges[0]
+    for fig in pair:
+        bars = fig["data"][0]
+        half = bars["width"] / 2
+        assert lo <= min(bars["x"]) - half + 1e-9 and max(bars["x"]) + half <= hi + 1e-9
+        for trace in fig["data"][1:]:                       # the levels' lines
+            xs = [x for x in trace["x"] if x is not None]
+            assert lo <= min(xs) and max(xs) <= hi
+    assert pair[0]["data"][0]["width"] == pytest.approx(pair[1]["data"][0]["width"])
+    # heights are counts of different populations (a channel, a group): each its own y range
+    for fig in pair:
+        assert fig["layout"]["yaxis"]["range"][1] >= max(fig["data"][0]["y"])
+
+
+@pytest.mark.parametrize("bits,group,matrix", [(3, 32, "blocks.1.attn.w_v"),
+                                               (4, 128, "blocks.3.mlp.w_down")])
+def test_int8_and_grouped_histograms_share_one_x_scale(client, bits, group, matrix):
+    assert_one_x_scale(text_of(client.get(url("/section/quantization", q_bits=bits,
+                                              q_group=group, q_matrix=matrix), headers=HX)))
+
+
+def test_smollm2_histograms_share_one_x_scale(smol):
+    client, _ = smol
+    assert_one_x_scale(text_of(client.get(url("/section/quantization", model="smollm2"),
+                                          headers=HX)))

@@ -11,6 +11,10 @@ def levels_histogram(counts, edges, levels, title: str, subtitle: str) -> str:
     (int8's 255 levels would merge into a band; the subtitle gives their step instead)."""
     edges = np.asarray(edges, dtype=np.float64)
     top = max(int(np.max(counts)), 1)
+    # the x range is the edges' (a histogram drawn beside another is given the same edges'
+    # range: web.sections.quantization), half a bin's room each side
+    pad = 0.5 * float(edges[1] - edges[0])
+    x_range = [float(edges[0]) - pad, float(edges[-1]) + pad]
     xs, ys = [], []
     for level in np.asarray(levels if levels is not None else [], dtype=np.float64):
         xs += [float(level), float(level), None]
@@ -29,5 +33,5 @@ def levels_histogram(counts, edges, levels, title: str, subtitle: str) -> str:
         title=dict(text=f"{title}<br><sup>{subtitle}</sup>"),
         # no legend: the subtitle names the lines
         margin=dict(l=10, r=10, t=64, b=10), bargap=0, height=280, showlegend=False,
-        xaxis=dict(title=dict(text="weight value (float)")),
+        xaxis=dict(title=dict(text="weight value (float)"), range=x_range),
         yaxis=dict(title=dict(text="weights (count)"), range=[0, top * 1.1])))

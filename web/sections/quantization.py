@@ -265,18 +265,24 @@ def histogram_context(model, matrix_name, group_size, bits):
     group = int(abs(w[:, column]).argmax()) // g      # the group holding that weight
     col = w[:, column]
     chunk = col[group * g:(group + 1) * g]
+    # the two histograms side by side share one x range and one bin width (the column's weights,
+    # the group's, and both formats' levels): the group is seen to be a slice of the column.
+    # Their heights are counts of different populations (a channel's weights, a group's), not
+    # compared: each has its own y range.
+    both = np.concatenate([col, int8.levels(0, column), int4.levels(group, column)])
+    span = (float(both.min()), float(both.max()))
     return dict(
         matrix_shape=w.shape, column=column, group_index=group, group_start=group * g,
         group_end=min(group * g + g, w.shape[0]) - 1,
         int8_scale=float(int8.scales[0, column]), int4_scale=float(int4.scales[group, column]),
         int4_zero=int(int4.zero_points()[group, column]),
         int8_figure=figures.levels_histogram(
-            *quantize.levels_histogram(col, int8.levels(0, column), bins=60), None,
+            *quantize.levels_histogram(col, int8.levels(0, column), bins=60, span=span), None,
             f"int8, channel {column}",
             f"{len(int8.levels(0, column))} levels {float(int8.scales[0, column]):.3g} apart: "
             "too close to draw"),
         int4_figure=figures.levels_histogram(
-            *quantize.levels_histogram(chunk, int4.levels(group, column), bins=40),
+            *quantize.levels_histogram(chunk, int4.levels(group, column), bins=60, span=span),
             int4.levels(group, column), f"int{bits}, one group",
             f"inputs {group * g}–{min(group * g + g, w.shape[0]) - 1}; lines: its "
             f"{2 ** bits} levels"))
