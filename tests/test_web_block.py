@@ -236,3 +236,38 @@ def test_smollm2_lens_shows_where_paris_surfaces(smol):
     # 31 read-outs: the axis names the embeddings, every fifth block and the last, level
     assert lens["layout"]["xaxis2"]["ticktext"] == ["emb.", "5", "10", "15", "20", "25", "29"]
     assert "first only after the last block, block 29" in re.sub(r"\s+", " ", page)
+
+
+def norms_figure_of(page: str) -> dict:
+    import html as html_
+    import json
+    import re
+    figs = [json.loads(html_.unescape(f)) for f in re.findall(r'data-figure="([^"]*)"', page)]
+    return next(f for f in figs if "Residual-stream norm" in f["layout"]["title"]["text"])
+
+
+def test_smollm2_residual_norms_are_on_a_log_colour_scale(smol):
+    """SmolLM2's first token reaches a norm of ~20,000, the others stay under ~800: on a linear
+    colour scale every row but the first was white. On log10 the other tokens span most of the
+    colours; the colour bar, the note and the hover give the norms in their own units."""
+    from test_web_embeddings import array
+    client, lm = smol
+    fig = norms_figure_of(text_of(client.get(url("/section/block", model="smollm2"), headers=HX)))
+    trace = fig["data"][0]
+    z = array(trace["z"]).astype(np.float64)
+    norms = np.array([[cell[1] for cell in row] for row in trace["customdata"]])
+    np.testing.assert_allclose(z, np.log10(norms), atol=1e-3)          # z is log10 of the norm
+    assert norms[0].max() > 10 * norms[1:].max()                      # the outlier is there
+    span = trace["zmax"] - trace["zmin"]
+    assert (z[1:].max() - z[1:].min()) / span >= 0.5                  # the others: half the scale
+    assert trace["zmin"] - 1e-5 <= z.min() and z.max() <= trace["zmax"] + 1e-5
+    # the colour bar is labelled in norms (10, 100, 1k, 10k) at their log10 places
+    bar = trace["colorbar"]
+    assert bar["ticktext"] == ["10", "100", "1k", "10k"]
+    assert bar["tickvals"] == pytest.approx([1, 2, 3, 4])
+    # no title on the bar (it was drawn on it): the figure's title names the colour, its scale
+    # and the real range; the hover gives each norm
+    assert not bar.get("title", {}).get("text")
+    title = fig["layout"]["title"]["text"]
+    assert f"colour: the norm, log scale, {norms.min():.2g} to {norms.max():,.0f})" in title
+    assert "norm %{customdata[1]:,.3f}" in trace["hovertemplate"]

@@ -63,27 +63,62 @@ def norms_layout_px(n_tokens: int, stages: list) -> tuple:
     return int(np.ceil(NORMS_TOP + NORMS_BOTTOM + below + max(plot_px, 120))), max(plot_px, 120)
 
 
+def log_ticks(lo: float, hi: float) -> list:
+    """Round values between lo and hi (> 0) for a log scale's labels: powers of ten, or 1-3 or
+    1-2-5 steps in each decade when fewer than three powers fall in between (at least two)."""
+    decades = range(int(np.floor(np.log10(lo))), int(np.ceil(np.log10(hi))) + 1)
+    best = []
+    for steps in ((1,), (1, 3), (1, 2, 5), (1, 1.5, 2, 3, 5, 7)):
+        best = [m * 10.0 ** k for k in decades for m in steps if lo <= m * 10.0 ** k <= hi]
+        if len(best) >= 3:
+            break
+    return best if len(best) >= 2 else [lo, hi]
+
+
+def real_units(v: float) -> str:
+    """A tick label in the norm's own units: 0.5, 2, 30, 700, 2k, 20k."""
+    if v >= 1000:
+        return f"{v / 1000:g}k"
+    return f"{v:g}"
+
+
 def norms_heatmap(norms, tokens: list, stages: list) -> str:
-    """Size (Euclidean norm) of the residual stream: a row per token, a column per stage. A long
-    prompt's rows are labelled every k-th (the labels one per 18 px at most); hovering any cell
-    names its token."""
+    """Size (Euclidean norm) of the residual stream: a row per token, a column per stage, on a
+    log colour scale (log10 of the norm, the colour bar labelled in norms): one token's norm can
+    be a thousand times the others' (SmolLM2's first token reaches ~20,000 where the rest stay
+    under ~800), and on a linear scale every other row was white. Hovering any cell names its
+    token and its norm. A long prompt's rows are labelled every k-th (the labels one per 18 px
+    at most)."""
+    norms = np.asarray(norms, dtype=np.float64)
     rows = list(range(norms.shape[0]))
     names = _token_ticks(tokens)
     height, plot_px = norms_layout_px(len(rows), stages)
     every = every_kth(len(rows), plot_px)
+    positive = norms[norms > 0]
+    lo, hi = (float(positive.min()), float(positive.max())) if positive.size else (1.0, 10.0)
+    hi = max(hi, lo * 1.01)
+    ticks = log_ticks(lo, hi)
+    z = np.log10(np.maximum(norms, lo)).astype(np.float32)
     heatmap = dict(
-        type="heatmap", z=typed_array(norms.astype(np.float32)), x=stages, y=rows,
-        colorscale=SEQUENTIAL,
-        # the colour bar along the bottom edge: beside the plot it would take a third of a
-        # phone's width
-        colorbar=dict(title=dict(text="norm", side="top"), orientation="h", thickness=10,
-                      yref="container", y=0, yanchor="bottom", ypad=6, nticks=5, tickangle=0),
-        customdata=[[n] * len(stages) for n in names],
-        hovertemplate="token %{customdata}, %{x}: norm %{z:.3f}<extra></extra>")
+        type="heatmap", z=typed_array(z), x=stages, y=rows,
+        colorscale=SEQUENTIAL, zmin=float(np.log10(lo)), zmax=float(np.log10(hi)),
+        meta=dict(scale="log10"),         # z is log10 of a norm (> 0), not a signed value
+        # the colour bar along the bottom edge (beside the plot it would take a third of a
+        # phone's width), the plot's width, untitled: its title sat on the bar, and beside it
+        # took the room its labels need on a phone; the figure's title says what it shows
+        colorbar=dict(orientation="h", thickness=10, yref="container", y=0, yanchor="bottom",
+                      ypad=6, tickangle=0, tickmode="array",
+                      tickvals=[float(np.log10(t)) for t in ticks],
+                      ticktext=[real_units(t) for t in ticks]),
+        customdata=[[[n, round(float(v), 3)] for v in row] for n, row in zip(names, norms)],
+        hovertemplate="token %{customdata[0]}, %{x}: norm %{customdata[1]:,.3f}"
+                      "<extra></extra>")
     return figure_json([heatmap], base_layout(
-        # a small title from the left edge fits a phone's width
-        title=dict(text="Residual-stream norm per token and stage", font=dict(size=13), x=0,
-                   xanchor="left"),
+        # one line, which static/app.js wraps on a phone (a title with a <br> it leaves
+        # alone, cut); it names the colour bar's quantity and scale and the norms' real range
+        title=dict(text="Residual-stream norm per token and stage (colour: the norm, log "
+                        f"scale, {real_units(float(f'{lo:.2g}'))} to {hi:,.0f})",
+                   font=dict(size=13), x=0, xanchor="left"),
         # vertical labels: each takes one line's width, so they never overlap on a phone
         xaxis=dict(title=dict(text="stage", standoff=8), tickangle=-90),
         yaxis=dict(title=dict(text="token"), tickmode="array", tickvals=rows[::every],
