@@ -129,13 +129,16 @@ def test_the_checker_catches_one_colour_with_two_meanings_and_a_role_off_colour(
 
 
 def _open_everything(client, section: str, **params) -> str:
-    """The section with every disclosure of it open (its `open=` ids, read from the page)."""
+    """The section with every "Go deeper" disclosure of it open (`open=` their ids, read from
+    the page), so that figures drawn only while one is open are checked too."""
     first = text_of(client.get(url(f"/section/{section}", **params), headers=HX))
-    ids = sorted(set(re.findall(r'<details[^>]*\bid="([^"]+)"', first)))
+    ids = sorted(set(re.findall(r'data-deeper="([^"]+)"', first)))
     if not ids:
         return first
-    return text_of(client.get(url(f"/section/{section}", open=",".join(ids), **params),
+    page = text_of(client.get(url(f"/section/{section}", open=",".join(ids), **params),
                               headers=HX))
+    assert set(re.findall(r'data-deeper="[^"]+"( open)?>', page)) == {" open"}
+    return page
 
 
 @pytest.fixture(scope="module")
