@@ -103,8 +103,6 @@
     var l = live();
     if (stepping && l && !calm()) l.classList.add("ov-stepped");   // the token travels the path
     stepping = false;
-    var chips = l && l.querySelector(".ov-chips");
-    if (chips) chips.scrollTop = chips.scrollHeight;     // the latest tokens in view
     var text = l && l.querySelector("#ov-text");
     if (text) text.scrollTop = text.scrollHeight;        // the text's latest words in view
     if (playing) {

@@ -22,6 +22,7 @@ activation cache, recorded by decode_loop: one row, attending over every cached 
 key norms read from its KV cache). The prediction (top five, the sampler's choice) is that
 pass's logits for the next token.
 """
+import json
 import math
 import threading
 from dataclasses import dataclass
@@ -289,6 +290,7 @@ def build(lm, state) -> dict:
     first_row = max(0, T - EMBED_ROWS)
     embed = model.params["wte"][list(ids[first_row:])]       # the table's rows of the sequence
     att_layer, att_head = attention_choice(state, cfg)
+    embed_figure = figures.embeddings_thumbnail(embed, [c for c in chips[first_row:]], first_row)
     return dict(
         ov_steps=steps, ov_most=most, ov_limit=OV_LIMIT, ov_finish=finish, ov_seed=OV_SEED,
         settings=settings, n_prompt=run.n_prompt, T=T, cfg=cfg,
@@ -302,8 +304,8 @@ def build(lm, state) -> dict:
         shapes=shapes, kv_bytes=kv_cache_bytes(cfg, T), kv=kv_picture(run.key_norms, cfg),
         phase=run.phase, n_rows=shapes["resid"][0],
         residual=residual_bars(cache, cfg.n_layers), resid_rows_max=RESID_ROWS_MAX,
-        embed_figure=figures.embeddings_thumbnail(
-            embed, [c for c in chips[first_row:]], first_row),
+        embed_figure=embed_figure,
+        embed_height=figure_height(embed_figure),
         embed_rows=(first_row, T), embed_values=[float(v) for v in embed[-1][:EMBED_VALUES]],
         last_chip=chips[-1],
         attention=attention_picture(cache, chips, att_layer, att_head, n_prompt=run.n_prompt,
@@ -339,11 +341,17 @@ def attention_picture(cache: dict, chips: list, layer: int, head, n_prompt: int,
     shown = [i for i, q in enumerate(rows) if q >= first]
     last = weights[-1]
     top = int(np.argmax(last))
+    figure = figures.attention_thumbnail(weights[shown][:, first:], [rows[i] for i in shown],
+                                         chips[first:], first, layer, head)
     return dict(layer=layer, head=head, first=first, rows=len(shown), n_rows=n_rows, T=T,
                 top=top, top_weight=float(last[top]), top_chip=chips[top],
-                figure=figures.attention_thumbnail(
-                    weights[shown][:, first:], [rows[i] for i in shown], chips[first:], first,
-                    layer, head))
+                figure=figure, height=figure_height(figure))
+
+
+def figure_height(figure: str) -> int:
+    """The height a figure's JSON sets (its layout's): its box reserves it in the HTML, so the
+    rows below do not move when Plotly draws it."""
+    return int(json.loads(figure)["layout"]["height"])
 
 
 def answer_text(tokenizer, token_id: int) -> str:
