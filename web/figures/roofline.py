@@ -1,5 +1,7 @@
 """Figure of the roofline section: published chips' roofs and this server's, the chosen model's
 phases at their arithmetic intensity, and the live model's measured points."""
+import itertools
+
 import numpy as np
 
 from web.figures import ACCENT, INK, SERIES, TEXT_SIZE, base_layout, figure_json, label, roles
@@ -45,41 +47,39 @@ def roofline_figure(roofs, points, machine_points, stars_name="measured") -> str
     lo, hi = float(np.log10(min(xs))), float(np.log10(max(xs)))
     shapes, annotations = [], []
     # The phases' labels stand in a band above the plot, each at the top of its dotted line,
-    # so that no label covers a roof, a star or another label: labels that would touch on a
-    # phone's plot (the narrowest, PLOT_PX across) go on rows of their own.
-    rows = []                      # per row: the (left, right) px extents taken
+    # so that no label covers a roof, a star or another label, and no dotted line runs up
+    # through another phase's label, on a phone's plot (the narrowest, PLOT_PX across):
+    # place_labels chooses each label's row and side.
+    phases = []
     for text, intensity in sorted(points, key=lambda p: p[1]):
-        shapes.append(dict(type="line", x0=intensity, x1=intensity, xref="x", y0=0, y1=1,
-                           yref="paper", line=dict(color=INK, width=1, dash="dot")))
         head, _, tail = text.partition(" ")
         head = head.rstrip(",")
-        at = (np.log10(intensity) - lo) / (hi - lo) * PLOT_PX
-        width = LABEL_PX_PER_CHAR * max(len(head), len(tail)) + 6
-        # to the right of its line, or to its left where the plot ends first
-        right = at + width > PLOT_PX
-        extent = (at - width, at) if right else (at, at + width)
-        row = next((r for r, taken in enumerate(rows)
-                    if all(extent[1] + 4 < a or extent[0] > b + 4 for a, b in taken)), None)
-        if row is None:
-            rows.append([])
-            row = len(rows) - 1
-        rows[row].append(extent)
-        # the dotted line goes on up through the band to its label (px above the plot)
+        phases.append((intensity, head, tail,
+                       (np.log10(intensity) - lo) / (hi - lo) * PLOT_PX,
+                       LABEL_PX_PER_CHAR * max(len(head), len(tail)) + 6))
+    placed = place_labels([(at, width) for _, _, _, at, width in phases])
+    n_rows = 1 + max((row for row, _ in placed), default=0)
+    for (intensity, head, tail, _, _), (row, side) in zip(phases, placed):
+        shapes.append(dict(type="line", x0=intensity, x1=intensity, xref="x", y0=0, y1=1,
+                           yref="paper", line=dict(color=INK, width=1, dash="dot")))
+        # the dotted line goes on up through the band (px above the plot): beside its label
+        # to the top of its row, or to just under a label centred on it
+        top = ROW_PX * row + 3 if side == "center" else ROW_PX * (row + 1)
         shapes.append(dict(type="line", x0=intensity, x1=intensity, xref="x", yref="paper",
-                           ysizemode="pixel", yanchor=1, y0=0, y1=4 + ROW_PX * (row + 1) - 4,
+                           ysizemode="pixel", yanchor=1, y0=0, y1=top,
                            line=dict(color=INK, width=1, dash="dot")))
         annotations.append(dict(
             x=float(np.log10(intensity)), xref="x", y=1, yref="paper",
             yshift=4 + ROW_PX * row, text=label(head) + "<br>" + label(tail), showarrow=False,
-            align="right" if right else "left", xanchor="right" if right else "left",
-            yanchor="bottom", xshift=-3 if right else 3,
+            align=side, xanchor=side, yanchor="bottom",
+            xshift={"left": 3, "right": -3, "center": 0}[side],
             font=dict(size=TEXT_SIZE, color=INK)))
     # one label per power of ten, with SI prefixes up to P (plotly writes 10^15 past T)
     ys = [y for _, _, ys in roofs for y in ys] + [y for _, _, y in machine_points]
     powers = range(int(np.floor(np.log10(min(ys)))), int(np.ceil(np.log10(max(ys)))) + 1)
     prefixes = {0: "", 3: "k", 6: "M", 9: "G", 12: "T", 15: "P", 18: "E"}
     ticktext = [f"{10 ** (e % 3)}{prefixes.get(e - e % 3, 'e%d' % (e - e % 3))}" for e in powers]
-    band = 8 + ROW_PX * max(1, len(rows))
+    band = 8 + ROW_PX * n_rows
     return figure_json(data, base_layout(
         height=330 + band, margin=dict(l=10, r=10, t=band, b=10),
         shapes=shapes, annotations=annotations,
@@ -91,3 +91,41 @@ def roofline_figure(roofs, points, machine_points, stars_name="measured") -> str
         # the plot is the phases'
         legend=dict(orientation="h", x=0, xref="container", y=0, yref="container",
                     yanchor="bottom")))
+
+
+def place_labels(items, plot_px=PLOT_PX, gap=4):
+    """items: [(px across of a phase's line, its label's width in px)] on a plot plot_px
+    across. Each label: (row above the plot, side: "left" of its line's end, i.e. starting at
+    the line, "right": ending at it, or "center" over it). Chosen so that labels on a row do
+    not touch, no line crosses a label on its row or below (a line runs up to its own row),
+    every label stays on the plot; the fewest rows, then the most labels centred. Few
+    phases (three): every choice is tried."""
+    def extent(at, width, side):
+        return {"left": (at, at + width), "right": (at - width, at),
+                "center": (at - width / 2, at + width / 2)}[side]
+
+    options = []
+    for at, width in items:
+        sides = [s for s in ("center", "left", "right")
+                 if extent(at, width, s)[0] >= 0 and extent(at, width, s)[1] <= plot_px]
+        options.append(sides or ["right" if at + width > plot_px else "left"])
+    n = len(items)
+    best = None
+    for choice in () if n > 4 else itertools.product(*[[(r, s) for r in range(n) for s in sides]
+                                      for sides in options]):
+        ext = [extent(at, width, s) for (at, width), (_, s) in zip(items, choice)]
+        ok = all(
+            not (choice[i][0] == choice[j][0]
+                 and ext[i][0] - gap < ext[j][1] and ext[j][0] - gap < ext[i][1])
+            and not (choice[i][0] <= choice[j][0]
+                     and ext[i][0] - gap <= items[j][0] <= ext[i][1] + gap)
+            for i in range(n) for j in range(n) if i != j)
+        if ok:
+            key = (max(r for r, _ in choice), sum(s != "center" for _, s in choice),
+                   sum(r for r, _ in choice))
+            if best is None or key < best[0]:
+                best = (key, list(choice))
+    if best is not None:
+        return best[1]
+    # nothing clears every line (many phases close together): a row each, beside the line
+    return [(i, options[i][0]) for i in range(n)]
