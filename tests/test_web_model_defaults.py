@@ -118,3 +118,31 @@ def test_a_value_in_the_url_wins_over_the_models_default_and_links_leave_it_out(
         _, state = current_state()
         assert state["s_temp"] == PARAMS["s_temp"].default
         assert state["til_bq"] == PARAMS["til_bq"].default
+
+
+@pytest.mark.parametrize("key", ["austen", "smollm2"])
+def test_the_tokenizer_comparison_shows_a_difference_on_each_models_first_screen(smol, key):
+    """On SmolLM2's "The capital of France is" the comparison was 5 tokens against cl100k's 5:
+    it now holds the other model's tokenizer too (Austen's 4,096-token BPE, SmolLM2's 49,152),
+    and on each model's own first prompt the counts differ, each the tokenizer's own."""
+    app, _ = smol
+    models = app.extensions["explainer"].models
+    lm = models[key]
+    r = app.test_client().get("/section/tokenization", query_string={"model": key},
+                              headers={**HX, "HX-Target": "tokenization"})
+    assert r.status_code == 200
+    table = re.search(r'<table class="encodings">(.*?)</table>', text_of(r), re.S).group(1)
+    counts = {re.sub(r"<[^>]+>", "", re.sub(r"<small>.*?</small>", "", name)).strip(): int(n)
+              for name, n in re.findall(
+        r"<tr><td>(.*?)</td><td>[^<]*</td><td>(\d+)</td>", table)}
+    prompt = lm.default_prompt
+    other = models["smollm2" if key == "austen" else "austen"]
+    expected = {lm.name: len(lm.tokenizer.encode_ordinary(prompt)),
+                f"{other.name} ({other.tokenizer.n_vocab:,} tokens)":
+                    len(other.tokenizer.encode_ordinary(prompt))}
+    for o in lm.other_encodings:
+        if o.encoding is not None:
+            expected[o.name] = len(o.encoding.encode_ordinary(prompt))
+    assert {k: v for k, v in counts.items() if not k.startswith(tuple(expected))} == {}
+    assert {k: counts[k] for k in expected} == expected
+    assert len(set(counts.values())) >= 2, counts

@@ -6,6 +6,8 @@ BPE code in `pipeline/bpe.py` run on the user's own text.
 from collections import Counter
 from dataclasses import dataclass
 
+from flask import current_app, has_app_context
+
 from pipeline.bpe import bpe_replay, learn_bpe, merge_pair, pretokenize, segment
 from web.cache import memoized
 from web.figures import tokenization as figures
@@ -43,10 +45,15 @@ def build(lm, state) -> dict:
     ids = tok.encode_ordinary(prompt)
     specials = sorted(s for s in tok.special_tokens_set if s in prompt)
     tokens = [Token(i, token_pieces(tok, i)) for i in ids]
-    # only the encodings that loaded: the operator is told of the others once, at start-up
-    others = [dict(name=o.name, used_by=o.used_by, source=o.source,
-                   n_tokens=len(o.encoding.encode_ordinary(prompt)))
-              for o in lm.other_encodings if o.encoding is not None]
+    # the other models' tokenizers this server has (Austen's 4,096-token BPE, SmolLM2's 49,152
+    # tokens: their counts differ on every prompt), then the tiktoken encodings that loaded (the
+    # operator is told of the others once, at start-up)
+    others = [dict(name=o.name, used_by=o.used_by, source=o.name,
+                   n_tokens=len(o.tokenizer.encode_ordinary(prompt)))
+              for o in page_tokenizers(lm)]
+    others += [dict(name=o.name, used_by=o.used_by, source=o.source,
+                    n_tokens=len(o.encoding.encode_ordinary(prompt)))
+               for o in lm.other_encodings if o.encoding is not None]
     ctx = dict(
         tokens=tokens, n_tokens=len(ids), n_chars=len(prompt),
         n_bytes=len(prompt.encode("utf-8")), chars_per_token=len(prompt) / max(1, len(ids)),
@@ -60,6 +67,31 @@ def build(lm, state) -> dict:
     ctx.update(replay(lm, state, prompt))
     ctx.update(learn(state))
     return ctx
+
+
+@dataclass(frozen=True)
+class PageTokenizer:
+    name: str
+    used_by: str
+    tokenizer: object        # the model's own tiktoken.Encoding
+
+
+def page_tokenizers(lm) -> list:
+    """The tokenizers of the other models this server offers (web.explainer.Explainer.models),
+    one per vocabulary that differs from lm's: the same prompt in a 4,096-token and a
+    49,152-token vocabulary."""
+    if not has_app_context() or "explainer" not in current_app.extensions:
+        return []
+    seen, found = {lm.tokenizer.n_vocab}, []
+    for other in list(current_app.extensions["explainer"].models.values()):
+        n = other.tokenizer.n_vocab
+        if other is lm or n in seen:
+            continue
+        seen.add(n)
+        title = other.card.title if other.card else other.name
+        found.append(PageTokenizer(f"{other.name} ({n:,} tokens)",
+                                   f"{title}, the other model on this page", other.tokenizer))
+    return found
 
 
 def default_word(words: list) -> int:
