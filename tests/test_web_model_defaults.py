@@ -138,7 +138,7 @@ def test_the_tokenizer_comparison_shows_a_difference_on_each_models_first_screen
     prompt = lm.default_prompt
     other = models["smollm2" if key == "austen" else "austen"]
     expected = {lm.name: len(lm.tokenizer.encode_ordinary(prompt)),
-                f"{other.name} ({other.tokenizer.n_vocab:,} tokens)":
+                other.card.title:
                     len(other.tokenizer.encode_ordinary(prompt))}
     for o in lm.other_encodings:
         if o.encoding is not None:

@@ -89,8 +89,9 @@ def page_tokenizers(lm) -> list:
             continue
         seen.add(n)
         title = other.card.title if other.card else other.name
-        found.append(PageTokenizer(f"{other.name} ({n:,} tokens)",
-                                   f"{title}, the other model on this page", other.tokenizer))
+        found.append(PageTokenizer(
+            title, f"the other model on this page ({other.model.config.vocab_size:,}-token "
+                   "vocabulary)", other.tokenizer))
     return found
 
 
