@@ -2,11 +2,9 @@
 (on every route a member can fetch), one client address is a few voices, not a class, codes
 are not guessed through any route, answers mean what was typed, and the teacher keeps the
 class (several sessions per browser, a cookie renewed while the lesson goes on)."""
-import re
-
 import pytest
 
-from tests.test_classroom_api import PROMPT, client_at, joined, make_app, start
+from tests.test_classroom_api import app, client_at, joined, make_app, start  # noqa: F401
 from tests.web_support import model  # noqa: F401  (fixture)
 from web.cache import cached_build
 from web.classroom import polls
@@ -14,14 +12,6 @@ from web.classroom.views import teacher_view
 from web.registry import section, sections
 
 NOTE = "Withheld until the reveal."
-
-
-@pytest.fixture()
-def app(model, tmp_path):  # noqa: F811
-    app, clock = make_app(model, tmp_path)
-    app.clock = clock
-    with app.app_context():
-        yield app
 
 
 def every_route(client, query):

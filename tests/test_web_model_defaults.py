@@ -131,7 +131,7 @@ def test_the_tokenizer_comparison_shows_a_difference_on_each_models_first_screen
     r = app.test_client().get("/section/tokenization", query_string={"model": key},
                               headers={**HX, "HX-Target": "tokenization"})
     assert r.status_code == 200
-    table = re.search(r'<table class="encodings">(.*?)</table>', text_of(r), re.S).group(1)
+    table = re.search(r'<table class="encodings"[^>]*>(.*?)</table>', text_of(r), re.S).group(1)
     counts = {re.sub(r"<[^>]+>", "", re.sub(r"<small>.*?</small>", "", name)).strip(): int(n)
               for name, n in re.findall(
         r"<tr><td>(.*?)</td><td>[^<]*</td><td>(\d+)</td>", table)}

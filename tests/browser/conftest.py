@@ -151,3 +151,14 @@ def page(page):
     page.goto = goto
     page.reload = loading(page.reload)
     return page
+
+
+@pytest.fixture()
+def class_store(live_app, tmp_path):
+    """The served app's classes, in a store of this test's own."""
+    from web.classroom.store import SQLiteStore
+    c = live_app.extensions["classroom"]
+    before = c._store
+    c.store = SQLiteStore(str(tmp_path / "data"), c.limits["idle_seconds"])
+    yield c.store
+    c.store = before

@@ -4,21 +4,9 @@ beside the model, and a student steps away and comes back."""
 import re
 
 import numpy as np
-import pytest
 from playwright.sync_api import expect
 
-from web.classroom.store import SQLiteStore
 from web.tokens import plain
-
-@pytest.fixture()
-def class_store(live_app, tmp_path):
-    """The served app's classes, in a store of this test's own."""
-    c = live_app.extensions["classroom"]
-    before = c._store
-    c.store = SQLiteStore(str(tmp_path / "data"), c.limits["idle_seconds"])
-    yield c.store
-    c.store = before
-
 
 def model_top(live_app):
     """The model's first next token for the default prompt, as the logits section writes it."""

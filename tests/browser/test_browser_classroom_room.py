@@ -6,22 +6,10 @@ import re
 import urllib.request
 import uuid
 
-import pytest
 from playwright.sync_api import expect
 
-from web.classroom.store import SQLiteStore
 
 NOTE = "Withheld until the reveal."
-
-
-@pytest.fixture()
-def class_store(live_app, tmp_path):
-    """The served app's classes, in a store of this test's own."""
-    c = live_app.extensions["classroom"]
-    before = c._store
-    c.store = SQLiteStore(str(tmp_path / "data"), c.limits["idle_seconds"])
-    yield c.store
-    c.store = before
 
 
 def new_session(live_server, query):

@@ -10,7 +10,6 @@ import pytest
 from playwright.sync_api import expect
 from waitress.server import create_server
 
-from web.classroom.store import SQLiteStore
 from web.explainer import installed_smollm2
 from web.registry import SECTIONS
 from web.tour import tour_steps
@@ -137,16 +136,6 @@ def test_every_slide_fits_the_projectors_screen(slides):
     bad = [f"slide {n} ({t}): {s['down']} px too tall, {s['across']} px too wide"
            for n, t, s in slides if s["down"] > 2 or s["across"] > 0]
     assert not bad, "\n".join(bad)
-
-
-@pytest.fixture()
-def class_store(live_app, tmp_path):
-    """The served app's classes, in a store of this test's own."""
-    c = live_app.extensions["classroom"]
-    before = c._store
-    c.store = SQLiteStore(str(tmp_path / "data"), c.limits["idle_seconds"])
-    yield c.store
-    c.store = before
 
 
 def covered(box, over) -> float:
