@@ -714,7 +714,18 @@ def run(app, host: str, port: int, workers: int, threads: int, name: str = "app.
         serve(app, sock, threads)
         return 0
 
+    serving_pool = []
+
     def stopped(signum, frame):
+        # Once workers serve, the models still warming run code this handler interrupts at any
+        # point, and an exception raised there may never reach run(): the warm-up went on
+        # after SIGTERM. So the workers are stopped here and the supervisor leaves at once.
+        if serving_pool:
+            signal.signal(signal.SIGTERM, signal.SIG_IGN)
+            signal.signal(signal.SIGINT, signal.SIG_IGN)
+            serving_pool[0].stop()
+            serving_pool[0].wait_all()
+            os._exit(0)
         raise Stopped()
     signal.signal(signal.SIGTERM, stopped)
     signal.signal(signal.SIGINT, stopped)
@@ -727,6 +738,7 @@ def run(app, host: str, port: int, workers: int, threads: int, name: str = "app.
         starting.stop()
         pool = Workers(app, sock, workers, threads)
         pool.fork_generation()
+        serving_pool.append(pool)
         print(serving, flush=True)
         for key in list(startup.pending):
             if pool.ended.is_set():
