@@ -59,6 +59,7 @@ sys.path.insert(0, ROOT)
 sys.path.insert(0, os.path.join(ROOT, "bench"))
 
 from local_server import free_port, save_result, start_server  # noqa: E402
+from tests.proxy_support import Client, Cluster  # noqa: E402
 
 KINDS = ["next-token", "top-p-half", "beam-vs-greedy", "kv-bytes", "n-tokens"]
 SLIDE_SECONDS = 1.5
@@ -147,44 +148,6 @@ def student_address(n: int) -> str:
     return f"127.0.{20 + n // 250}.{1 + n % 250}"
 
 
-class Client:
-    """One browser: a keep-alive connection and its cookies (from `source`, a loopback address
-    of its own, when given)."""
-
-    def __init__(self, port, source=None):
-        self.port = port
-        self.source = source
-        self.conn = None
-        self.cookies = {}
-
-    def request(self, method, path, body=None, headers=None):
-        h = dict(headers or {})
-        if self.cookies:
-            h["Cookie"] = "; ".join(f"{k}={v}" for k, v in self.cookies.items())
-        data = None
-        if body is not None:
-            data = json.dumps(body).encode()
-            h["Content-Type"] = "application/json"
-        for attempt in range(2):
-            try:
-                if self.conn is None:
-                    self.conn = http.client.HTTPConnection(
-                        "127.0.0.1", self.port, timeout=30,
-                        source_address=(self.source, 0) if self.source else None)
-                self.conn.request(method, path, body=data, headers=h)
-                r = self.conn.getresponse()
-                payload = r.read()
-                break
-            except (OSError, http.client.HTTPException):
-                self.conn = None
-                if attempt:
-                    raise
-        for v in r.headers.get_all("Set-Cookie") or []:
-            name, _, rest = v.partition("=")
-            self.cookies[name] = rest.split(";")[0]
-        return r.status, r.headers, payload
-
-
 class Follower(threading.Thread):
     def __init__(self, n, port, code, stop, rng):
         super().__init__(daemon=True)
@@ -197,7 +160,7 @@ class Follower(threading.Thread):
         self.requests = 0
 
     def answers_for(self, poll):
-        kind, i = poll["kind"], self.n
+        i = self.n
         if poll["input"] == "choice":
             return [poll["choices"][i % len(poll["choices"])],
                     poll["choices"][(i + 1) % len(poll["choices"])]]
@@ -381,8 +344,7 @@ FAULT_STUDENTS = 10
 
 def fault_routes(app_port, code, pid, teacher, student, etag):
     """(name, call) for every class route, each sent as its own user sends it."""
-    from tests.proxy_support import Client as SourcedClient
-    newcomer = SourcedClient(app_port, "127.0.9.1")
+    newcomer = Client(app_port, "127.0.9.1")
     return [
         ("GET /class?code=", lambda: newcomer.request("GET", f"/class?code={code}")),
         ("GET /class/<code>", lambda: newcomer.request("GET", f"/class/{code}")),
@@ -421,10 +383,9 @@ def timed(call):
 def followers_during_fault(port, code, sources, etags):
     """Every follower polls once, all at once: statuses and the slowest answer."""
     from concurrent.futures import ThreadPoolExecutor
-    from tests.proxy_support import Client as SourcedClient
 
     def one(i):
-        c = SourcedClient(port, sources[i])
+        c = Client(port, sources[i])
         return timed(lambda: c.request("GET", f"/class/{code}/state",
                                        headers={"If-None-Match": etags[i]}))
     with ThreadPoolExecutor(len(sources)) as pool:
@@ -441,7 +402,6 @@ def redis_faults(followers=60):
     and how fast, what 60 followers polling at once get, how long until the class is served
     again once Redis is back (the app is not restarted), and whether the session, its members
     and answers were kept."""
-    from tests.proxy_support import Client as SourcedClient
     from tests.redis_server_support import RedisServer
     work = tempfile.mkdtemp(prefix="bench-redis-faults-")
     os.makedirs(os.path.join(work, "redis"))
@@ -450,12 +410,12 @@ def redis_faults(followers=60):
     server = start_app(port, redis_server.url, os.path.join(work, "data"))
     results = dict(redis_args=" ".join(redis_server.args), followers=followers, faults=[])
     try:
-        teacher = SourcedClient(port, "127.0.8.1")
+        teacher = Client(port, "127.0.8.1")
         s, _, body = teacher.request("POST", "/class/new", {"query": "tour=2&present=1"})
         assert s == 200, body
         code = json.loads(body)["code"]
         sources = [f"127.0.{10 + i // 250}.{1 + i % 250}" for i in range(followers)]
-        students = [SourcedClient(port, a) for a in sources]
+        students = [Client(port, a) for a in sources]
         for st in students:
             s, _, body = st.request("GET", f"/class/{code}")
             assert s == 303, body[-300:]
@@ -555,11 +515,10 @@ def proxy_class(students=60, slides=20, n_polls=5, workers=1):
     `students` followers, each from its own address, poll through nginx; the teacher changes
     slide `slides` times and runs `n_polls` polls; the lag of each change on each follower,
     every answer checked, and how the polls spread over the instances."""
-    from tests.proxy_support import Client as SourcedClient, Cluster
     work = tempfile.mkdtemp(prefix="bench-proxy-")
     cluster = Cluster(work, instances=2, workers=workers).start()
     try:
-        teacher = SourcedClient(cluster.port, "127.0.8.1")
+        teacher = Client(cluster.port, "127.0.8.1")
         s, _, body = teacher.request("POST", "/class/new", {"query": "present=1&tour=1"})
         assert s == 200, body
         code = json.loads(body)["code"]
@@ -567,7 +526,7 @@ def proxy_class(students=60, slides=20, n_polls=5, workers=1):
         followers = []
         for n in range(students):
             f = Follower(n, cluster.port, code, stop, random.Random(n))
-            f.client = SourcedClient(cluster.port, f"127.0.{10 + n // 250}.{1 + n % 250}")
+            f.client = Client(cluster.port, f"127.0.{10 + n // 250}.{1 + n % 250}")
             followers.append(f)
         for f in followers:
             f.start()
