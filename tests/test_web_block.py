@@ -1,6 +1,7 @@
 """The transformer-block section shows the model's own shapes, tensors, parameter counts and
 logit lens: every number checked against the engine or the formula."""
 import html
+import json
 import re
 
 import numpy as np
@@ -12,8 +13,7 @@ from pipeline.published import PUBLISHED
 from pipeline.sizes import counted_from_arrays, parameter_counts
 from web.forward import prompt_run
 from web.sections.block import parts_of
-from web_support import (HX, every_section, app, client, error_message, model,  # noqa: F401
-                         table_rows, text_of, url)
+from web_support import HX, every_section, error_message, table_rows, text_of, url
 
 PROMPT = "Elizabeth could not help smiling at Mr. Darcy, and"
 
@@ -213,29 +213,100 @@ def smol():
     return app.test_client(), app.extensions["explainer"].models["smollm2"]
 
 
-def test_smollm2_lens_shows_where_paris_surfaces(smol):
+def lens_reference(model, prompt, pos=None):
+    """(ranks, probabilities) of the model's final guess at every read-out, from the model cut
+    after k blocks (model.forward(ids, n_layers=k)) in float64: rank = 1 + the number of logits
+    strictly above the guess's, probability = a float64 softmax."""
+    ids = model.tokenizer.encode_ordinary(prompt)
+    at = len(ids) - 1 if pos is None else pos
+    logits = np.stack([model.forward(ids, n_layers=k)[at] for k in
+                       range(model.config.n_layers + 1)]).astype(np.float64)   # [N + 1, V]
+    final = int(np.argmax(logits[-1]))
+    ranks = [int((row > row[final]).sum()) + 1 for row in logits]
+    z = logits - logits.max(axis=1, keepdims=True)
+    probs = np.exp(z[:, final]) / np.exp(z).sum(axis=1)
+    return final, ranks, probs
+
+
+def first_for_good(ranks, within):
+    """The first read-out from which the rank stays within `within` to the end."""
+    k = len(ranks)
+    while k > 0 and ranks[k - 1] <= within:
+        k -= 1
+    return k
+
+
+def lens_page(client, model_name=None, **params):
+    extra = {"model": model_name} if model_name else {}
+    return text_of(client.get(url("/section/block", open="blk-lens", **extra, **params),
+                              headers=HX))
+
+
+def check_lens_against_reference(page, model, prompt, pos=None):
     import json
-    from pipeline.lens import logit_lens
-    client, lm = smol
-    prompt = "The capital of France is"
-    page = text_of(client.get(url("/section/block", model="smollm2", prompt=prompt,
-                                  open="blk-lens"), headers=HX))
-    ids = lm.tokenizer.encode_ordinary(prompt)
-    probs = softmax(logit_lens(lm.model, prompt_run(lm, prompt).cache, positions=[len(ids) - 1])[:, 0])
-    paris = lm.tokenizer.encode_ordinary(" Paris")[0]
-    ranks = [int((p > p[paris]).sum()) + 1 for p in probs]
+    final, ranks, probs = lens_reference(model, prompt, pos)
     rows = table_rows_th(page, "Logit lens: top guesses after each block")
-    assert len(rows) == 31 and rows[-1][0] == "after block 29 = the model's output"
-    assert rows[-1][1] == f"·Paris #{paris} {100 * probs[-1, paris]:.1f}%"
-    assert 0.76 < probs[-1, paris] < 0.78                 # transformers' 0.773 (FACTS)
+    N = model.config.n_layers
+    assert len(rows) == N + 1
+    assert rows[0][0] == "embeddings only (0 blocks)"
+    assert rows[-1][0] == f"after {N} of {N} blocks = the model's output"
     assert [r[-1].rsplit(", ", 1)[0] for r in rows] == [f"rank {r:,}" for r in ranks]
+    for row, p in zip(rows, probs):              # the probability as computed, never a false 0
+        shown = row[-1].rsplit(", ", 1)[1]
+        assert shown != "0%" and shown.endswith("%")
+        assert float(shown[:-1]) == pytest.approx(100 * p, rel=0.06), (shown, p)
     lens = [json.loads(html.unescape(f)) for f in re.findall(r'data-figure="([^"]*)"', page)][-1]
     prob_line, rank_line = lens["data"]
-    np.testing.assert_allclose(prob_line["y"], probs[:, paris], rtol=1e-5)
+    np.testing.assert_allclose(prob_line["y"], probs, rtol=1e-4)
     assert rank_line["y"] == ranks
+    return final, ranks, probs
+
+
+def test_austen_lens_ranks_are_the_float64_logit_ranks(client, model):
+    page = lens_page(client, prompt=PROMPT)
+    check_lens_against_reference(page, model, PROMPT)
+    page = lens_page(client, prompt=PROMPT, blk_pos="3")
+    check_lens_against_reference(page, model, PROMPT, pos=3)
+
+
+def test_lens_headline_in_the_core_is_the_pipelines(client, model):
+    """The core says where the next token becomes the top guess, from the same read-outs, counted
+    "block k of N"; inside the next-token question's gate."""
+    page = text_of(client.get(url("/section/block", prompt=PROMPT), headers=HX))  # lens closed
+    final, ranks, _ = lens_reference(model, PROMPT)
+    N = model.config.n_layers
+    headline = re.search(r'<p id="blk-headline">(.*?)</p>', page, re.S).group(1)
+    said = re.sub(r"\s+", " ", html.unescape(re.sub(r"<[^>]+>", "", headline)))
+    top = first_for_good(ranks, 1)
+    if top == N:
+        assert f"becomes the top guess only after block {N} of {N}, the last" in said
+    else:
+        assert f"becomes the top guess for good after block {top} of {N}" in said
+    assert model.tokenizer.decode([final]).replace(" ", "·") in said
+    gate = page[:page.index('<p id="blk-headline">')].rsplit('<div class="answer-gate gated"', 1)
+    assert len(gate) == 2 and 'data-answer-of="next-token"' in gate[1]
+    assert "</div>" not in gate[1].split('class="answer-gate-body">', 1)[1]
+
+
+def test_smollm2_lens_shows_where_paris_surfaces(smol):
+    client, lm = smol
+    prompt = "The capital of France is"
+    page = lens_page(client, "smollm2", prompt=prompt)
+    final, ranks, probs = check_lens_against_reference(page, lm.model, prompt)
+    paris = lm.tokenizer.encode_ordinary(" Paris")[0]
+    assert final == paris
+    rows = table_rows_th(page, "Logit lens: top guesses after each block")
+    assert rows[-1][1] == f"·Paris #{paris} {100 * probs[-1]:.1f}%"
+    assert 0.76 < probs[-1] < 0.78                       # transformers' 0.773 (FACTS)
+    # float32 probabilities underflow to 0 after the embeddings alone: ranking them tied ~3,000
+    # tokens at 0 (rank 1,497); the logits rank ·Paris 4,316th, with p ~ 5e-51
+    assert ranks[0] == 4316 and probs[0] < 1e-45
+    lens = [json.loads(html.unescape(f)) for f in re.findall(r'data-figure="([^"]*)"', page)][-1]
     # 31 read-outs: the axis names the embeddings, every fifth block and the last, level
-    assert lens["layout"]["xaxis2"]["ticktext"] == ["emb.", "5", "10", "15", "20", "25", "29"]
-    assert "first only after the last block, block 29" in re.sub(r"\s+", " ", page)
+    assert lens["layout"]["xaxis2"]["ticktext"] == ["emb.", "5", "10", "15", "20", "25", "30"]
+    said = re.sub(r"\s+", " ", page)
+    assert "becomes the top guess only after block 30 of 30, the last" in said
+    assert "block 29" not in html.unescape(re.sub(r"<[^>]+>", "", said))
 
 
 def norms_figure_of(page: str) -> dict:

@@ -135,27 +135,32 @@ def lens_ticks(n_stages: int) -> tuple:
     fifth block (from 5: 0 would touch "emb.") and the last one, written level (they never collide on a phone)."""
     x = list(range(n_stages))
     if n_stages <= LENS_ALL_TICKS:
-        return x, ["embeddings"] + [f"block {k}" for k in range(n_stages - 1)], -90
-    blocks = [b for b in range(1, n_stages - 1) if b % 5 == 0 and b < n_stages - 4] \
-        + [n_stages - 2]
-    return [0] + [b + 1 for b in blocks], ["emb."] + [str(b) for b in blocks], 0
+        return x, ["embeddings"] + [f"{k} block{'s' if k != 1 else ''}"
+                                    for k in range(1, n_stages)], -90
+    # x = k: after k blocks (counted from 1, the last is N of N)
+    blocks = [k for k in range(1, n_stages - 1) if k % 5 == 0 and k < n_stages - 4] \
+        + [n_stages - 1]
+    return [0] + blocks, ["emb."] + [str(k) for k in blocks], 0
 
 
-def lens_figure(final_p: list, final_text: str, stages: list, final_rank: list = None) -> str:
+def lens_figure(final_p: list, final_text: str, stages: list, final_rank: list = None,
+                p_text: list = None) -> str:
     """Probability of the model's final guess, read out after each block (logit lens), and
     (final_rank) its rank among the whole vocabulary there, in a panel below: where the answer
-    surfaces before it wins. Hovering a point names the stage whole."""
+    surfaces before it wins. Hovering a point names the stage whole, with the probability as
+    the table writes it (p_text: a tiny one in scientific notation, not "0.00%")."""
     x = list(range(len(stages)))
     tickvals, ticktext, angle = lens_ticks(len(stages))
+    texts = p_text or [f"{100 * float(p):.2f}%" for p in final_p]
     line = dict(type="scatter", x=x, y=[float(p) for p in final_p], mode="lines+markers",
                 line=dict(color=ACCENT), marker=dict(size=9 if len(x) <= LENS_ALL_TICKS else 6),
                 meta=roles("HIGHLIGHT"),
-                customdata=stages, name="probability",
-                hovertemplate="%{customdata}: %{y:.2%}<extra></extra>")
+                customdata=[[s, t] for s, t in zip(stages, texts)], name="probability",
+                hovertemplate="%{customdata[0]}: %{customdata[1]}<extra></extra>")
     traces = [line]
     xaxis = dict(tickmode="array", tickvals=tickvals, ticktext=ticktext, tickangle=angle,
                  range=[-0.6, len(x) - 0.4])
-    after = "read out after" if len(x) <= LENS_ALL_TICKS else "read out after block"
+    after = "read out after" if len(x) <= LENS_ALL_TICKS else "read out after this many blocks"
     layout = dict(
         title=dict(text=f"“{label(final_text)}” after each block", font=dict(size=13), x=0,
                    xanchor="left"),

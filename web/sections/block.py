@@ -160,6 +160,9 @@ def build(lm, state) -> dict:
         n_params=model.n_params(), **model_tables(model))
     ctx.update(tensor_view(cfg, run, part, layer, head, tokens, lm))
     ctx.update(stream_and_lens(model, run, tokens, pos))
+    last = ctx if pos == T - 1 else stream_and_lens(model, run, tokens, T - 1)
+    ctx["headline"] = dict(text=last["final_top"]["text"], first_top=last["first_top"],
+                           first_top10=last["first_top10"])
     return ctx
 
 
@@ -211,17 +214,21 @@ def stream_and_lens(model, run, tokens, pos) -> dict:
     stages = stage_labels(cfg.n_layers)
     lens = logit_lens(model, run.cache, positions=[pos])[:, 0]               # [N + 1, V]
     probs = softmax(lens)                                                    # [N + 1, V]
-    final_top = int(np.argmax(probs[-1]))
+    final_top = int(np.argmax(lens[-1]))
+    # The final guess's rank and probability at every read-out: the rank from the LOGITS (in
+    # float32 a probability under ~1e-45 is 0, and every token at 0 would tie: SmolLM2's
+    # "embeddings only" read-out put ·Paris at 1,497 instead of 4,316), the probability from a
+    # float64 log-softmax (·Paris there: 4.8e-51, not 0)
+    final_ranks, final_ps = lens_rank_and_p(lens, final_top)
     rows = []
     for k, p in enumerate(probs):
         top = top_k(p, LENS_TOP)
         rows.append(dict(
-            stage="embeddings only (0 blocks)" if k == 0 else
-            f"after block {k - 1}" + (" = the model's output" if k == cfg.n_layers else ""),
+            stage=lens_stage(k, cfg.n_layers),
             guesses=[dict(id=int(i), text=token_plain(model.tokenizer, i),
                           p=float(p[i])) for i in top],
-            final_p=float(p[final_top]),
-            final_rank=int((p > p[final_top]).sum()) + 1))
+            final_p=float(final_ps[k]), final_p_text=percent_text(final_ps[k]),
+            final_rank=int(final_ranks[k])))
     final_text = token_plain(model.tokenizer, final_top)
     # with tied embeddings the read-out of the embeddings alone scores each token by its own
     # row against the input's row: said when the top guess is indeed the input token itself
@@ -232,10 +239,40 @@ def stream_and_lens(model, run, tokens, pos) -> dict:
         norms_figure=figures.norms_heatmap(norms.T, tokens, stages),
         lens_figure=figures.lens_figure([r["final_p"] for r in rows], final_text,
                                         [r["stage"] for r in rows],
-                                        [r["final_rank"] for r in rows]),
+                                        [r["final_rank"] for r in rows],
+                                        [r["final_p_text"] for r in rows]),
         first_top=stays_within(rows, 1), first_top10=stays_within(rows, 10),
         vocab_size=cfg.vocab_size,
         norm_growth=float(norms[-1].mean() / norms[0].mean()))
+
+
+def lens_rank_and_p(lens, token: int) -> tuple:
+    """([N + 1] ranks, [N + 1] probabilities) of `token` at each read-out of lens [N + 1, V]:
+    its rank is 1 + the number of tokens whose logit is strictly higher; its probability a
+    float64 softmax (log-sum-exp), exact where float32 underflows to 0."""
+    ranks = (lens > lens[:, token:token + 1]).sum(axis=1) + 1
+    z = lens.astype(np.float64)
+    z = z - z.max(axis=1, keepdims=True)
+    log_p = z[:, token] - np.log(np.exp(z).sum(axis=1))
+    return ranks, np.exp(log_p)
+
+
+def lens_stage(k: int, n_layers: int) -> str:
+    """A read-out's name, counting the blocks the stream has been through (1-based, "of N":
+    "after 30 of 30 blocks" is the last, never "block 29" read as the 29th)."""
+    if k == 0:
+        return "embeddings only (0 blocks)"
+    return (f"after {k} of {n_layers} block{'s' if n_layers != 1 else ''}"
+            + (" = the model's output" if k == n_layers else ""))
+
+
+def percent_text(p: float) -> str:
+    """A probability as a percentage with two significant digits; a tiny one in scientific
+    notation ("4.8e-49%"), as computed in float64; 0 only when it is 0."""
+    if p == 0:
+        return "0%"
+    pct = 100 * p
+    return f"{pct:.2g}%" if pct >= 1e-3 else f"{pct:.1e}%"
 
 
 def stays_within(rows, rank) -> int:
