@@ -9,8 +9,6 @@ import numpy as np
 import pytest
 
 from pipeline.sampling import softmax_with_temperature
-from tests.classroom_support import redis_url  # noqa: F401  (fixture)
-from tests.web_support import model  # noqa: F401  (fixture)
 from web.cache import cached_build
 from web.classroom import codes, polls
 from web.forward import prompt_ids, prompt_run

@@ -6,7 +6,6 @@ instance at once."""
 import time
 
 from tests.redis_server_support import aof_redis, readme_redis_args  # noqa: F401  (fixture)
-from tests.web_support import model  # noqa: F401  (fixture)
 from web.classroom.store import UNAVAILABLE
 
 # A hang of the old client was 10 s (its socket timeout) and more with its retries; the

@@ -5,7 +5,6 @@ class (several sessions per browser, a cookie renewed while the lesson goes on).
 import pytest
 
 from tests.test_classroom_api import app, client_at, joined, make_app, start  # noqa: F401
-from tests.web_support import model  # noqa: F401  (fixture)
 from web.cache import cached_build
 from web.classroom import polls
 from web.classroom.views import teacher_view

@@ -6,7 +6,7 @@ import time
 
 import pytest
 
-from tests.classroom_support import make_store, redis_url  # noqa: F401  (fixture)
+from tests.classroom_support import make_store
 from web.classroom.store import Closed, CodeTaken, Full, Gone, NotMember
 
 SPEC = json.dumps({"input": "text"})

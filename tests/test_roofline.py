@@ -6,7 +6,6 @@ import pytest
 from pipeline.published import published
 from pipeline.roofline import (HARDWARE, Work, attainable, decode_work, hardware,
                                model_costs, prefill_work, roof_curve, roofline)
-from web_support import model  # noqa: F401
 
 
 def test_roofline_takes_the_slower_of_compute_and_memory():

@@ -4,7 +4,6 @@ class's member is withheld is never served to anyone else (nor the reverse)."""
 import threading
 
 from tests.test_classroom_api import joined, make_app, start
-from tests.web_support import model  # noqa: F401  (fixture)
 from web.views import builds
 
 

@@ -8,7 +8,6 @@ import pytest
 from pipeline.model import softmax
 from pipeline.tiling import (fast_memory_elements, plain_attention, plain_traffic,
                              tiled_attention, tiled_traffic, tiles_computed)
-from web_support import model  # noqa: F401  (the default model, loaded once)
 
 
 def qkv(T, hd, seed=0, scale=1.0):

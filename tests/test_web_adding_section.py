@@ -14,7 +14,7 @@ from jinja2 import ChoiceLoader, FileSystemLoader
 import web.sections
 from web import registry
 from web.registry import Section
-from web_support import HX, app, client, error_message, every_section, model, text_of, url  # noqa: F401,E501
+from web_support import HX, error_message, every_section, text_of, url
 
 TOUR = ("A section written by a test: its tour text lives in the SECTION of its module, next to "
         "its id, title, parameters and build function, and nowhere else in the app.")

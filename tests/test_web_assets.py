@@ -18,7 +18,7 @@ import pytest
 from flask import Flask, Response, jsonify
 
 from web import assets, streaming
-from web_support import HX, app, client, every_section, model, text_of, server  # noqa: F401
+from web_support import HX, every_section, text_of
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 DECODE = {"br": brotli.decompress, "gzip": gzip.decompress}

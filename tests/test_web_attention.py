@@ -17,8 +17,7 @@ from web.figures.attention import THUMB_MASKED, THUMB_PALETTE
 from web.forward import prompt_run
 from web.loaded import LoadedModel
 from web.sections import attention
-from web_support import (HX, every_section, app, client, error_message, model, table_rows,  # noqa: F401
-                         text_of, url)
+from web_support import HX, every_section, error_message, table_rows, text_of, url
 
 PROMPT = "Mr. Darcy bowed to Elizabeth, and Elizabeth smiled at Mr. Darcy."
 

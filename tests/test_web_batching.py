@@ -8,8 +8,7 @@ import pytest
 from pipeline.batching import page_snapshots
 from pipeline.kvcache import kv_cache_bytes
 from web.sections import batching
-from web_support import (HX, every_section, app, client, error_message, model, table_rows,  # noqa: F401
-                         text_of, url)
+from web_support import HX, every_section, error_message, table_rows, text_of, url
 
 
 def fragment(client, **q):

@@ -12,7 +12,7 @@ from web.cache import Memo, cached_build, memoized, model_key
 from web.measured import prefill_decode_timings
 from web.params import Param, Query, parse_state
 from web.registry import all_params, section as find_section
-from web_support import HX, every_section, app, client, model, text_of, url  # noqa: F401
+from web_support import HX, every_section, text_of, url
 
 PROMPTS = ("Elizabeth walked to Netherfield", "Mr. Darcy looked at her and said nothing at all")
 

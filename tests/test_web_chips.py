@@ -8,7 +8,7 @@ import pytest
 
 from web.params import PROMPT
 from web.tokens import CHIP_COLOURS, chip_colour
-from web_support import app, client, model, ordered_list, text_of, url  # noqa: F401
+from web_support import ordered_list, text_of, url
 
 LIVE = {"HX-Request": "true", "HX-Target": "overview-live", "HX-Trigger": "ov-next"}
 # " a" four times, " the" and "," twice: repetition the chips must show

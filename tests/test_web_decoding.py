@@ -13,7 +13,7 @@ from pipeline.decoding import beam_search, sequence_logprobs
 from pipeline.generation import decode_loop
 from pipeline.sampling import SamplerSettings, sampler
 from web.sections.decoding import EXAMPLE_NEW, EXAMPLE_WIDTH, OPENINGS
-from web_support import app, client, error_message, model, text_of, url, table_rows  # noqa: F401
+from web_support import error_message, text_of, url, table_rows
 
 PROMPT = "Elizabeth could not help smiling at"
 

@@ -14,7 +14,7 @@ from pipeline.roofline import (HARDWARE, Machine, compute_bound_from, model_cost
                                prefill_work, roofline, weight_scheme)
 from pipeline.sizes import parameter_counts
 from web.sections import generation
-from web_support import HX, app, client, model, text_of, url, without_definitions  # noqa: F401
+from web_support import HX, text_of, url, without_definitions
 
 
 def plain(page):

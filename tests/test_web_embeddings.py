@@ -12,7 +12,7 @@ import pytest
 from pipeline.embedding_space import analogy, cosine_neighbours, far_rows, pca_2d, unit_rows
 from web.cache import model_key
 from web.sections import embeddings as section
-from web_support import HX, app, client, error_message, model, table_rows, text_of, url  # noqa: F401,E501
+from web_support import HX, error_message, table_rows, text_of, url
 
 PROMPT = "Elizabeth smiled at Mr. Darcy, and Mr. Darcy smiled back."
 

@@ -12,8 +12,7 @@ from engine_support import get_model
 from pipeline.feedforward import histogram, top_neurons, top_tokens
 from pipeline.model import gelu, silu
 from web.figures.feedforward import CURVE_PLOT_PX
-from web_support import (HX, every_section, app, client, error_message, model, table_rows,  # noqa: F401
-                         text_of, url)
+from web_support import HX, every_section, error_message, table_rows, text_of, url
 
 PROMPT = "Mr. Darcy bowed to Elizabeth, and Elizabeth smiled at Mr. Darcy."
 

@@ -11,7 +11,7 @@ import pytest
 
 from web.figures import ROLES, SERIES
 from web.registry import SECTIONS
-from web_support import HX, app, model, text_of, url  # noqa: F401
+from web_support import HX, text_of, url
 
 SECTION_IDS = [s.id for s in SECTIONS]
 SCALED = {"heatmap", "contour", "histogram2d", "histogram2dcontour", "image", "surface"}

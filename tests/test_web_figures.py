@@ -16,7 +16,7 @@ from web.figures import DIVERGING, TICK_SIZE, TITLE_SIZE, base_layout, signed_co
 from web.figures.attention import MASKED
 from web.figures.positions import TWILIGHT
 from web.registry import SECTIONS
-from web_support import HX, app, model, text_of  # noqa: F401
+from web_support import HX, text_of
 from test_web_embeddings import array
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))

@@ -20,7 +20,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
 
 from web.registry import SECTIONS, all_params
-from web_support import HX, app, model, text_of  # noqa: F401
+from web_support import HX, text_of
 from test_web_hardening import assert_inert
 
 PROFILE = os.environ.get("HYPOTHESIS_PROFILE", "ci")

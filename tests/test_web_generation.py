@@ -12,8 +12,7 @@ from pipeline.sampling import SamplerSettings, sampler
 from web import streaming
 from web.measured import GRID, prefill_decode_timings
 from web.sections import generation
-from web_support import (HX, every_section, app, chip_ids, client, error_message, model,  # noqa: F401
-                         table_rows, text_of, url)
+from web_support import HX, every_section, chip_ids, error_message, table_rows, text_of, url
 
 PROMPT = "Mr. Darcy looked at Elizabeth and said"
 

@@ -10,7 +10,7 @@ from markupsafe import escape
 from web.glossary import ALIASES, GLOSSARY, PATTERNS, mark_first_uses
 from web.registry import SECTIONS
 from web.tour import tour_steps
-from web_support import app, client, every_section, model, text_of, url  # noqa: F401
+from web_support import every_section, text_of, url
 
 TERM_CALL = re.compile(r"\bterm\((.*?)\)\s*}}")
 

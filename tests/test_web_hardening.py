@@ -17,8 +17,7 @@ import pytest
 from web import limits
 from web.params import Param, parse_state
 from web.registry import SECTIONS, all_params
-from web_support import (HX, app, client, error_message, every_section, model,  # noqa: F401
-                         text_of, url)
+from web_support import HX, error_message, every_section, text_of, url
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SECTION_IDS = [s.id for s in SECTIONS]

@@ -10,8 +10,7 @@ from web.figures.kvcache import human_bytes
 from web.forward import prompt_ids
 from web.measured import prefill_decode_timings
 from web.sections import kvcache
-from web_support import (HX, every_section, app, client, error_message, model, table_rows,  # noqa: F401
-                         text_of, url)
+from web_support import HX, every_section, error_message, table_rows, text_of, url
 
 PROMPT = "Elizabeth walked to Netherfield"
 

@@ -8,7 +8,7 @@ import pytest
 
 from web.registry import SECTIONS
 from web.tour import tour_steps
-from web_support import HX, app, client, error_message, model, text_of, url  # noqa: F401
+from web_support import HX, error_message, text_of, url
 
 
 def test_every_registered_section_is_a_tour_step_in_page_order():

@@ -11,8 +11,7 @@ from pipeline.model import softmax
 from pipeline.sampling import entropy_bits, softmax_with_temperature, tokens_holding_mass
 from web.sampler_settings import DEFAULT_TEMPERATURE
 from web.sections.logits import CANDIDATES
-from web_support import (HX, every_section, app, client, error_message, model,  # noqa: F401
-                         table_rows, text_of, url)
+from web_support import HX, every_section, error_message, table_rows, text_of, url
 
 PROMPT = "Elizabeth could not help smiling at Mr. Darcy, and"
 

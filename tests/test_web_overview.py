@@ -17,8 +17,7 @@ from web.overview import CHIPS_HEAD, CHIPS_TAIL, OV_LIMIT, OV_SEED
 from web.params import PROMPT
 from web.registry import SECTIONS
 from web.sampler_settings import DEFAULT_TEMPERATURE
-from web_support import (HX, app, chip_ids, client, error_message, model, reading_text,  # noqa: F401,E501
-                         ordered_list, text_of, url)
+from web_support import HX, chip_ids, error_message, reading_text, ordered_list, text_of, url
 
 LIVE = {**HX, "HX-Target": "overview-live", "HX-Trigger": "ov-next"}
 # the overview's sampler when the URL sets none of its controls

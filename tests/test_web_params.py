@@ -8,7 +8,7 @@ from flask import render_template_string
 
 from web.params import Param, parse_state
 from web.registry import all_params
-from web_support import HX, app, client, error_message, model, text_of, url  # noqa: F401
+from web_support import HX, error_message, text_of, url
 
 COLOUR = Param("colour", "Colour", default="red", max_chars=10, choices=("red", "green"))
 BITS = Param("bits", "Bits", kind="int", default=16, choices=(16, 8, 4))

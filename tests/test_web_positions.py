@@ -10,7 +10,7 @@ import pytest
 from pipeline import load_model
 from pipeline.positions import rope_relative_scores, sinusoidal_encoding, word_order_differences
 from web.sections import positions as section
-from web_support import HX, every_section, app, client, error_message, model, table_rows, text_of, url  # noqa: F401,E501
+from web_support import HX, every_section, error_message, table_rows, text_of, url
 from test_web_embeddings import array, figures, prompt_of
 
 PROMPT = "Elizabeth smiled at Mr. Darcy, and Mr. Darcy smiled back."

@@ -13,7 +13,7 @@ from pipeline import quantize
 from pipeline.generation import decode_loop
 from pipeline.published import published
 from web.params import PROMPT
-from web_support import HX, every_section, MARKS, app, client, error_message, model, reading_text, text_of, url  # noqa: F401,E501
+from web_support import HX, every_section, MARKS, error_message, reading_text, text_of, url
 
 
 def marks_to_text(inner: str) -> str:

@@ -10,7 +10,7 @@ from web.measured import prefill_decode_timings
 from pipeline.published import published
 from pipeline.roofline import (decode_work, hardware, model_costs, prefill_work, roofline,
                                weight_scheme)
-from web_support import HX, app, client, error_message, model, text_of, url  # noqa: F401
+from web_support import HX, error_message, text_of, url
 
 
 def plain_text(page):

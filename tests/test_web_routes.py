@@ -8,7 +8,7 @@ import pytest
 
 from web import views
 from web.registry import SECTIONS
-from web_support import HX, app, client, error_message, model, text_of, url  # noqa: F401
+from web_support import HX, error_message, text_of, url
 
 STATES = [
     {},

@@ -13,8 +13,7 @@ from pipeline.sampling import SamplerSettings, draw, sample_next, sampling_stage
 from pipeline.statistics import goodness_of_fit
 from web.sections.sampling import EXAMPLE, PARAMS, drawn_tv_distance, pct, shown_tokens
 from web.tokens import plain
-from web_support import (every_section, app, client, error_message, model, table_rows,  # noqa: F401
-                         text_of, url)
+from web_support import every_section, error_message, table_rows, text_of, url
 
 PROMPT = "Elizabeth was very much surprised; she had not expected to see Mr. Darcy"
 STAGES = ["model", "repetition penalty", "temperature", "top-k", "top-p", "min-p"]

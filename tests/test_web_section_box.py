@@ -5,7 +5,7 @@ import glob
 import os
 import re
 
-from web_support import app, client, error_message, model, text_of, url  # noqa: F401
+from web_support import error_message, text_of, url
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 

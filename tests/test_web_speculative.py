@@ -12,7 +12,7 @@ import pytest
 from pipeline import load_model
 from pipeline.generation import decode_loop
 from pipeline.speculative import expected_speedup, speculative_generate
-from web_support import HX, every_section, MARKS, app, client, error_message, model, text_of, url  # noqa: F401
+from web_support import HX, every_section, MARKS, error_message, text_of, url
 
 
 def marks_to_text(inner: str) -> str:

@@ -8,7 +8,6 @@ import pytest
 
 from pipeline.generation import decode_loop
 from web import streaming
-from web_support import app, model, server  # noqa: F401
 
 TIMEOUT = 20
 

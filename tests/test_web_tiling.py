@@ -9,7 +9,7 @@ from pipeline.published import published
 from pipeline.tiling import plain_traffic, tiled_traffic
 from web.explainer import KNOWN_CARDS
 from web.sections.tiling import largest_tile
-from web_support import HX, app, client, error_message, model, text_of, url  # noqa: F401
+from web_support import HX, error_message, text_of, url
 
 PROMPT = "It is a truth universally acknowledged, that a single man"
 

@@ -9,8 +9,7 @@ from pipeline.bpe import learn_bpe, pretokenize, segment
 from web import encodings
 from web.sections.tokenization import MAX_MERGES, token_counts_by_merges
 from web.tokens import pieces, plain
-from web_support import (HX, app, chip_ids, chip_texts, client, model,  # noqa: F401
-                         table_rows, text_of, url)
+from web_support import HX, chip_ids, chip_texts, table_rows, text_of, url
 
 PROMPTS = [
     "It is a truth universally acknowledged",

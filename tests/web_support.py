@@ -1,17 +1,11 @@
-"""Shared by tests/test_web_*.py: the app from the factory on the default model (loaded once),
-and small readers of the rendered HTML."""
+"""Shared by tests/test_web_*.py: small readers of the rendered HTML. The fixtures `model`,
+`app`, `client` and `server` are in tests/conftest.py (defined once, built once per run)."""
 import html
 import os
 import re
 import urllib.parse
 
-import threading
-
-import pytest
-from waitress.server import create_server
-
-from pipeline import DEFAULT_MODEL_DIR, load_model
-from web import streaming
+from pipeline import DEFAULT_MODEL_DIR
 
 HX = {"HX-Request": "true"}
 
@@ -21,32 +15,13 @@ def every_section() -> dict:
     screen: the answer holds every section computed (a first page computes only the first)."""
     from web.registry import sections
     return {**HX, "X-Sections": ",".join(s.id for s in sections())}
+
+
 MARKS = {"·": " ", "↵": "\n", "→": "\t", "␍": "\r"}
 
 
 def has_default_model() -> bool:
     return os.path.exists(os.path.join(DEFAULT_MODEL_DIR, "model.safetensors"))
-
-
-@pytest.fixture(scope="session")
-def model():
-    if not has_default_model():
-        pytest.skip("models/austen/model.safetensors is missing")
-    return load_model(None)
-
-
-@pytest.fixture(scope="session")
-def app(model):
-    from app import create_app
-    return create_app({"MODEL": model, "TESTING": True})
-
-
-@pytest.fixture()
-def client(app):
-    """A test client; the test body runs in the app's context, so a section's helper called by
-    the test reads the same caches and measurements as the app's requests (web/explainer.py)."""
-    with app.app_context():
-        yield app.test_client()
 
 
 def url(path="/", **params) -> str:
@@ -94,17 +69,6 @@ def table_rows(page: str, label: str, headers: bool = False) -> list:
     cell = r"<t[hd][^>]*>(.*?)</t[hd]>" if headers else r"<td[^>]*>(.*?)</td>"
     return [[html.unescape(re.sub(r"<[^>]+>", "", c)).strip() for c in re.findall(cell, tr, re.S)]
             for tr in re.findall(r"<tr[^>]*>(.*?)</tr>", body, re.S)]
-
-
-@pytest.fixture(scope="module")
-def server(app):
-    """The app served by waitress as app.py serves it, in a thread, on a free port of
-    127.0.0.1: the port."""
-    srv = create_server(app, host="127.0.0.1", port=0, threads=4, **streaming.SERVER_OPTIONS)
-    thread = threading.Thread(target=srv.run, daemon=True)
-    thread.start()
-    yield srv.effective_port
-    srv.close()
 
 
 TERM_DEFINITION = re.compile(r'<span class="term-def"[^>]*>.*?</span></span>', re.S)

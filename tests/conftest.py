@@ -1,0 +1,79 @@
+"""The fixtures the test modules share, defined once here so that pytest builds each once per
+run: `model` (the default model, models/austen), `app` (the app from the factory on it),
+`client` (a test client in the app's context), `server` (the app served by waitress) and
+`redis_url` (a real redis-server of the tests' own).
+
+A module that imports a fixture from another file makes a fixture of its own (set up again for
+that module), so modules take these by name only. tests/browser/conftest.py serves its own app,
+warmed as the real server warms it, and overrides `model` for the browser tests. Plain helpers
+(url, text_of, table_rows, ...) live in tests/web_support.py."""
+import shutil
+import subprocess
+import threading
+import time
+
+import pytest
+from waitress.server import create_server
+
+from classroom_support import NO_REDIS, free_port
+from pipeline import load_model
+from web_support import has_default_model
+
+
+@pytest.fixture(scope="session")
+def model():
+    if not has_default_model():
+        pytest.skip("models/austen/model.safetensors is missing")
+    return load_model(None)
+
+
+@pytest.fixture(scope="session")
+def app(model):
+    from app import create_app
+    return create_app({"MODEL": model, "TESTING": True})
+
+
+@pytest.fixture()
+def client(app):
+    """A test client; the test body runs in the app's context, so a section's helper called by
+    the test reads the same caches and measurements as the app's requests (web/explainer.py)."""
+    with app.app_context():
+        yield app.test_client()
+
+
+@pytest.fixture(scope="session")
+def server(app):
+    """The app served by waitress as app.py serves it, in a thread, on a free port of
+    127.0.0.1: the port."""
+    from web import streaming
+    srv = create_server(app, host="127.0.0.1", port=0, threads=4, **streaming.SERVER_OPTIONS)
+    thread = threading.Thread(target=srv.run, daemon=True)
+    thread.start()
+    yield srv.effective_port
+    srv.close()
+
+
+@pytest.fixture(scope="session")
+def redis_url(tmp_path_factory):
+    """A redis-server of the tests' own on a free port (nothing saved to disk): its URL."""
+    exe = shutil.which("redis-server")
+    if exe is None:
+        pytest.skip(NO_REDIS)
+    port = free_port()
+    proc = subprocess.Popen([exe, "--port", str(port), "--bind", "127.0.0.1", "--save", "",
+                             "--appendonly", "no", "--dir", str(tmp_path_factory.mktemp("redis"))],
+                            stdout=subprocess.DEVNULL)
+    url = f"redis://127.0.0.1:{port}/0"
+    import redis
+    for _ in range(100):
+        try:
+            redis.Redis.from_url(url).ping()
+            break
+        except redis.ConnectionError:
+            time.sleep(0.05)
+    else:
+        proc.kill()
+        pytest.fail("redis-server did not answer")
+    yield url
+    proc.terminate()
+    proc.wait(timeout=10)
