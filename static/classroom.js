@@ -314,7 +314,7 @@
     box.appendChild(model);
     var cls = r.total + (r.total === 1 ? " answer" : " answers") + " from the class" +
       (r.joined !== undefined && r.joined !== null ? " (" + r.total + " of " + r.joined + " who joined)" : "") +
-      "; " + r.right + " right";
+      "; " + r.right + " right" + (r.right_means ? " (" + r.right_means + ")" : "");
     if (r.median !== undefined) cls += "; median " + r.median + "; within 10% of the model's: " + r.within_10;
     box.appendChild(el("p", { className: "class-summary" }, cls + "."));
     if (r.favourite) {

@@ -307,3 +307,38 @@ def test_joins_polls_and_answers_pass_outside_the_compute_gate():
         assert not gated(endpoint), endpoint
     for endpoint in ("classroom.open_poll", "classroom.reveal", "classroom.new", "classroom.qr"):
         assert gated(endpoint), endpoint
+
+
+@pytest.mark.parametrize("guess, right", [("77", True), ("77.3", True), ("77.25", True),
+                                          ("77.2", False), ("78", False), ("80", False),
+                                          ("77.0", True), ("76.5", False)])
+def test_a_percentage_is_right_at_the_precision_it_is_written_with(guess, right):
+    """The top-prob poll shows the model's 77.2530...% as "77.3%": a guess is right within half a
+    unit of its own last decimal place (never finer than the one shown) of the exact value."""
+    spec = dict(kind="top-prob", input="number", question="q", shown="77.3%", answer=77.3,
+                exact=77.2530, decimals=1)
+    stored = polls.validate(spec | {"min": 0, "max": 100}, guess)
+    out = polls.reveal(spec, [stored])
+    assert out["groups"][0]["right"] is right and out["right"] == int(right)
+    assert "precision" in out["right_means"]
+
+
+def test_a_whole_number_poll_is_right_only_when_equal():
+    spec = dict(kind="n-tokens", input="number", question="q", shown="12 tokens", answer=12,
+                min=0, max=100, whole=True)
+    out = polls.reveal(spec, [polls.validate(spec, g) for g in ("12", "11", "13")])
+    assert [(g["answer"], g["right"]) for g in out["groups"]] == [
+        ("11", False), ("12", True), ("13", False)]
+    assert "right_means" not in out
+
+
+def test_the_top_prob_poll_keeps_the_exact_value_it_judges_by(app):
+    teacher, code = start(app)
+    student, = joined(app, code, 1)
+    pid = teacher.post(f"/class/{code}/polls", json={"kind": "top-prob"}).json["id"]
+    lm, state, ctx = model_answer(app, "top-prob", teacher.get(f"/class/{code}/state").json["query"])
+    exact = 100 * float(ctx["rows"][0].p1)
+    guess = f"{exact:.0f}"                      # the whole percent nearest the model's value
+    assert student.post(f"/class/{code}/polls/{pid}/answer", json={"answer": guess}).status_code == 200
+    out = teacher.post(f"/class/{code}/polls/{pid}/reveal", json={}).json
+    assert out["model_answer"] == round(exact, 1) and out["right"] == 1

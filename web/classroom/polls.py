@@ -19,6 +19,7 @@ guesses are drawn against the model's probabilities on the same axis (web.forwar
 last row of logits through pipeline.sampling.softmax_with_temperature at T = 1, as the logits
 section computes it), with the probability the model gave the class's favourite guess.
 """
+import decimal
 import math
 import re
 import statistics
@@ -69,7 +70,8 @@ def _top_prob(lm, state, ctx):
     return dict(question=f"The model's first choice after “{last_words(state['prompt'])}” is "
                          f"“{top.text.replace('·', ' ').strip()}”. How probable does the "
                          "model think it is, in percent?",
-                answer=pct, shown=f"{pct:g}%", min=0, max=100)
+                answer=pct, shown=f"{pct:g}%", min=0, max=100,
+                exact=100 * float(top.p1), decimals=1)
 
 
 def _n_tokens(lm, state, ctx):
@@ -162,7 +164,8 @@ def open_spec(kind: PollKind, lm, state, ctx) -> dict:
                 whole=s.get("whole", False), withholds=list(kind.withholds),
                 model=lm.key, prompt=state["prompt"],
                 answer=s["answer"], shown=s["shown"],
-                top_id=s.get("top_id"), top_p=s.get("top_p"))
+                top_id=s.get("top_id"), top_p=s.get("top_p"),
+                exact=s.get("exact"), decimals=s.get("decimals", 0))
 
 
 PUBLIC = ("kind", "label", "input", "question", "choices", "min", "max", "whole", "withholds")
@@ -318,6 +321,25 @@ def class_groups(answers: list, numeric: bool) -> list:
     return sorted(groups, key=lambda kv: (-kv[1], kv[0]))
 
 
+def decimals_of(text: str) -> int:
+    """The decimal places a number is written with ("77" 0, "77.3" 1, "1e-3" 3)."""
+    exponent = decimal.Decimal(text).as_tuple().exponent
+    return max(0, -exponent) if isinstance(exponent, int) else 0
+
+
+def number_right(text: str, spec: dict) -> bool:
+    """A numeric answer is right when it is the model's value at the precision it is written
+    with, never asked finer than the value shown: within half a unit of its own last decimal
+    place, or of the shown value's (spec["decimals"]) if that is coarser, of the model's exact
+    value (spec["exact"], else the answer). The model's 77.25% (shown "77.3%"): 77, 77.3 and
+    77.25 are right, 77.2 and 78 are not. A whole-number poll (decimals 0, whole guesses) is
+    right only when equal."""
+    exact = spec.get("exact")
+    exact = float(spec["answer"] if exact is None else exact)
+    places = min(decimals_of(text), int(spec.get("decimals") or 0))
+    return abs(float(text) - exact) <= 0.5 * 10.0 ** -places + 1e-9 * max(1.0, abs(exact))
+
+
 def reveal(spec: dict, answers: list, lm=None, joined=None) -> dict:
     """The class beside the model: counts of the answers, which were right, and for the next
     token the model's probability of each guess and the figure of both on one axis (lm: the
@@ -328,12 +350,16 @@ def reveal(spec: dict, answers: list, lm=None, joined=None) -> dict:
     answer = spec["answer"]
     rows = []
     for text, count in groups:
-        right = (float(text) == float(answer)) if numeric else norm(text) == norm(str(answer))
+        right = number_right(text, spec) if numeric else norm(text) == norm(str(answer))
         rows.append(dict(answer=text, count=count, share=count / total, right=right))
     out = dict(kind=spec["kind"], question=spec["question"], model=spec["shown"],
                model_answer=answer, total=total, joined=joined,
                right=sum(r["count"] for r in rows if r["right"]),
                groups=rows[:TOP_GROUPS], others=max(0, len(rows) - TOP_GROUPS))
+    if numeric and spec.get("decimals"):
+        out["right_means"] = ("right: the model's value at the precision the guess is written "
+                              f"with, to at most {spec['decimals']} decimal place"
+                              f"{'s' if spec['decimals'] != 1 else ''}")
     if numeric and answers:
         values = [float(a) for a in answers]
         med = statistics.median(values)
