@@ -211,3 +211,27 @@ def test_any_text_is_tokens_or_a_clean_4xx(client, model, prompt):
         norm = prompt.replace("\r\n", "\n")
         assert chip_ids(text_of(r), "Tokens of the prompt") == \
             model.tokenizer.encode_ordinary(norm)
+
+
+def source_line(page: str) -> str:
+    m = re.search(r'<p class="source">From the live tokenizer of(.*?)</p>', page, re.S)
+    return " ".join(re.sub(r"<[^>]+>", "", m.group(1)).split())
+
+
+def test_the_vocabulary_is_the_models_rows_and_added_bytes_are_said(client, model, smol_app):
+    """The size written is the model's vocabulary (its embedding rows); single bytes that
+    tiktoken needed and the file lacked are named as added, with their ids (SmolLM2: 21, ids
+    49,152 to 49,172), never counted into the vocabulary silently."""
+    said = source_line(text_of(client.get(url("/section/tokenization", prompt="Hi"), headers=HX)))
+    assert f"{model.config.vocab_size:,} tokens, run by tiktoken" in said
+    assert model.tokenizer.n_vocab == model.config.vocab_size and "added here" not in said
+    lm = smol_app.extensions["explainer"].models["smollm2"]
+    said = source_line(text_of(smol_app.test_client().get(
+        url("/section/tokenization", model="smollm2", prompt="Hi"), headers=HX)))
+    rows = lm.model.config.vocab_size
+    added = sorted(i for i in lm.tokenizer._mergeable_ranks.values() if i >= rows)
+    assert (rows, len(added), lm.tokenizer.n_vocab) == (49152, 21, 49173)
+    assert added == list(range(rows, rows + len(added)))
+    assert "49,152 tokens, run by tiktoken" in said and "49,173 tokens" not in said
+    assert ("the model's file has none for 21 of them: they were added here as ids 49,152 to "
+            "49,172 (49,173 ids in all)") in said

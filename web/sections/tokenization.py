@@ -57,7 +57,7 @@ def build(lm, state) -> dict:
     ctx = dict(
         tokens=tokens, n_tokens=len(ids), n_chars=len(prompt),
         n_bytes=len(prompt.encode("utf-8")), chars_per_token=len(prompt) / max(1, len(ids)),
-        specials=specials, vocab_size=tok.n_vocab, model_name=lm.name,
+        specials=specials, model_name=lm.name, **vocabulary_of(lm),
         own_tokenizer=lm.own_tokenizer, model_merges=len(lm.ranks) - 256,
         others=others,
         encodings_figure=figures.encodings_figure(
@@ -67,6 +67,17 @@ def build(lm, state) -> dict:
     ctx.update(replay(lm, state, prompt))
     ctx.update(learn(state))
     return ctx
+
+
+def vocabulary_of(lm) -> dict:
+    """The vocabulary's size as the model's file gives it (its embedding rows), and the single
+    bytes added past it: tiktoken needs a token for each of the 256 bytes, and SmolLM2's file
+    has none for 21 of them (pipeline.gguf_file.read_tokenizer gives them ids 49,152 to 49,172,
+    which the model has no row for). tok.n_vocab (49,173) counts both."""
+    tok, rows = lm.tokenizer, lm.model.config.vocab_size
+    added = sorted(i for i in tok._mergeable_ranks.values() if i >= rows)
+    return dict(vocab_size=rows if added else tok.n_vocab, added_bytes=added,
+                n_tokenizer_ids=tok.n_vocab)
 
 
 @dataclass(frozen=True)
