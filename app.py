@@ -28,7 +28,7 @@ from flask import Flask  # noqa: E402
 
 from pipeline import ModelLoadError, load_model  # noqa: E402
 from pipeline.speculative import load_draft  # noqa: E402
-from web import assets, encodings, glossary, limits, security, serving, shading, shared_answers, streaming, views  # noqa: E402, E501
+from web import assets, encodings, glossary, limits, numbers, security, serving, shading, shared_answers, streaming, views  # noqa: E402, E501
 from web.explainer import (KNOWN_CARDS, SMOLLM2_INSTALL, Explainer, installed_smollm2,  # noqa: E402, E501
                            model_key_name)
 from web.loaded import LoadedModel  # noqa: E402
@@ -135,6 +135,7 @@ def create_app(test_config=None):
     # page's context
     app.jinja_env.globals.update(glossary=glossary.GLOSSARY, glossary_anchor=glossary.anchor,
                                  keep_part=views.keep_part)
+    app.jinja_env.filters.update(numbers.FILTERS)   # fixed, count, agree (web/numbers.py)
 
     @app.context_processor
     def page_globals():

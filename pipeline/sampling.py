@@ -46,10 +46,12 @@ def softmax_with_temperature(logits, temperature: float):  # [V] -> [V] probabil
 
 
 def entropy_bits(p) -> float:
-    """Shannon entropy -sum p log2 p of a distribution, in bits (0 log 0 = 0)."""
+    """Shannon entropy -sum p log2 p of a distribution, in bits (0 log 0 = 0). Never below 0:
+    a one-hot distribution gives -0.0, and float32 probabilities summing to a hair over 1 a tiny
+    negative sum, which a page would write "-0.00 bits"."""
     p = np.asarray(p, dtype=np.float64)
     nz = p[p > 0]
-    return float(-(nz * np.log2(nz)).sum())
+    return max(0.0, float(-(nz * np.log2(nz)).sum()))
 
 
 # --- the settings ------------------------------------------------------------------------------

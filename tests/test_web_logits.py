@@ -48,6 +48,11 @@ def test_temperature_zero_is_greedy(client, model):
     _, page = logits_section(client, lg_temp="0")
     assert strong(page, "lg-top-p") == "100.00%" and strong(page, "lg-entropy") == "0.00"
     assert strong(page, "lg-mass50") == strong(page, "lg-mass90") == "1"
+    said = " ".join(re.sub(r"<[^>]+>", "", page).split())
+    # one token: the noun and the verb agree with the number
+    assert "among about 1 token);" in said
+    assert "1 token holds 50% of the probability and 1 holds 90%" in said
+    assert "-0.00" not in said
 
 
 def test_higher_temperature_shows_more_entropy(client):
