@@ -3,12 +3,17 @@
 The file is read with llama.cpp's own Python reader (the `gguf` package: `GGUFReader`, and
 `gguf.quants.dequantize` for the block formats); nothing here parses GGUF bytes itself.
 
-    metadata   general.architecture ("llama" or "gpt2"), {arch}.block_count, embedding_length,
-               feed_forward_length, attention.head_count(_kv), rope.freq_base, the norm's
-               epsilon, context_length; tokenizer.ggml.* (a byte-level BPE: tokens, token_type,
-               merges, pre, bos/eos ids)
+    metadata   general.architecture ("llama", "qwen2", "qwen3" or "gpt2"), {arch}.block_count,
+               embedding_length, feed_forward_length, attention.head_count(_kv),
+               attention.key_length (the head width, when it is not width / heads: Mistral
+               Nemo, Qwen3), rope.freq_base, the norm's epsilon, context_length;
+               tokenizer.ggml.* (a byte-level BPE: tokens, token_type, merges, pre, bos/eos ids)
     tensors    token_embd, blk.N.{attn_norm, attn_q, attn_k, attn_v, attn_output, ffn_norm,
-               ffn_gate, ffn_up, ffn_down}, output_norm, output (Llama);
+               ffn_gate, ffn_up, ffn_down}, output_norm, output (Llama), and
+                 rope_freqs (Llama 3.1+: the divisor of each RoPE pair's frequency, which
+                   llama.cpp's converter computes from rope_scaling {rope_type "llama3"})
+                 blk.N.attn_{q,k,v}.bias (Qwen2)
+                 blk.N.attn_{q,k}_norm (Qwen3: a [head width] RMSNorm gain for every head)
                token_embd, position_embd, blk.N.{attn_norm, attn_qkv, attn_output, ffn_norm,
                ffn_up, ffn_down} (.weight and .bias), output_norm, output (GPT-2).
                No output.weight: the unembedding is tied to token_embd.
@@ -25,7 +30,14 @@ Hugging Face's rotates the two halves of a head (j with j + hd/2):
     w.reshape(n_head, 2, rows // n_head // 2, cols).swapaxes(1, 2).reshape(rows, cols)
 
 `unpermute_rope_rows` undoes it (transformers' GGUF loader does the same), so pipeline.model's
-rotate-half RoPE is right.
+rotate-half RoPE is right. Only "llama" files are permuted: Qwen2 and Qwen3 are converted by
+Qwen2Model, which writes the rows as they are, and llama.cpp runs them with NeoX-style RoPE (the
+rotate-half pairing itself).
+
+Llama 3.1's RoPE scaling: transformers' GGUF loader (5.23) reads no rope_freqs tensor and runs
+such a file with unscaled RoPE; llama.cpp divides each pair's frequency by its factor
+(ggml_rope_ext's freq_factors), as this engine does, which is what the original model's
+rope_scaling computes (tests/test_gguf.py checks it against transformers given that rope_scaling).
 
 What each tensor was stored as stays on the model: `model.stored[param path]` is a
 `StoredTensor` (GGUF name, type, GGUF shape, bytes, file offset), and `read_stored_bytes` reads
@@ -37,17 +49,13 @@ from dataclasses import dataclass
 import numpy as np
 
 from .bpe import GPT2_PAT
-from .loader import ModelLoadError
+from .errors import ModelLoadError
 from .model import Model, ModelConfig
 from .tokenizer import TokenizerLoadError, _byte_level_encoding
 
 SUPPORTED_TYPES = ("F32", "F16", "BF16", "Q8_0", "Q4_0", "Q4_1", "Q5_0", "Q5_1",
                    "Q2_K", "Q3_K", "Q4_K", "Q5_K", "Q6_K")
-ARCHITECTURES = ("llama", "gpt2")
-
-# GGUF token types (llama.cpp's llama_token_type).
-TOKEN_NORMAL, TOKEN_UNKNOWN, TOKEN_CONTROL, TOKEN_USER_DEFINED, TOKEN_UNUSED, TOKEN_BYTE = \
-    1, 2, 3, 4, 5, 6
+ARCHITECTURES = ("llama", "qwen2", "qwen3", "gpt2")
 
 # Pre-tokenizer regexes by tokenizer.ggml.pre (llama.cpp's names, llama-vocab.cpp).
 #
@@ -59,10 +67,15 @@ TOKEN_NORMAL, TOKEN_UNKNOWN, TOKEN_CONTROL, TOKEN_USER_DEFINED, TOKEN_UNUSED, TO
 # the two-pass split on random strings in tests/test_gguf.py.
 SMOLLM_PAT = (r"""\p{N}|'(?:[sdmt]|ll|ve|re)| ?\p{L}+| ?[^\s\p{L}\p{N}]+"""
               r"""|\s+(?=\p{N})|\s+(?!\S)|\s+""")
+# "qwen2" (Qwen2, Qwen2.5, Qwen3): Llama 3's regex with one digit a piece (\p{N}, not \p{N}{1,3});
+# Qwen2's tokenizer.json and transformers' GGUF tokenizer (Qwen2 PRETOKENIZE_REGEX) use it.
+QWEN2_PAT = (r"""(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}"""
+             r"""| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+""")
 LLAMA3_PAT = (r"""(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}"""
               r"""| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+""")
 PRE_PATTERNS = {"default": GPT2_PAT, "gpt-2": GPT2_PAT, "gpt2": GPT2_PAT, "smollm": SMOLLM_PAT,
-                "llama-bpe": LLAMA3_PAT, "llama3": LLAMA3_PAT, "llama-v3": LLAMA3_PAT}
+                "llama-bpe": LLAMA3_PAT, "llama3": LLAMA3_PAT, "llama-v3": LLAMA3_PAT,
+                "qwen2": QWEN2_PAT, "deepseek-r1-qwen": QWEN2_PAT}
 
 _PATTERNS = {}  # realpath of a loaded .gguf -> its pre-tokenizer regex (pretokenizer_pattern)
 
@@ -109,10 +122,6 @@ def available_memory_bytes():
     except (OSError, ValueError, IndexError):
         pass
     return None
-
-
-def is_gguf_path(path) -> bool:
-    return bool(path) and str(path).lower().endswith(".gguf") and os.path.isfile(path)
 
 
 def _one_line(e: Exception) -> str:
@@ -172,7 +181,9 @@ def read_config(fields: _Fields, tensors: dict, path: str) -> ModelConfig:
     d = fields.need(f"{arch}.embedding_length", int)
     n_heads = fields.need(f"{arch}.attention.head_count", int)
     n_kv_heads = fields.get(f"{arch}.attention.head_count_kv", n_heads, int)
-    if n_heads <= 0 or n_kv_heads <= 0 or n_heads % n_kv_heads or d % n_heads:
+    head_dim = fields.get(f"{arch}.attention.key_length", None, int)
+    if (n_heads <= 0 or n_kv_heads <= 0 or n_heads % n_kv_heads
+            or (head_dim is None and d % n_heads) or (head_dim is not None and head_dim <= 0)):
         raise ModelLoadError(f"{path}: {arch}.attention.head_count {n_heads} / head_count_kv "
                              f"{n_kv_heads} do not divide the width {d}")
     common = dict(
@@ -187,21 +198,35 @@ def read_config(fields: _Fields, tensors: dict, path: str) -> ModelConfig:
                            norm="layer_norm", mlp="gelu", positions="learned", rope_theta=0.0,
                            norm_eps=fields.need("gpt2.attention.layer_norm_epsilon", float),
                            **common)
-    head_dim = fields.get("llama.attention.key_length", d // n_heads, int)
-    if fields.get("llama.attention.value_length", head_dim, int) != head_dim:
-        raise ModelLoadError(f"{path}: llama.attention.value_length differs from key_length")
-    rot = fields.get("llama.rope.dimension_count", head_dim, int)
+    # the Llama-style families: llama (Llama 1-3, Mistral, SmolLM...), qwen2, qwen3
+    head_dim = head_dim or d // n_heads
+    if fields.get(f"{arch}.attention.value_length", head_dim, int) != head_dim:
+        raise ModelLoadError(f"{path}: {arch}.attention.value_length differs from key_length")
+    rot = fields.get(f"{arch}.rope.dimension_count", head_dim, int)
     if rot != head_dim:
-        raise ModelLoadError(f"{path}: llama.rope.dimension_count {rot} is not the head width "
+        raise ModelLoadError(f"{path}: {arch}.rope.dimension_count {rot} is not the head width "
                              f"{head_dim} (partial RoPE is not supported)")
-    scaling = fields.get("llama.rope.scaling.type", "none", str)
-    if scaling != "none" or "rope_freqs.weight" in tensors:
-        raise ModelLoadError(f"{path}: llama.rope.scaling.type {scaling!r} / rope_freqs.weight: "
-                             "RoPE scaling is not supported")
+    scaling = fields.get(f"{arch}.rope.scaling.type", "none", str)
+    if scaling != "none":
+        raise ModelLoadError(f"{path}: {arch}.rope.scaling.type {scaling!r}: only Llama 3.1's "
+                             "scaling (a rope_freqs.weight tensor) is supported")
+    factors = ()
+    if "rope_freqs.weight" in tensors and arch == "llama":
+        # llama.cpp's converter writes Llama 3.1+'s rope_scaling (rope_type "llama3") as this
+        # tensor: one divisor per pair of RoPE dimensions, 1 (fast pairs) ... factor (slow ones)
+        t = tensors["rope_freqs.weight"]
+        if tuple(int(s) for s in t.shape) != (head_dim // 2,):
+            raise ModelLoadError(f"{path}: tensor 'rope_freqs.weight' has shape {list(t.shape)}, "
+                                 f"expected [{head_dim // 2}] (half the head width)")
+        factors = tuple(float(f) for f in _dequantize(t, (head_dim // 2,), path))
+        if min(factors) <= 0:
+            raise ModelLoadError(f"{path}: tensor 'rope_freqs.weight' holds a factor <= 0")
     return ModelConfig(model_type="llama", n_kv_heads=n_kv_heads, head_dim=head_dim,
                        norm="rms_norm", mlp="swiglu", positions="rope",
-                       rope_theta=fields.get("llama.rope.freq_base", 10000.0, float),
-                       norm_eps=fields.need("llama.attention.layer_norm_rms_epsilon", float),
+                       rope_theta=fields.get(f"{arch}.rope.freq_base", 10000.0, float),
+                       rope_freq_factors=factors, qkv_bias=arch == "qwen2",
+                       qk_norm=arch == "qwen3",
+                       norm_eps=fields.need(f"{arch}.attention.layer_norm_rms_epsilon", float),
                        **common)
 
 
@@ -225,6 +250,15 @@ def expected_tensors(c: ModelConfig) -> dict:
                 b + "ffn_gate.weight": (("blocks", i, "mlp", "w_gate"), (c.d_ff, d)),
                 b + "ffn_up.weight": (("blocks", i, "mlp", "w_up"), (c.d_ff, d)),
                 b + "ffn_down.weight": (("blocks", i, "mlp", "w_down"), (d, c.d_ff))})
+            if c.qkv_bias:
+                out.update({
+                    b + "attn_q.bias": (("blocks", i, "attn", "b_q"), (c.n_heads * hd,)),
+                    b + "attn_k.bias": (("blocks", i, "attn", "b_k"), (c.n_kv_heads * hd,)),
+                    b + "attn_v.bias": (("blocks", i, "attn", "b_v"), (c.n_kv_heads * hd,))})
+            if c.qk_norm:
+                out.update({
+                    b + "attn_q_norm.weight": (("blocks", i, "attn", "q_norm"), (hd,)),
+                    b + "attn_k_norm.weight": (("blocks", i, "attn", "k_norm"), (hd,))})
         else:
             out.update({
                 b + "attn_norm.weight": (("blocks", i, "ln_1", "g"), (d,)),
@@ -286,11 +320,13 @@ def _put(tree: dict, path: tuple, value) -> None:
     node[path[-1]] = value
 
 
-def read_params(tensors: dict, c: ModelConfig, path: str) -> tuple:
-    """(params dict as loader.llama_params / gpt2_params build it, {param path: StoredTensor})."""
+def read_params(tensors: dict, c: ModelConfig, path: str, arch: str = "llama") -> tuple:
+    """(params dict as loader.llama_params / gpt2_params build it, {param path: StoredTensor}).
+    arch: general.architecture; only "llama" has its q / k rows permuted (see the docstring)."""
     expected = expected_tensors(c)
+    read_into_config = {"rope_freqs.weight"} if c.rope_freq_factors else set()
     for name in tensors:
-        if name not in expected:
+        if name not in expected and name not in read_into_config:
             raise ModelLoadError(f"{path}: unexpected tensor {name!r} (not part of a "
                                  f"{c.model_type} model this engine runs)")
     for name, (_, shape) in expected.items():
@@ -311,7 +347,7 @@ def read_params(tensors: dict, c: ModelConfig, path: str) -> tuple:
     for name, (where, shape) in expected.items():          # one tensor at a time
         t = tensors[name]
         x = _dequantize(t, shape, path)
-        if name.endswith(("attn_q.weight", "attn_k.weight")):
+        if arch == "llama" and name.endswith(("attn_q.weight", "attn_k.weight")):
             x = unpermute_rope_rows(x, c.n_heads if "attn_q" in name else c.n_kv_heads)
         if x.ndim == 2 and where not in (("wte",), ("wpe",)):
             x = np.ascontiguousarray(x.T)                   # [out, in] -> [in, out]
@@ -344,6 +380,7 @@ def read_tokenizer(fields: _Fields, path: str, vocab_rows: int = 0):
     bytes that are not in valid UTF-8 or are control characters). tiktoken needs every byte, so
     those get ids past the model's rows (`vocab_rows`): such text encodes, and the engine
     refuses the id, where llama.cpp and transformers drop the byte silently."""
+    from gguf import TokenType          # here: importing gguf takes ~0.1 s, only GGUF users pay
     model = fields.need("tokenizer.ggml.model", str)
     if model != "gpt2":
         raise ModelLoadError(f"{path}: tokenizer.ggml.model {model!r} is not supported "
@@ -353,7 +390,7 @@ def read_tokenizer(fields: _Fields, path: str, vocab_rows: int = 0):
         raise ModelLoadError(f"{path}: tokenizer.ggml.pre {pre!r} is not a pre-tokenizer this "
                              f"loader can reproduce (known: {', '.join(sorted(PRE_PATTERNS))})")
     tokens = fields.need("tokenizer.ggml.tokens", list)
-    types = fields.get("tokenizer.ggml.token_type", [TOKEN_NORMAL] * len(tokens), list)
+    types = fields.get("tokenizer.ggml.token_type", [TokenType.NORMAL] * len(tokens), list)
     merges_raw = fields.need("tokenizer.ggml.merges", list)
     if len(types) != len(tokens):
         raise ModelLoadError(f"{path}: tokenizer.ggml.token_type has {len(types)} entries for "
@@ -374,7 +411,7 @@ def read_tokenizer(fields: _Fields, path: str, vocab_rows: int = 0):
     # llama.cpp and transformers do; _byte_level_encoding also makes special every token that
     # neither a byte nor a merge produces.
     added = {t: i for i, (t, k) in enumerate(zip(tokens, types))
-             if k in (TOKEN_CONTROL, TOKEN_USER_DEFINED)}
+             if k in (TokenType.CONTROL, TokenType.USER_DEFINED)}
     name = os.path.splitext(os.path.basename(path))[0]
     try:
         enc = _byte_level_encoding(path, name, vocab, merges, PRE_PATTERNS[pre], added,
@@ -429,7 +466,7 @@ def load_gguf(path: str) -> Model:
         raise ModelLoadError(f"{path}: its weights need {need / 1e9:.2f} GB as float32, but only "
                              f"{have / 1e9:.2f} GB of memory is available")
     tokenizer, pat_str = read_tokenizer(fields, path, config.vocab_size)
-    params, stored = read_params(tensors, config, path)
+    params, stored = read_params(tensors, config, path, fields.need("general.architecture", str))
     metadata = read_metadata(fields)
     del tensors, reader, fields                               # close the file map
     model = Model(config, params, tokenizer, path=path)

@@ -14,8 +14,11 @@ import os
 
 import numpy as np
 
+from . import gguf_file
+from .errors import ModelLoadError
 from .model import Model, ModelConfig
 from .tokenizer import TokenizerLoadError, load_tokenizer
+from .tokenizer import pretokenizer_pattern as _directory_pattern
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 DEFAULT_MODEL_DIR = os.path.join(ROOT, "models", "austen")
@@ -24,17 +27,12 @@ WEIGHTS_FILE = "model.safetensors"
 WEIGHTS_INDEX = "model.safetensors.index.json"
 
 
-class ModelLoadError(Exception):
-    """A model directory that cannot be loaded; the message names the file (and tensor)."""
-
-
 def load_model(path: str = None) -> Model:
     """Load the model in directory `path` (default: the project's own model, models/austen),
     or a llama.cpp .gguf file (pipeline.gguf_file)."""
     directory = path or DEFAULT_MODEL_DIR
-    if str(directory).lower().endswith(".gguf") and not os.path.isdir(directory):
-        from .gguf_file import load_gguf      # here: that module imports this one
-        return load_gguf(directory)
+    if is_gguf_file(directory):
+        return gguf_file.load_gguf(directory)
     if not os.path.isdir(directory):
         raise ModelLoadError(f"{directory}: no such model directory")
     config = read_config(directory)
@@ -43,6 +41,20 @@ def load_model(path: str = None) -> Model:
     model = Model(config, params, read_tokenizer(directory), path=directory)
     model.file_format = "safetensors"
     return model
+
+
+def is_gguf_file(path) -> bool:
+    """A path load_model reads as llama.cpp's single file (by its name: .gguf, not a folder)."""
+    return bool(path) and str(path).lower().endswith(".gguf") and not os.path.isdir(path)
+
+
+def pretokenizer_pattern(path) -> str:
+    """The regex that splits text into words before BPE, for whatever load_model reads: a .gguf
+    file's tokenizer.ggml.pre (remembered when the file was loaded, else read from its header),
+    or a model directory's tokenizer files (pipeline.tokenizer.pretokenizer_pattern)."""
+    if is_gguf_file(path) and os.path.isfile(path):
+        return gguf_file.pattern_of(path)
+    return _directory_pattern(path)
 
 
 # --- config.json -> ModelConfig ---------------------------------------------------------------

@@ -2,7 +2,11 @@
 
     GPT-2:  token + learned position embeddings; LayerNorm; attention with biases; GELU MLP
     Llama:  token embeddings; RMSNorm; attention with RoPE-rotated q and k and grouped-query
-            key/value heads; SwiGLU feed-forward
+            key/value heads; SwiGLU feed-forward. The Llama-style families differ in details
+            the config names: biases on q, k, v (Qwen2, `qkv_bias`), an RMSNorm of each head's
+            query and key before RoPE (Qwen3, `qk_norm`), a head width that is not d / H
+            (`head_dim`), and Llama 3.1's slower low-frequency RoPE pairs (`rope_llama3` from a
+            config.json, `rope_freq_factors` from a GGUF's rope_freqs tensor)
 
 Both end in a final norm and the unembedding (`x @ unembed`), tied to the token embeddings or
 not. One sequence at a time: the rows of `x` are its tokens, `x` is [T, d].
@@ -23,6 +27,8 @@ d_ff feed-forward width, V vocabulary; block names are prefixed `blocks.{i}.`.
     blocks.{i}.attn.hook_q          [T, H, hd]   queries
     blocks.{i}.attn.hook_k          [T, KVH, hd] keys
     blocks.{i}.attn.hook_v          [T, KVH, hd] values
+    blocks.{i}.attn.q_norm.hook_normalized [T, H, hd]   queries after the per-head RMSNorm (Qwen3)
+    blocks.{i}.attn.k_norm.hook_normalized [T, KVH, hd] keys after the per-head RMSNorm (Qwen3)
     blocks.{i}.attn.hook_rot_q      [T, H, hd]   queries after RoPE (RoPE models with positions)
     blocks.{i}.attn.hook_rot_k      [T, KVH, hd] keys after RoPE (idem)
     blocks.{i}.attn.hook_attn_scores [H, T, T]   q.k / sqrt(hd), -inf above the diagonal
@@ -71,6 +77,10 @@ class ModelConfig:
     rope_theta: float = 10000.0     # RoPE base: pair j turns by position * theta ** (-2j / hd)
     rope_llama3: tuple = ()         # Llama 3.1+ RoPE scaling, if used: (factor, low_freq_factor,
                                     #   high_freq_factor, original_max_position_embeddings)
+    rope_freq_factors: tuple = ()   # llama.cpp's rope_freqs tensor, if any: pair j turns
+                                    #   factor_j times slower (Llama 3.1+ scaling, GGUF's way)
+    qkv_bias: bool = False          # q, k, v projections carry biases, the output one not (Qwen2)
+    qk_norm: bool = False           # RMSNorm of every head's query and key before RoPE (Qwen3)
     tied_embeddings: bool = True    # unembedding is the transposed token embedding
     bos_token_id: int = None        # token a document starts with (None: not set)
     eos_token_id: int = None        # token that ends a document: generation stops there
@@ -171,12 +181,16 @@ def per_head_result(z, w_o):  # [T, H, hd] -> [T, H, d]: what each head adds to 
     return np.einsum("thk,hkd->thd", z, w_o.reshape(n_heads, head_dim, -1))
 
 
-def attention_layer(x, w_q, w_k, w_v, w_o, b_q=None, b_k=None, b_v=None, b_o=None, *,
-                    n_heads, n_kv_heads, rope_cs, kv, hook):  # [T, d] -> [T, d]
+def attention_layer(x, w_q, w_k, w_v, w_o, b_q=None, b_k=None, b_v=None, b_o=None,
+                    q_norm=None, k_norm=None, *, n_heads, n_kv_heads, rope_cs, kv, hook,
+                    eps=0.0):  # [T, d] -> [T, d]
     T = x.shape[0]
     q = hook("hook_q", linear(x, w_q, b_q).reshape(T, n_heads, -1))     # [T, d] -> [T, H, hd]
     k = hook("hook_k", linear(x, w_k, b_k).reshape(T, n_kv_heads, -1))  # [T, d] -> [T, KVH, hd]
     v = hook("hook_v", linear(x, w_v, b_v).reshape(T, n_kv_heads, -1))  # [T, d] -> [T, KVH, hd]
+    if q_norm is not None:      # Qwen3: each head's query and key RMS-normalised over hd
+        q = hook("q_norm.hook_normalized", rms_norm(q, q_norm, eps))
+        k = hook("k_norm.hook_normalized", rms_norm(k, k_norm, eps))
     if rope_cs is not None:
         q = hook("hook_rot_q", rope(q, *rope_cs))
         k = hook("hook_rot_k", rope(k, *rope_cs))
@@ -207,7 +221,7 @@ def attention_half(resid_pre, ln_1, attn, *, cfg, rope_cs, kv, hook):  # [T, d] 
     normed = hook("ln1.hook_normalized", NORMS[cfg.norm](resid_pre, **ln_1, eps=cfg.norm_eps))
     return hook("hook_attn_out", attention_layer(
         normed, **attn, n_heads=cfg.n_heads, n_kv_heads=cfg.n_kv_heads, rope_cs=rope_cs, kv=kv,
-        hook=hook.scope("attn.")))
+        hook=hook.scope("attn."), eps=cfg.norm_eps))
 
 
 def ffn_half(resid_mid, ln_2, mlp, *, cfg, hook):  # [T, d] -> [T, d]
@@ -451,6 +465,9 @@ class Model:
             self.inv_freq = rope_frequencies(config.head_dim, config.rope_theta)
             if config.rope_llama3:
                 self.inv_freq = llama3_scaled_frequencies(self.inv_freq, *config.rope_llama3)
+            if config.rope_freq_factors:     # as llama.cpp's ggml_rope_ext divides by them
+                factors = np.asarray(config.rope_freq_factors, np.float32)
+                self.inv_freq = (self.inv_freq / factors).astype(np.float32)
 
     def __repr__(self):
         return f"Model({self.path!r}, {self.config})"

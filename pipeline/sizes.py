@@ -14,6 +14,8 @@ that the formula gives each published checkpoint's reported count.
     attn o        (H hd) d + d                             (H hd) d
     feed-forward  d d_ff + d_ff + d_ff d + d               3 d d_ff (gate, up, down)
     norms         2 x 2d (gain and bias, twice)            2 x d (gain, twice)
+    (Qwen2 adds q, k, v biases: H hd, KVH hd, KVH hd; Qwen3 adds q_norm and k_norm gains, 2 hd,
+    counted with the norms)
     final norm    2d                                       d
     unembedding   0 if tied to the embedding, else V d
 
@@ -67,7 +69,9 @@ def parameter_counts(c: ModelConfig) -> ParamCounts:
     """The parameter breakdown implied by a config (see the table in the module docstring)."""
     d, q_width, kv_width = c.d_model, c.n_heads * c.head_dim, c.n_kv_heads * c.head_dim
     biased = c.model_type == "gpt2"                      # GPT-2's linear layers carry biases
+    qkv_biased = biased or c.qkv_bias                    # Qwen2: q, k, v only
     norm = 2 * d if c.norm == "layer_norm" else d        # LayerNorm: gain and bias; RMS: gain
+    head_norms = 2 * c.head_dim if c.qk_norm else 0      # Qwen3: a gain for queries, one for keys
     if c.mlp == "gelu":
         ffn = d * c.d_ff + c.d_ff + c.d_ff * d + d       # fc [d, d_ff] + b, proj [d_ff, d] + b
     else:
@@ -75,12 +79,12 @@ def parameter_counts(c: ModelConfig) -> ParamCounts:
     return ParamCounts(
         embedding=c.vocab_size * d,
         positions=c.n_ctx * d if c.positions == "learned" else 0,
-        attn_q=d * q_width + (q_width if biased else 0),
-        attn_k=d * kv_width + (kv_width if biased else 0),
-        attn_v=d * kv_width + (kv_width if biased else 0),
+        attn_q=d * q_width + (q_width if qkv_biased else 0),
+        attn_k=d * kv_width + (kv_width if qkv_biased else 0),
+        attn_v=d * kv_width + (kv_width if qkv_biased else 0),
         attn_o=q_width * d + (d if biased else 0),
         ffn=ffn,
-        norms=2 * norm,
+        norms=2 * norm + head_norms,
         n_layers=c.n_layers,
         final_norm=norm,
         unembedding=0 if c.tied_embeddings else c.vocab_size * d,
@@ -111,7 +115,8 @@ def counted_from_arrays(model) -> ParamCounts:
             attn_v=_size([attn[k] for k in ("w_v", "b_v") if k in attn]),
             attn_o=_size([attn[k] for k in ("w_o", "b_o") if k in attn]),
             ffn=_size(block["mlp"]),
-            norms=_size(block["ln_1"]) + _size(block["ln_2"])))
+            norms=_size(block["ln_1"]) + _size(block["ln_2"])
+            + _size([attn[k] for k in ("q_norm", "k_norm") if k in attn])))
     if any(b != per_block[0] for b in per_block):
         raise ValueError("blocks of different sizes")
     tied = model.config.tied_embeddings

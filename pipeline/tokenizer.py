@@ -287,13 +287,13 @@ def mergeable_ranks(tokenizer) -> dict:
 
 
 def pretokenizer_pattern(directory: str) -> str:
-    """The regex that splits text into words before BPE, read from the model's files as
+    """The regex that splits text into words before BPE, read from a model directory's files as
     load_tokenizer reads it (tiktoken does not expose it): tiktoken_config.json's pat_str, a
-    tokenizer.json's pre-tokenizer, or GPT-2's pattern for vocab.json + merges.txt alone. For a
-    .gguf file, the regex of its tokenizer.ggml.pre (remembered when the file was loaded)."""
+    tokenizer.json's pre-tokenizer, or GPT-2's pattern for vocab.json + merges.txt alone.
+    (A .gguf file's: pipeline.loader.pretokenizer_pattern, which reads either.)"""
     if directory and str(directory).lower().endswith(".gguf") and os.path.isfile(directory):
-        from .gguf_file import pattern_of
-        return pattern_of(directory)
+        raise TokenizerLoadError(f"{directory}: a GGUF file, not a tokenizer directory "
+                                 "(pipeline.loader.pretokenizer_pattern reads its pattern)")
     if not directory or not os.path.isdir(directory):
         return GPT2_PAT
     if is_tiktoken_dir(directory):

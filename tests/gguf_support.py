@@ -13,6 +13,7 @@ Prejudice) in tokenizer.ggml.*: GPT-2's byte alphabet, merges in order, <|endoft
 CONTROL token, bos = eos = <|endoftext|>.
 """
 import functools
+import math
 import os
 
 import gguf
@@ -45,7 +46,36 @@ CHECKPOINTS = {
     "llama_q6_k": ("llama", "Q6_K", {}),
     "gpt2_f32": ("gpt2", "F32", {}),
     "gpt2_q8_0": ("gpt2", "Q8_0", {"untied": True}),
+    # Llama 3.1 / 3.2: rope_scaling {"rope_type": "llama3"} as llama.cpp's converter writes it (a
+    # rope_freqs.weight tensor), Llama 3's rope_theta and pre-tokenizer
+    "llama3_f32": ("llama", "F32", {"llama3": True, "pre": "llama-bpe"}),
+    "llama3_f16": ("llama", "F16", {"llama3": True, "pre": "llama-bpe", "untied": True}),
+    "llama3_q8_0": ("llama", "Q8_0", {"llama3": True, "pre": "llama-bpe"}),
+    # a head width that is not width / heads (attention.key_length), as in Mistral Nemo (128
+    # with 5120 / 32 = 160): llama.cpp's converter writes Mistral models as "llama" files.
+    # (transformers reads a "llama" file whose general.name is "mistral" as MistralForCausalLM,
+    # which 5.23 with gguf 0.19 cannot load: "Unknown gguf model_type: mistral in gguf-py")
+    "llama_hd32_f32": ("llama", "F32", {"head_dim": 32}),
+    "llama_hd32_f16": ("llama", "F16", {"head_dim": 32, "untied": True}),
+    "llama_hd32_q8_0": ("llama", "Q8_0", {"head_dim": 32}),
+    # Qwen2 / Qwen2.5: q, k, v biases, rows not permuted, tied (0.5B) or untied (7B) unembedding
+    "qwen2_f32": ("qwen2", "F32", {"pre": "qwen2"}),
+    "qwen2_f16": ("qwen2", "F16", {"pre": "qwen2", "untied": True}),
+    "qwen2_q8_0": ("qwen2", "Q8_0", {"pre": "qwen2"}),
+    # Qwen3: q_norm / k_norm, head width 128 with a 64-wide model (Qwen3-0.6B: 128 with 1024 / 16)
+    "qwen3_f32": ("qwen3", "F32", {"pre": "qwen2", "head_dim": 128}),
+    "qwen3_f16": ("qwen3", "F16", {"pre": "qwen2", "head_dim": 128, "untied": True}),
+    "qwen3_q8_0": ("qwen3", "Q8_0", {"pre": "qwen2", "head_dim": 128}),
 }
+LLAMA_FAMILY = ("llama", "qwen2", "qwen3")
+ROPE_THETA = {"llama": 10000.0, "qwen2": 1000000.0, "qwen3": 1000000.0}
+LLAMA3_THETA = 500000.0
+# Llama 3.1's rope_scaling, but with an original context of 64 (Llama 3.1: 8192) so that at the
+# tiny models' positions the three kinds of pair all occur: kept (wavelength < 64 / 4), scaled
+# by 8 (wavelength > 64) and interpolated between. llama.cpp's converter reads the original
+# context from the top level of config.json (LlamaModel.generate_extra_tensors).
+LLAMA3_SCALING = dict(factor=8.0, low_freq_factor=1.0, high_freq_factor=4.0,
+                      original_max_position_embeddings=64)
 K_QUANTS = ("Q4_K", "Q6_K")            # rows of 256 values: those models are 256 wide
 
 
@@ -63,20 +93,40 @@ def tokenizer_tables() -> tuple:
     return tuple(tokens), tuple(int(t) for t in types), tuple(merge_lines)
 
 
-def dims(arch: str, qtype: str) -> dict:
+def dims(arch: str, qtype: str, head_dim: int = None) -> dict:
     if arch == "gpt2":
-        return dict(d=64, n_heads=4, n_kv_heads=4, d_ff=256, n_layers=2, n_ctx=1024)
+        return dict(d=64, n_heads=4, n_kv_heads=4, d_ff=256, n_layers=2, n_ctx=1024, hd=16)
     if qtype in K_QUANTS:
-        return dict(d=256, n_heads=4, n_kv_heads=2, d_ff=512, n_layers=2, n_ctx=64)
-    return dict(d=64, n_heads=4, n_kv_heads=2, d_ff=128, n_layers=2, n_ctx=64)
+        return dict(d=256, n_heads=4, n_kv_heads=2, d_ff=512, n_layers=2, n_ctx=64, hd=64)
+    return dict(d=64, n_heads=4, n_kv_heads=2, d_ff=128, n_layers=2, n_ctx=64,
+                hd=head_dim or 16)
 
 
-def hf_weights(arch: str, qtype: str, untied: bool, seed: int) -> dict:
+def llama3_rope_factors(head_dim: int, theta: float, factor: float, low_freq_factor: float,
+                        high_freq_factor: float, original_max_position_embeddings: int):
+    """rope_freqs.weight as llama.cpp's convert_hf_to_gguf.py (LlamaModel) computes it from a
+    rope_scaling {"rope_type": "llama3"}: each pair's divisor, 1, factor, or interpolated."""
+    old = original_max_position_embeddings
+    freqs = 1.0 / (theta ** (np.arange(0, head_dim, 2, dtype=np.float32) / head_dim))
+    out = []
+    for freq in freqs:
+        wavelen = 2 * math.pi / freq
+        if wavelen < old / high_freq_factor:
+            out.append(1.0)
+        elif wavelen > old / low_freq_factor:
+            out.append(factor)
+        else:
+            smooth = (old / wavelen - low_freq_factor) / (high_freq_factor - low_freq_factor)
+            out.append(1 / ((1 - smooth) / factor + smooth))
+    return np.array(out, dtype=np.float32)
+
+
+def hf_weights(arch: str, qtype: str, untied: bool, seed: int, head_dim: int = None) -> dict:
     """Seeded weights in Hugging Face names and layouts (what the checkpoint means)."""
     g = np.random.default_rng(seed)
-    k = dims(arch, qtype)
+    k = dims(arch, qtype, head_dim)
     d, d_ff, V = k["d"], k["d_ff"], len(tokenizer_tables()[0])
-    hd = d // k["n_heads"]
+    hd = k["hd"]
 
     def lin(*shape):
         return (STD_LINEAR * g.standard_normal(shape)).astype(np.float32)
@@ -89,11 +139,17 @@ def hf_weights(arch: str, qtype: str, untied: bool, seed: int) -> dict:
         w["pos"] = (STD_EMBED * g.standard_normal((k["n_ctx"], d))).astype(np.float32)
     for i in range(k["n_layers"]):
         p = f"{i}."
-        if arch == "llama":
+        if arch in LLAMA_FAMILY:
             w.update({p + "ln1": norm(d), p + "q": lin(k["n_heads"] * hd, d),
                       p + "k": lin(k["n_kv_heads"] * hd, d), p + "v": lin(k["n_kv_heads"] * hd, d),
                       p + "o": lin(d, k["n_heads"] * hd), p + "ln2": norm(d),
                       p + "gate": lin(d_ff, d), p + "up": lin(d_ff, d), p + "down": lin(d, d_ff)})
+            if arch == "qwen2":
+                w.update({p + "q.b": norm(k["n_heads"] * hd, True),
+                          p + "k.b": norm(k["n_kv_heads"] * hd, True),
+                          p + "v.b": norm(k["n_kv_heads"] * hd, True)})
+            if arch == "qwen3":
+                w.update({p + "q_norm": norm(hd), p + "k_norm": norm(hd)})
         else:  # GPT-2 Conv1D layout [in, out]
             w.update({p + "ln1": norm(d), p + "ln1.b": norm(d, True), p + "qkv": lin(d, 3 * d),
                       p + "qkv.b": norm(3 * d, True), p + "o": lin(d, d), p + "o.b": norm(d, True),
@@ -153,19 +209,23 @@ def _add(writer, name: str, x: np.ndarray, qtype: str, g) -> None:
         writer.add_tensor(name, gguf.quants.quantize(x, t), raw_dtype=t)
 
 
-def write_checkpoint(path: str, name: str, seed: int, pre: str = "default") -> str:
-    """Write checkpoint `name` (a key of CHECKPOINTS) with weights from `seed` to `path`."""
+def write_checkpoint(path: str, name: str, seed: int, pre: str = None) -> str:
+    """Write checkpoint `name` (a key of CHECKPOINTS) with weights from `seed` to `path`, as
+    llama.cpp's convert_hf_to_gguf.py writes that architecture (LlamaModel for "llama",
+    Qwen2Model / Qwen3Model for "qwen2" / "qwen3", GPT2Model for "gpt2")."""
     arch, qtype, opts = CHECKPOINTS[name]
     untied = opts.get("untied", False)
-    k = dims(arch, qtype)
-    w = hf_weights(arch, qtype, untied, seed)
+    pre = pre or opts.get("pre", "default")
+    k = dims(arch, qtype, opts.get("head_dim"))
+    w = hf_weights(arch, qtype, untied, seed, opts.get("head_dim"))
+    theta = LLAMA3_THETA if opts.get("llama3") else ROPE_THETA.get(arch)
     g = np.random.default_rng(seed + 1)                     # the K-quants' raw blocks
     tokens, types, merges = tokenizer_tables()
     eot = len(tokens) - 1
 
     writer = gguf.GGUFWriter(path, arch)
     writer.add_type("model")
-    writer.add_name(f"tiny {name}")
+    writer.add_name(opts.get("name", f"tiny {name}"))
     writer.add_license("public domain test weights")
     writer.add_quantized_by("tests/gguf_support.py")
     writer.add_block_count(k["n_layers"])
@@ -173,12 +233,16 @@ def write_checkpoint(path: str, name: str, seed: int, pre: str = "default") -> s
     writer.add_embedding_length(k["d"])
     writer.add_feed_forward_length(k["d_ff"])
     writer.add_head_count(k["n_heads"])
-    if arch == "llama":
+    if arch in LLAMA_FAMILY:
         writer.add_head_count_kv(k["n_kv_heads"])
-        writer.add_rope_freq_base(10000.0)
-        writer.add_layer_norm_rms_eps(1e-5)
-        writer.add_rope_dimension_count(k["d"] // k["n_heads"])
-        writer.add_vocab_size(len(tokens))
+        writer.add_rope_freq_base(theta)
+        writer.add_layer_norm_rms_eps(1e-5 if arch == "llama" else 1e-6)
+        if "head_dim" in opts:           # TextModel: key/value_length when config has head_dim
+            writer.add_key_length(k["hd"])
+            writer.add_value_length(k["hd"])
+        if arch == "llama":              # LlamaModel: rope.dimension_count = head_dim
+            writer.add_rope_dimension_count(k["hd"])
+            writer.add_vocab_size(len(tokens))
     else:
         writer.add_layer_norm_eps(1e-5)
     ftypes = gguf.LlamaFileType.__members__
@@ -193,21 +257,31 @@ def write_checkpoint(path: str, name: str, seed: int, pre: str = "default") -> s
     writer.add_bos_token_id(eot)
     writer.add_eos_token_id(eot)
 
+    if opts.get("llama3"):               # written first, as generate_extra_tensors is
+        writer.add_tensor("rope_freqs.weight", llama3_rope_factors(k["hd"], theta,
+                                                                   **LLAMA3_SCALING))
     _add(writer, "token_embd.weight", w["embed"], qtype, g)
     if arch == "gpt2":
         _add(writer, "position_embd.weight", w["pos"], qtype, g)
     for i in range(k["n_layers"]):
         p, b = f"{i}.", f"blk.{i}."
-        if arch == "llama":
+        if arch in LLAMA_FAMILY:
+            q, kk = w[p + "q"], w[p + "k"]
+            if arch == "llama":          # LlamaModel permutes; Qwen2Model / Qwen3Model do not
+                q, kk = permute_rope_rows(q, k["n_heads"]), permute_rope_rows(kk, k["n_kv_heads"])
             _add(writer, b + "attn_norm.weight", w[p + "ln1"], qtype, g)
-            _add(writer, b + "attn_q.weight", permute_rope_rows(w[p + "q"], k["n_heads"]),
-                 qtype, g)
-            _add(writer, b + "attn_k.weight", permute_rope_rows(w[p + "k"], k["n_kv_heads"]),
-                 qtype, g)
+            _add(writer, b + "attn_q.weight", q, qtype, g)
+            _add(writer, b + "attn_k.weight", kk, qtype, g)
             for gname, hname in (("attn_v", "v"), ("attn_output", "o"), ("ffn_gate", "gate"),
                                  ("ffn_up", "up"), ("ffn_down", "down")):
                 _add(writer, b + gname + ".weight", w[p + hname], qtype, g)
             _add(writer, b + "ffn_norm.weight", w[p + "ln2"], qtype, g)
+            if arch == "qwen2":
+                for n in "qkv":
+                    _add(writer, b + f"attn_{n}.bias", w[p + f"{n}.b"], qtype, g)
+            if arch == "qwen3":
+                _add(writer, b + "attn_q_norm.weight", w[p + "q_norm"], qtype, g)
+                _add(writer, b + "attn_k_norm.weight", w[p + "k_norm"], qtype, g)
         else:
             for gname, hname in (("attn_norm", "ln1"), ("attn_qkv", "qkv"), ("attn_output", "o"),
                                  ("ffn_norm", "ln2"), ("ffn_up", "fc"), ("ffn_down", "proj")):

