@@ -124,6 +124,7 @@ class Round:
     draft_seconds: float    # the draft's proposals (its forward passes and draws)
     target_seconds: float   # the target's one verification pass
     lookup: "Lookup" = None  # what prompt lookup found (an NgramDraft), else None
+    n_fed: int = 0          # tokens the verification pass read (the proposals + 1)
 
     @property
     def n_accepted(self) -> int:
@@ -347,7 +348,8 @@ def speculative_generate(target: Model, draft, prompt, max_new_tokens: int, gamm
         # the caches keep x and the accepted proposals only
         t_kv.truncate(len(x) + len(accepted))
         drafter.keep(len(x) + len(accepted))
-        rnd = Round(tuple(proposals), int(extra), kind, p_extra, t1 - t0, t2 - t1, found)
+        rnd = Round(tuple(proposals), int(extra), kind, p_extra, t1 - t0, t2 - t1, found,
+                    len(fed) + len(drafts))
         run.rounds.append(rnd)
         for token in rnd.tokens:
             x.append(token)

@@ -6,9 +6,15 @@ import re
 import pytest
 
 from pipeline.batching import page_snapshots
+from pipeline.costs import fmt_ms
 from pipeline.kvcache import kv_cache_bytes
+from web.measured import cost_table
 from web.sections import batching
 from web_support import HX, every_section, error_message, table_rows, text_of, url
+
+
+def default_lm(client):
+    return client.application.extensions["explainer"].default_model
 
 
 def fragment(client, **q):
@@ -27,19 +33,24 @@ def test_requests_are_the_models_generations(client, model):
         assert len(g.output_ids) <= batching.MAX_NEW
 
 
-def test_step_costs_on_screen_are_the_measured_ones(client, model):
+def test_step_costs_on_screen_are_the_cost_tables(client, model):
     _, page = fragment(client)
-    costs = batching.step_costs(model)
+    table = cost_table(default_lm(client))
+    costs = batching.step_costs(default_lm(client))
     assert len(costs.step_ms) == batching.MAX_SLOTS
+    # the schedules are priced with the table's batched steps; a batch of one is its decode step
+    assert costs.step_ms == tuple(1000 * table.batch[b].median
+                                  for b in range(1, batching.MAX_SLOTS + 1))
+    assert table.batch[1] is table.decode[table.pass_context]
     assert table_rows(page, "Measured step costs") == [
-        [str(b), f"{ms:.2f}", f"{ms / b:.2f}", f"{1000 * b / ms:.0f}"]
+        [str(b), fmt_ms(ms), fmt_ms(ms / b), f"{1000 * b / ms:.0f}"]
         for b, ms in enumerate(costs.step_ms, start=1)]
 
 
 @pytest.mark.parametrize("n, slots, gap", [(6, 4, 0), (8, 3, 120), (2, 8, 0)])
 def test_policy_table_is_the_simulation(client, model, n, slots, gap):
     _, page = fragment(client, bat_n=n, bat_slots=slots, bat_gap=gap)
-    _, _, runs = batching.schedules(model, n, slots, gap)
+    _, _, runs = batching.schedules(default_lm(client), n, slots, gap)
     assert table_rows(page, "Both policies compared") == [
         [f"{len(s.steps)}", f"{s.makespan_ms:.1f} ms", f"{s.throughput:.1f} tokens/s",
          f"{s.mean_latency_ms:.1f} ms", f"{s.p95_latency_ms:.1f} ms",
@@ -56,7 +67,7 @@ def test_policy_table_is_the_simulation(client, model, n, slots, gap):
 
 def test_block_table_and_memory_at_the_default_step(client, model):
     _, page = fragment(client, bat_block=8)
-    _, _, runs = batching.schedules(model, 6, 4, 0)
+    _, _, runs = batching.schedules(default_lm(client), 6, 4, 0)
     # by default a contiguous cache reserves the context window for each request
     snaps = page_snapshots(runs["continuous"], 8, batching.MAX_NEW, model.config.n_ctx)
     step = batching.peak_step(snaps)
@@ -81,7 +92,7 @@ def test_block_table_and_memory_at_the_default_step(client, model):
 
 
 def test_paging_wastes_less_by_default_and_the_inversion_is_explained(client, model):
-    _, _, runs = batching.schedules(model, 6, 4, 0)
+    _, _, runs = batching.schedules(default_lm(client), 6, 4, 0)
     for block in (4, 16, 64):
         snaps = page_snapshots(runs["continuous"], block, batching.MAX_NEW, model.config.n_ctx)
         assert all(s.paged_tokens(block) < s.reserved_tokens() for s in snaps)
@@ -98,7 +109,7 @@ def test_paging_wastes_less_by_default_and_the_inversion_is_explained(client, mo
 
 def test_static_and_continuous_timelines_share_one_time_axis(client, model):
     _, page = fragment(client)
-    _, _, runs = batching.schedules(model, 6, 4, 0)
+    _, _, runs = batching.schedules(default_lm(client), 6, 4, 0)
     end = max(r.makespan_ms for r in runs.values())
     ranges = [json.loads(html.unescape(f))["layout"]["xaxis"]["range"]
               for f in re.findall(r'data-figure="([^"]*Static:[^"]*|[^"]*Continuous:[^"]*)"',
@@ -108,7 +119,7 @@ def test_static_and_continuous_timelines_share_one_time_axis(client, model):
 
 def test_a_chosen_step_is_shown(client, model):
     _, page = fragment(client, bat_step=0, bat_block=4)
-    _, _, runs = batching.schedules(model, 6, 4, 0)
+    _, _, runs = batching.schedules(default_lm(client), 6, 4, 0)
     snap = page_snapshots(runs["continuous"], 4, batching.MAX_NEW)[0]
     gens = batching.generations(model)
     # after the first step each of the 4 running requests holds its prompt + 1 token
@@ -150,11 +161,11 @@ def test_state_round_trips_through_the_url(client):
     assert r.headers["HX-Push-Url"] == "/?bat_n=7"
 
 
-def test_a_timeline_past_10_s_is_drawn_in_seconds(model):
+def test_a_timeline_past_10_s_is_drawn_in_seconds(client):
     """A big model's schedules run for tens of seconds: the axis is in seconds then (not
     "30k" ms), with the same bars."""
     from web.figures import batching as batching_figures
-    _, _, runs = batching.schedules(model, 6, 4, 0)
+    _, _, runs = batching.schedules(default_lm(client), 6, 4, 0)
     run = runs["continuous"]
     in_ms = json.loads(batching_figures.timeline_figure(run, "Continuous"))
     in_s = json.loads(batching_figures.timeline_figure(run, "Continuous", end_ms=20_000))
@@ -167,15 +178,44 @@ def test_a_timeline_past_10_s_is_drawn_in_seconds(model):
     assert in_s["layout"]["title"]["text"].endswith(f"{run.makespan_ms / 1000:.1f} s")
 
 
-def test_a_batch_of_one_is_set_beside_the_pages_one_decode_step(client, model, app):
-    """The step costs time decode_batch; the page's one decode-step measurement (web.measured,
-    the generation loop's Model.decode) is named beside them, at the first request's length."""
-    from web.measured import prefill_decode_timings
+def test_the_step_cost_curve_is_told_in_decode_steps(client, model, app):
+    """A batch of one is quoted as the cost table's decode step; every batch size's cost is
+    given in those steps, the table's own ratios."""
     lm = app.extensions["explainer"].default_model
-    _, page = fragment(client, open="bat-deeper")
-    _, costs, _ = batching.schedules(model, 6, 4, 0)
-    point = prefill_decode_timings(lm).at(costs.context_tokens[0])
-    text = " ".join(html.unescape(re.sub(r"<[^>]+>", "", page)).split())
-    assert (f"the generation loop's own step (Model.decode, one cache, nothing to gather), "
-            f"measured once for the page at {point.n} tokens, took "
-            f"{1000 * point.decode_s:.2f} ms.") in text
+    table = cost_table(lm)
+    _, page = fragment(client, open="bat-requests")
+    one = table.decode_at(table.pass_context)
+    flat = " ".join(page.split())
+    assert (f'<span id="bat-one-step"><span class="cost" data-what="one decode step" '
+            f'data-at="{table.pass_context}" data-ms="{one.shown}">') in flat
+    curve = " ".join(html.unescape(re.sub(r"<[^>]+>", "", re.search(
+        r'id="bat-curve">(.*?)</p>', page, re.S).group(1))).split())
+    listed = ", ".join(f"{b} sequence{'s' if b > 1 else ''} {table.batch_steps(b):.2f}"
+                       for b in range(1, batching.MAX_SLOTS + 1))
+    assert curve.startswith(f"In decode steps: {listed}.")
+    last = table.batch_steps(batching.MAX_SLOTS) / batching.MAX_SLOTS
+    assert f"a batch of {batching.MAX_SLOTS} costs {last:.2f} steps, against 1 alone" in curve
+
+
+@pytest.mark.parametrize("n, slots, gap", [(6, 4, 0), (8, 3, 120)])
+def test_the_verdict_compares_the_policies_in_steps_and_in_time(client, n, slots, gap):
+    """The verdict's step counts are the schedules'; its flat-cost ratio is both policies
+    replayed with every step costing a batch of one; its measured ratio prices each step by its
+    batch size."""
+    from pipeline.batching import make_queue, simulate
+    lm = default_lm(client)
+    _, page = fragment(client, bat_n=n, bat_slots=slots, bat_gap=gap)
+    verdict = " ".join(html.unescape(re.sub(r"<[^>]+>", "", re.search(
+        r'id="bat-verdict">(.*?)</p>', page, re.S).group(1))).split())
+    queue, costs, runs = batching.schedules(lm, n, slots, gap)
+    flat = {p: simulate(make_queue(batching.generations(lm.model), n, gap), slots,
+                        (costs.step_ms[0],) * batching.MAX_SLOTS, p)
+            for p in ("static", "continuous")}
+    speedup = runs["continuous"].throughput / runs["static"].throughput
+    flat_speedup = flat["continuous"].throughput / flat["static"].throughput
+    assert (f"In steps: static needs {len(runs['static'].steps)}, continuous "
+            f"{len(runs['continuous'].steps)}; if a step cost the same whatever the batch size, "
+            f"that would be {flat_speedup:.2f}×. The {speedup:.2f}× prices each step") in verdict
+    if gap == 0:           # nobody waits for an arrival: the flat ratio is the step ratio
+        assert flat_speedup == pytest.approx(len(runs["static"].steps)
+                                             / len(runs["continuous"].steps))

@@ -9,7 +9,7 @@ from flask import current_app, has_app_context
 
 from web import measured as measured_module
 from web.cache import Memo, cached_build, memoized, model_key
-from web.measured import prefill_decode_timings
+from web.measured import cost_table, stamp
 from web.params import Param, Query, parse_state
 from web.registry import all_params, section as find_section
 from web_support import HX, every_section, text_of, url
@@ -114,6 +114,7 @@ def counted(model, monkeypatch):
     process), in whose context the test runs, and the count of calls of each measuring
     function: (app, counts)."""
     from app import create_app
+    import pipeline.costs
     import pipeline.roofline
     from web.sections import batching, speculative
     counts = {}
@@ -129,10 +130,9 @@ def counted(model, monkeypatch):
             return original(*args, **kwargs)
         monkeypatch.setattr(module, name, wrapper)
 
-    count(measured_module, "measure_prefill_decode")
-    count(pipeline.roofline, "measure_machine")      # web.measured imports it when it measures
+    count(pipeline.costs, "measure_costs")          # web.measured imports it when it measures
+    count(pipeline.roofline, "measure_machine")
     count(speculative, "measure_speed")
-    count(batching, "measure_step_costs")
     fresh = create_app({"MODEL": model, "TESTING": True, "WARM_CACHES": False,
                         "PROBE_ENCODINGS": False})
     with fresh.app_context():
@@ -149,7 +149,7 @@ def test_each_measurement_is_made_once_across_prompts_and_renders(counted):
             for sid in ("generation", "kvcache", "roofline", "speculative", "batching"):
                 client.get(url(f"/section/{sid}", prompt=prompt), headers=HX)
     lm = app.extensions["explainer"].default_model
-    expected = {"measure_prefill_decode": 1, "measure_machine": 1, "measure_step_costs": 1}
+    expected = {"measure_costs": 1, "measure_machine": 1}
     if lm.draft is not None:
         expected["measure_speed"] = 1
     assert counted == expected
@@ -162,11 +162,10 @@ def test_the_sections_warm_makes_the_measurements_before_any_request(counted):
     for s in SECTIONS:
         if s.warm is not None:
             s.warm(lm)
-    assert counted["measure_prefill_decode"] == 1 and counted["measure_machine"] == 1
-    assert counted["measure_step_costs"] == 1
+    assert counted["measure_costs"] == 1 and counted["measure_machine"] == 1
     assert counted.get("measure_speed", 0) == (lm.draft is not None)
     app.test_client().get(url("/", prompt=PROMPTS[0]), headers=every_section())
-    assert counted["measure_prefill_decode"] == 1 and counted["measure_machine"] == 1
+    assert counted["measure_costs"] == 1 and counted["measure_machine"] == 1
 
 
 def test_two_apps_share_no_cache_or_measurement(counted, app):
@@ -175,12 +174,12 @@ def test_two_apps_share_no_cache_or_measurement(counted, app):
     fresh, counted = counted
     with app.app_context():
         before = measured_module.measurements()
-        prefill_decode_timings(app.extensions["explainer"].default_model)
+        cost_table(app.extensions["explainer"].default_model)
         assert measured_module.measurements() - before <= 1
-    assert counted.get("measure_prefill_decode", 0) <= 1
+    assert counted.get("measure_costs", 0) <= 1
     with fresh.app_context():
         assert measured_module.measurements() == 0
-        prefill_decode_timings(fresh.extensions["explainer"].default_model)
+        cost_table(fresh.extensions["explainer"].default_model)
         assert measured_module.measurements() == 1
     assert fresh.extensions["explainer"].caches is not app.extensions["explainer"].caches
 
@@ -222,23 +221,28 @@ def forked_worker_shows_the_parents_measurement(app):
     assert summary.search(page).group(0) == summary.search(parent).group(0)
 
 
-def shown_prefill(html: str, section_id: str) -> list:
+def shown_costs(html: str, section_id: str) -> list:
+    """[(what, at, ms)] of every time quoted from the cost table in that section."""
     part = re.search(r'<section id="%s".*?</section>' % section_id, html, re.S).group(0)
-    return re.findall(r'class="prefill-ms">([0-9.]+) ms', part)
+    return re.findall(r'<span class="cost"[^>]*data-what="([^"]+)" data-at="(\d+)" '
+                      r'data-ms="([^"]+)"', part)
 
 
-def test_one_prefill_measurement_is_cited_by_every_section_that_shows_it(client, model):
+def test_one_cost_table_is_cited_by_every_section_that_shows_a_time(client, model):
     prompt = PROMPTS[1]
     page = text_of(client.get(url("/", prompt=prompt), headers=every_section()))
     lm = client.application.extensions["explainer"].default_model
-    timings = prefill_decode_timings(lm)
-    point = timings.at(len(model.tokenizer.encode_ordinary(prompt)))
-    expected = f"{point.prefill_s * 1000:.2f}"
+    table = cost_table(lm)
+    n = len(model.tokenizer.encode_ordinary(prompt))
+    read = {"a prefill": table.prefill_at, "one decode step": table.decode_at}
     for sid in ("generation", "kvcache", "roofline"):
-        shown = shown_prefill(page, sid)
-        assert shown and set(shown) == {expected}, sid
-        assert timings.when in re.search(r'<section id="%s".*?</section>' % sid, page,
-                                         re.S).group(0)
+        shown = shown_costs(page, sid)
+        assert shown, sid
+        for what, at, ms in shown:
+            assert ms == read[what](int(at)).shown, (sid, what, at)
+        assert ("a prefill", str(n), table.prefill_at(n).shown) in shown or sid == "kvcache"
+        assert stamp(table.measured_at) in re.search(r'<section id="%s".*?</section>' % sid,
+                                                     page, re.S).group(0)
 
 
 @pytest.mark.parametrize("sid", ["generation", "kvcache", "roofline", "speculative",

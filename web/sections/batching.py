@@ -1,20 +1,20 @@
 """Batching: static vs continuous batching of a queue of real requests, and paged KV memory.
 
 Request lengths are real generations of the running model (seeded sampling from the prompts
-below until a paragraph ends, end-of-text, or MAX_NEW tokens); the cost of a decode step for
-1..MAX_SLOTS rows is measured on the model's own `decode_batch`. Both are measured once per
-process (web.measured) and do not depend on the page's prompt. The schedules, latencies and
-memory are `pipeline.batching` replaying that queue with those costs.
+below until a paragraph ends, end-of-text, or MAX_NEW tokens, computed once per model); the
+cost of a decode step of 1..MAX_SLOTS sequences is the model's cost table (web.measured.cost_table:
+`decode_batch` timed for each batch size, a batch of one being the table's decode step), the
+same table every timing section quotes. Neither depends on the page's prompt. The schedules,
+latencies and memory are `pipeline.batching` replaying that queue with those costs.
 """
 
-from pipeline.batching import (generate_requests, make_queue, measure_step_costs,
-                               page_snapshots, simulate)
+from pipeline.batching import StepCosts, generate_requests, make_queue, page_snapshots, simulate
+from pipeline.costs import fmt_ms
 from pipeline.kvcache import kv_bytes_per_token
 from web.figures import batching as figures
 from web.figures.kvcache import human_bytes
 from web.cache import memo
-from web.explainer import is_big
-from web.measured import measured, model_key, prefill_decode_timings, stamp
+from web.measured import cost_table, model_key, stamp
 from web.params import Param
 from web.sections import Section
 from web.tokens import token_string
@@ -64,28 +64,35 @@ def generations(model) -> tuple:
                                                       TEMPERATURE))
 
 
-def step_costs(model):
-    """decode_batch timed for 1..MAX_SLOTS rows, with the requests' prompts in the caches."""
-    gens = generations(model)
-    return measured(("batching-costs", model_key(model), MAX_SLOTS),
-                    lambda: measure_step_costs(model, [g.prompt_ids for g in gens], MAX_SLOTS,
-                                               rounds_for(model)))
-
-
-def rounds_for(model) -> int:
-    """Rounds of step timings: 7, or 3 for a big model (a batch of 8 of SmolLM2 takes ~0.2 s)."""
-    return 3 if is_big(model) else 7
+def step_costs(lm) -> StepCosts:
+    """The cost table's batched steps of 1..MAX_SLOTS sequences (ms), every cache holding the
+    table's pass_context tokens."""
+    table = cost_table(lm)
+    sizes = range(1, MAX_SLOTS + 1)
+    return StepCosts(tuple(1000.0 * table.batch[b].median for b in sizes),
+                     tuple(tuple(1000.0 * t for t in table.batch[b].samples) for b in sizes),
+                     (table.pass_context,) * MAX_SLOTS, table.measured_at)
 
 
 def warm(lm):
-    step_costs(lm.model)
+    generations(lm.model)
+    cost_table(lm)
 
 
-def schedules(model, n: int, slots: int, gap: int):
-    costs = step_costs(model)
-    queue = make_queue(generations(model), n, gap)
+def schedules(lm, n: int, slots: int, gap: int):
+    costs = step_costs(lm)
+    queue = make_queue(generations(lm.model), n, gap)
     return queue, costs, {p: simulate(queue, slots, costs.step_ms, p)
                           for p in ("static", "continuous")}
+
+
+def flat_runs(lm, n: int, slots: int, gap: int) -> dict:
+    """Both policies with every step costing one decode step (a batch of 1), whatever its size:
+    the comparison in steps, as on hardware where a batch costs what one sequence does."""
+    costs = step_costs(lm)
+    queue = make_queue(generations(lm.model), n, gap)
+    flat = (costs.step_ms[0],) * MAX_SLOTS
+    return {p: simulate(queue, slots, flat, p) for p in ("static", "continuous")}
 
 
 def peak_step(snapshots) -> int:
@@ -93,20 +100,13 @@ def peak_step(snapshots) -> int:
     return max(range(len(snapshots)), key=lambda k: (snapshots[k].used_tokens(), -k))
 
 
-def loop_step(lm, n_context: int) -> dict:
-    """The model's decode step as the page measures it once (web.measured: the step the
-    generation loop, the KV cache and the roofline cite), at the length nearest the first
-    request's cache: a batch of one here is timed another way (decode_batch)."""
-    timings = prefill_decode_timings(lm)
-    point = timings.at(n_context)
-    return dict(loop_step_ms=1000.0 * point.decode_s, loop_step_n=point.n)
-
-
 def build(lm, state) -> dict:
     model, tok = lm.model, lm.tokenizer
     n, slots, gap, block = (state[p] for p in ("bat_n", "bat_slots", "bat_gap", "bat_block"))
     gens = generations(model)
-    queue, costs, runs = schedules(model, n, slots, gap)
+    table = cost_table(lm)
+    queue, costs, runs = schedules(lm, n, slots, gap)
+    flat = flat_runs(lm, n, slots, gap)
     cont = runs["continuous"]
     reserve = reserve_tokens(model, state["bat_reserve"])
     snaps = page_snapshots(cont, block, MAX_NEW, reserve)
@@ -121,11 +121,23 @@ def build(lm, state) -> dict:
                        length=len(g.output_ids), stop=g.stop, text=token_string(tok, list(g.output_ids)),
                        queued=i < n, arrival_ms=i * gap)
                   for i, g in enumerate(gens)],
-        costs=[dict(rows=b, ms=ms, per_token_ms=ms / b, tokens_per_s=1000.0 * b / ms)
+        costs=[dict(rows=b, ms=ms, per_token_ms=ms / b, tokens_per_s=1000.0 * b / ms,
+                    shown=fmt_ms(ms), per_token_shown=fmt_ms(ms / b))
                for b, ms in enumerate(costs.step_ms, start=1)],
-        cost_context=costs.context_tokens, cost_rounds=len(costs.samples[0]),
-        **loop_step(lm, costs.context_tokens[0]),
+        cost_context=table.pass_context, cost_rounds=table.repeats,
+        one_step=table.decode_at(table.pass_context),
+        step_costs=[dict(rows=b, steps=table.batch_steps(b),
+                         per_row_steps=table.batch_steps(b) / b,
+                         lo_ms=1000 * table.batch[b].lo, hi_ms=1000 * table.batch[b].hi)
+                    for b in range(1, MAX_SLOTS + 1)],
+        context_range=(min(len(g.prompt_ids) for g in gens[:n]),
+                       max(len(g.prompt_ids) + len(g.output_ids) for g in gens[:n])),
+        decode_ends=(table.decode_at(min(table.decode)), table.decode_at(max(table.decode))),
         costs_measured_at=stamp(costs.measured_at),
+        flat_steps={p: len(flat[p].steps) for p in flat},
+        flat_speedup=flat["continuous"].throughput / flat["static"].throughput,
+        flat_makespan_steps={p: flat[p].makespan_ms / costs.step_ms[0] for p in flat},
+        makespan_steps={p: runs[p].makespan_ms / costs.step_ms[0] for p in runs},
         policies=[policy_row(runs[p]) for p in ("static", "continuous")],
         per_request=[dict(id=r.id, arrival_ms=r.arrival_ms, length=r.length,
                           static=request_row(runs["static"], r),
@@ -138,8 +150,8 @@ def build(lm, state) -> dict:
         peak=memory_peaks(snaps, block, per_token),
         reserve=state["bat_reserve"], reserve_options=list(RESERVE.items()),
         n_ctx=model.config.n_ctx,
-        **queue_figures(model, n, slots, gap),
-        memory_figure=memory_figure(model, n, slots, gap, block, reserve),
+        **queue_figures(lm, n, slots, gap),
+        memory_figure=memory_figure(lm, n, slots, gap, block, reserve),
     )
 
 
@@ -149,9 +161,10 @@ def reserve_tokens(model, mode: str):
     return model.config.n_ctx if mode == "context" else None
 
 
-def queue_figures(model, n: int, slots: int, gap: int) -> dict:
+def queue_figures(lm, n: int, slots: int, gap: int) -> dict:
     """Figures of one queue, built once (Plotly takes longer than the simulation)."""
-    _, costs, runs = schedules(model, n, slots, gap)
+    model = lm.model
+    _, costs, runs = schedules(lm, n, slots, gap)
     return _figures.get(("queue", model_key(model), costs.measured_at, n, slots, gap),
                         lambda: dict(
                             costs_figure=figures.step_costs_figure(costs.step_ms, costs.samples),
@@ -166,8 +179,9 @@ def end_ms(runs) -> float:
     return max(r.makespan_ms for r in runs.values())
 
 
-def memory_figure(model, n: int, slots: int, gap: int, block: int, reserve) -> str:
-    _, costs, runs = schedules(model, n, slots, gap)
+def memory_figure(lm, n: int, slots: int, gap: int, block: int, reserve) -> str:
+    model = lm.model
+    _, costs, runs = schedules(lm, n, slots, gap)
     per_token = kv_bytes_per_token(model.config, 4)
     return _figures.get(("memory", model_key(model), costs.measured_at, n, slots, gap, block,
                          reserve),

@@ -1,9 +1,9 @@
 """The generation loop: step through it, watch it stream, and see why prefill and decode differ.
 
 Every number comes from the running model: the steps from pipeline.generation.generation_steps
-(Model.prefill / Model.decode), computed per prompt; the prefill and decode times from
-web.measured.prefill_decode_timings, measured once per model over a grid of prompt lengths (the
-prompt shows the nearest one, the same point the KV cache and roofline sections cite); the byte
+(Model.prefill / Model.decode), computed per prompt; the prefill and decode times from the
+model's cost table (web.measured.cost_table, measured once per model over several lengths and
+interpolated to the prompt's length, the same values every timing section quotes); the byte
 and FLOP counts from the loaded arrays.
 """
 import urllib.parse
@@ -13,7 +13,7 @@ from pipeline.roofline import decode_work, model_costs, prefill_work, roofline
 from web.figures import generation as figures
 from web.cache import memo
 from web.forward import prefilled, prompt_ids
-from web.measured import machine, model_key, prefill_decode_timings
+from web.measured import cost_table, machine, model_key, stamp
 from web.params import Param
 from web.sampler_settings import CHOOSERS, sampler_for, settings_from
 from web.sections import Section
@@ -85,7 +85,7 @@ class Chip:
 
 
 def warm(lm):
-    prefill_decode_timings(lm)
+    cost_table(lm)
     machine()
 
 
@@ -115,11 +115,19 @@ def costs(lm, n_prompt: int, prefill_s: float, decode_s: float) -> dict:
 _figures = memo("generation figures", 16)
 
 
-def sweep_figure(lm, timings, point) -> str:
-    """The measured grid with the prompt's point marked, built once per point."""
-    return _figures.get((model_key(lm.model), timings.measured_at, point.n),
-                        lambda: figures.prefill_decode_figure(timings.rows(), point.n,
-                                                              point.prefill_s, point.decode_s))
+def sweep_rows(table) -> list:
+    """The cost table's prefill and decode entries, one row per length timed."""
+    return [dict(n=n, prefill_s=table.prefill[n].median, decode_s=table.decode[n].median,
+                 prefill=table.prefill_at(n), decode=table.decode_at(n))
+            for n in sorted(table.decode)]
+
+
+def sweep_figure(lm, table, n: int, prefill, decode) -> str:
+    """The cost table's lengths with the prompt's (interpolated) point marked, built once per
+    length."""
+    return _figures.get((model_key(lm.model), table.measured_at, n),
+                        lambda: figures.prefill_decode_figure(sweep_rows(table), n,
+                                                              prefill.seconds, decode.seconds))
 
 
 # --- the section -----------------------------------------------------------------------------
@@ -141,9 +149,9 @@ def build(lm, state) -> dict:
     if not chosen_in_top:
         candidates.append(dict(chip=Chip(tok, current.token), prob=current.prob, chosen=True))
 
-    timings = prefill_decode_timings(lm)       # measured once per model, not per prompt
-    point = timings.at(len(ids))
-    prefill_s, decode_s = point.prefill_s, point.decode_s
+    table = cost_table(lm)                     # measured once per model, not per prompt
+    n_prompt = len(ids)
+    prefill, decode = table.prefill_at(n_prompt), table.decode_at(n_prompt)
     return dict(
         n_prompt=len(ids), prompt_chips=[Chip(tok, i) for i in ids],
         generated_chips=[Chip(tok, s.token) for s in steps[:step + 1]],
@@ -155,12 +163,12 @@ def build(lm, state) -> dict:
         n_ctx=lm.n_ctx, model_name=lm.name,
         stream_query=stream_query(state),
         stream_blocked=any(name in state.errors for name in STREAM_PARAMS),
-        timed_n=point.n, measured_at=timings.when,
-        prefill_ms=prefill_s * 1000, decode_ms=decode_s * 1000,
-        costs=costs(lm, point.n, prefill_s, decode_s),
-        sweep=timings.rows(),
-        sweep_figure=sweep_figure(lm, timings, point),
-        repeats=timings.repeats, decode_steps=timings.decode_steps,
+        measured_at=stamp(table.measured_at), prefill=prefill, decode=decode,
+        prefill_ms=prefill.ms, decode_ms=decode.ms,
+        costs=costs(lm, n_prompt, prefill.seconds, decode.seconds),
+        sweep=sweep_rows(table), table=table,
+        sweep_figure=sweep_figure(lm, table, n_prompt, prefill, decode),
+        repeats=table.repeats,
     )
 
 

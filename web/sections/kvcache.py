@@ -1,9 +1,9 @@
 """KV cache: generation with and without the cache on the running model, and the cache's size.
 
-The step times come from `web.measured.prefill_decode_timings`, measured once per model over a
-grid of sequence lengths (a step without the cache is a forward pass over the whole sequence:
-the prefill of that many tokens; with the cache it is one decode step); the same measurement
-the generation loop and roofline sections cite. The logits differences and byte counts are
+The step times come from the model's cost table (`web.measured.cost_table`, measured once per
+model over several sequence lengths, interpolated to the prompt's): a step without the cache is
+a forward pass over the whole sequence, the prefill of that many tokens; with the cache it is
+one decode step. Every timing section quotes the same table. The logits differences and byte counts are
 the prompt's own generation with the cache, checked against recomputing
 (`pipeline.kvcache.cache_vs_recompute`, per prompt and length, untimed);
 the sizes of other models come from `kv_cache_bytes` applied to their published configs
@@ -17,7 +17,7 @@ from pipeline.published import KV_ONLY, PUBLISHED, attention_config
 from web.figures import kvcache as figures
 from web.forward import prefilled, prompt_ids
 from web.cache import memo
-from web.measured import model_key, prefill_decode_timings
+from web.measured import cost_table, model_key, stamp
 from web.params import Param
 from web.sections import Section
 from web.tokens import token_string
@@ -25,6 +25,7 @@ from web.tokens import token_string
 MAX_NEW = 48              # most generated tokens measured (each step also runs a full forward)
 START_CAPACITY = 16       # tokens the section's cache reserves at first (then it doubles)
 SHOWN_LENGTHS = (16, 64, 128, 248)   # measured lengths the sentence cites (up to the context)
+HEADLINE_CTX = 8192       # the core's sentence on real models' caches: one 8k-token sequence
 MAX_CTX = 131072          # 128k: the longest context of the published configs shown
 CTX_CHOICES = (1024, 2048, 4096, 8192, 16384, 32768, 65536, 131072)
 # Multi-head vs grouped-query vs multi-query: three 7-8B models of one generation
@@ -57,12 +58,13 @@ class TimedStep:
     uncached_ms: float         # a forward pass over all n_tokens: the prefill of n_tokens
 
 
-def timed_steps(timings) -> list:
-    return [TimedStep(p.n, p.decode_s * 1000, p.prefill_s * 1000) for p in timings.points]
+def timed_steps(table) -> list:
+    return [TimedStep(n, table.decode[n].median * 1000, table.prefill[n].median * 1000)
+            for n in sorted(table.decode)]
 
 
 def warm(lm):
-    prefill_decode_timings(lm)
+    cost_table(lm)
 
 
 def build(lm, state) -> dict:
@@ -82,16 +84,20 @@ def build(lm, state) -> dict:
     per_token = kv_bytes_per_token(cfg, 4)
     ctx = state["kv_ctx"]
     published = published_rows(ctx)
-    timings = prefill_decode_timings(lm)       # measured once per model, not per prompt
-    timed = timed_steps(timings)
-    shown = [t for t in timed if t.n_tokens in SHOWN_LENGTHS] or timed
-    point = timings.at(len(ids))
+    table = cost_table(lm)                     # measured once per model, not per prompt
+    timed = timed_steps(table)
+    shown = [t.n_tokens for t in timed if t.n_tokens in SHOWN_LENGTHS] or [t.n_tokens
+                                                                             for t in timed]
+    n = len(ids)
     return dict(
         model_name=lm.name, cfg=cfg, human_bytes=figures.human_bytes, n_prompt=len(ids), n_new=n_new, max_new=MAX_NEW,
         steps=[step_row(i, s, lm.tokenizer) for i, s in enumerate(steps)],
-        measured_at=timings.when, timed=timed, shown=shown, repeats=timings.repeats,
-        decode_steps=timings.decode_steps,
-        point=next(t for t in timed if t.n_tokens == point.n),
+        measured_at=stamp(table.measured_at), timed=timed, repeats=table.repeats,
+        shown=[dict(n=m, uncached=table.prefill_at(m), cached=table.decode_at(m))
+               for m in shown],
+        # the next step after the prompt: with the cache one token with n in the cache;
+        # without it, a pass over all n + 1 tokens (a prefill of n + 1)
+        cached=table.decode_at(n), uncached=table.prefill_at(n + 1),
         max_abs_diff=run.max_abs_diff, all_same=all(s.same_argmax for s in steps),
         generated_text=token_string(lm.tokenizer, run.generated[:-1]) if n_new else "",
         start_capacity=START_CAPACITY,
@@ -101,7 +107,11 @@ def build(lm, state) -> dict:
         ctx=ctx, ctx_choices=sorted(set(CTX_CHOICES) | {ctx}),
         published=published,
         kinds=[next(r for r in published if r["name"] == n) for n in KIND_MODELS],
-        **run_figures(lm, run, timings),
+        # the core's sentence: the same three models at one stated length, whatever kv_ctx is
+        headline_ctx=HEADLINE_CTX,
+        headline_kinds=[next(r for r in published_rows(HEADLINE_CTX) if r["name"] == n)
+                        for n in KIND_MODELS],
+        **run_figures(lm, run, table),
         **context_figures(ctx),
     )
 
@@ -109,12 +119,12 @@ def build(lm, state) -> dict:
 _figures = memo("kvcache figures", 32)
 
 
-def run_figures(lm, run, timings) -> dict:
+def run_figures(lm, run, table) -> dict:
     """The figures, built once per checked run and measurement (Plotly takes longer than the
     math)."""
     return _figures.get((model_key(lm.model), run.prompt_ids, len(run.steps), START_CAPACITY,
-                         timings.measured_at),
-                        lambda: dict(time_figure=figures.step_time_figure(timed_steps(timings)),
+                         table.measured_at),
+                        lambda: dict(time_figure=figures.step_time_figure(timed_steps(table)),
                                      bytes_figure=figures.cache_bytes_figure(run.steps)))
 
 

@@ -6,7 +6,7 @@ from pipeline.roofline import (HARDWARE, WEIGHT_SCHEMES, compute_bound_from, dec
                                model_costs, prefill_work, roofline, roof_curve, weight_scheme)
 from web.figures import roofline as figures
 from web.forward import prompt_ids
-from web.measured import machine, machine_measurement, prefill_decode_timings, stamp
+from web.measured import cost_table, machine, machine_measurement, stamp
 from web.params import Param
 from web.sections import Section
 
@@ -24,7 +24,7 @@ PARAMS = (
 
 def warm(lm):
     machine()
-    prefill_decode_timings(lm)
+    cost_table(lm)
 
 
 def build(lm, state) -> dict:
@@ -99,21 +99,20 @@ def prefill_verdict(n, rows) -> str:
 
 def live_point(lm, state) -> dict:
     """The live model's prefill and decode on this server: FLOPs and bytes from the same
-    formulas (float32: 4 bytes per weight and per cached value), times from the one prefill /
-    decode measurement (web.measured.prefill_decode_timings) at the length nearest the prompt."""
+    formulas (float32: 4 bytes per weight and per cached value), times from the model's cost
+    table (web.measured.cost_table) interpolated to the prompt's length."""
     m, m_at = machine_measurement()
-    timings = prefill_decode_timings(lm)
+    table = cost_table(lm)
     n_prompt = len(prompt_ids(lm, state["prompt"]))
-    point = timings.at(n_prompt)
-    ids = range(point.n)                    # the timed length: the counts below are for it
-    prefill_s, decode_s, n_decode = point.prefill_s, point.decode_s, timings.decode_steps
+    prefill, decode = table.prefill_at(n_prompt), table.decode_at(n_prompt)
+    ids = range(n_prompt)
+    prefill_s, decode_s = prefill.seconds, decode.seconds
     costs = model_costs(lm.model.config, lm.model.n_params(), 4, 4)
     pre, dec = prefill_work(costs, len(ids)), decode_work(costs, len(ids), 1)
     return dict(
         peak=m.peak_flops, bandwidth=m.bandwidth, threads=m.threads, ridge=m.peak_flops / m.bandwidth,
-        n_prompt=n_prompt, n_timed=point.n, measured_at=timings.when, machine_at=stamp(m_at),
-        repeats=timings.repeats,
-        n_decode=n_decode, prefill_s=prefill_s, decode_s=decode_s,
+        n_prompt=n_prompt, measured_at=stamp(table.measured_at), machine_at=stamp(m_at),
+        prefill=prefill, decode=decode, prefill_s=prefill_s, decode_s=decode_s,
         weight_bytes=costs.weight_bytes,
         prefill_intensity=pre.intensity, decode_intensity=dec.intensity,
         prefill_flops=pre.flops / prefill_s, decode_flops=dec.flops / decode_s,

@@ -7,12 +7,16 @@ proposals are found earlier in the text, q = 1), verified by the same rule.
 Everything comes from `pipeline.speculative` run on the loaded target and draft models. The
 proposals with both models' probabilities, the accept / reject decisions and the text are this
 prompt's run (computed once per setting, not timed). The wall times are measured once per
-model pair (`speed_table`, in the section's warm): the target alone, the draft alone and
-speculative decoding at every γ in both modes, on a reference text, with `time.perf_counter`;
-every prompt and every worker shows the same measurement, with when it was made. With prompt
-lookup the measurement is smaller (`lookup_speed`: a few seconds on SmolLM2): passes over
-1, 2 and 5 tokens timed alike, the target alone and lookup at γ = LOOKUP_GAMMA in greedy mode,
-on a text that repeats itself (LOOKUP_TEXT).
+model pair (`speed_table`, in the section's warm): the target alone and speculative decoding
+at every γ in both modes, on a reference text, with `time.perf_counter`; every prompt and every
+worker shows the same measurement, with when it was made. With prompt lookup the measurement is
+smaller (`lookup_speed`): the target alone and lookup at γ = LOOKUP_GAMMA in greedy mode, on a
+text that repeats itself (LOOKUP_TEXT).
+
+That run is the section's own experiment: its measured speed-up. The prediction it is set
+against is the same run priced from the model's cost table (web.measured.cost_table, the table
+every timing section quotes; pipeline.costs.price_speculative): each verification pass over k
+tokens costs the table's pass of k tokens in decode steps, each draft step the table's c.
 """
 import functools
 import time
@@ -24,13 +28,12 @@ import numpy as np
 from pipeline.decoding import continue_batch
 from pipeline.sampling import draw
 from pipeline.speculative import (DraftMismatch, NgramDraft, check_draft, distribution_at,
-                                  expected_speedup,
-                                  expected_tokens_per_pass, speculative_generate, time_passes,
-                                  timed_generate)
+                                  expected_tokens_per_pass, speculative_generate, timed_generate)
 from web.figures import speculative as figures
 from web.forward import prefilled, prompt_ids
 from web.cache import memo
-from web.measured import measured, model_key, prefill_decode_timings, stamp
+from pipeline.costs import price_speculative
+from web.measured import cost_table, measured, model_key, stamp
 from web.params import Param
 from web.sections import Section
 from web.tokens import token_plain
@@ -122,20 +125,17 @@ class SpeedRow:
     draft_s: float           # the draft's proposals, all rounds
     target_s: float          # the target's verification passes, all rounds
     verify_s: float          # one verification pass (mean)
+    pass_sizes: tuple        # tokens each verification pass read
+    draft_steps: int         # the draft's decode steps, all rounds
 
 
 @dataclass(frozen=True)
 class Speed:
-    """One mode's timings: each model alone and speculative decoding at every γ."""
-    target_step: float       # the target's mean decode step, run alone
-    draft_step: float        # the draft's
+    """One mode's timings: the target alone and speculative decoding at every γ."""
+    target_step: float       # the target's mean decode step, run alone (its sampler included)
     alone_seconds: float     # the target alone, the whole generation
     n_alone: int
     rows: tuple              # SpeedRow for γ = 1 .. MAX_GAMMA
-
-    @property
-    def cost_ratio(self) -> float:
-        return self.draft_step / self.target_step
 
 
 @dataclass(frozen=True)
@@ -152,8 +152,6 @@ def measure_speed(target, draft) -> SpeedTable:
         def rng():
             return np.random.default_rng(SPEED_SEED)
         alone = timed_generate(target, ids, SPEED_TOKENS, temperature, rng(), stop_at_eos=False)
-        draft_alone = timed_generate(draft, ids, SPEED_TOKENS, temperature, rng(),
-                                     stop_at_eos=False)
         rows = []
         for gamma in range(1, MAX_GAMMA + 1):
             spec = speculative_generate(target, draft, ids, SPEED_TOKENS, gamma, temperature,
@@ -161,9 +159,10 @@ def measure_speed(target, draft) -> SpeedTable:
             passes = [r.target_seconds for r in spec.rounds]
             rows.append(SpeedRow(gamma, spec.acceptance_rate, len(spec.tokens), spec.seconds,
                                  spec.prefill_seconds, sum(r.draft_seconds for r in spec.rounds),
-                                 sum(passes), mean(passes)))
-        modes[mode] = Speed(alone.seconds_per_step, draft_alone.seconds_per_step, alone.seconds,
-                            len(alone.tokens), tuple(rows))
+                                 sum(passes), mean(passes),
+                                 tuple(r.n_fed for r in spec.rounds), spec.draft_steps))
+        modes[mode] = Speed(alone.seconds_per_step, alone.seconds, len(alone.tokens),
+                            tuple(rows))
     return SpeedTable(modes, time.time(), len(ids))
 
 
@@ -183,14 +182,12 @@ LOOKUP_TEXT = ("def square(x):\n    return x * x\n\n\ndef cube(x):\n    return x
 LOOKUP_GAMMA = 4           # γ of the timed run (the default)
 LOOKUP_MODE = "greedy"     # prompt lookup is used mostly with greedy decoding
 LOOKUP_TOKENS = 24         # new tokens per timed run (end-of-text does not stop it)
-PASS_SIZES = (1, 2, 5)           # tokens per pass timed: 1 is a plain decode step
-PASS_REPEATS = 3
 
 
 @dataclass(frozen=True)
 class LookupSpeed:
-    """Prompt lookup against the target alone on LOOKUP_TEXT, and passes of PASS_SIZES tokens."""
-    passes: dict             # n -> median seconds of one pass over n tokens (time_passes)
+    """Prompt lookup against the target alone on LOOKUP_TEXT."""
+    alone_step: float        # the target alone's mean decode step (its sampler included)
     alone_seconds: float     # the target alone, LOOKUP_TOKENS tokens, prefill included
     n_alone: int
     seconds: float           # prompt lookup + verification, the same tokens
@@ -205,10 +202,7 @@ class LookupSpeed:
     same_text: bool          # greedy: the target's own tokens
     measured_at: float
     n_prompt: int
-
-    @property
-    def step(self) -> float:             # one plain decode step: a pass over 1 token
-        return self.passes[1]
+    pass_sizes: tuple        # tokens each verification pass read
 
     @property
     def acceptance(self) -> float:
@@ -223,10 +217,6 @@ class LookupSpeed:
         return self.target_s / self.n_rounds
 
     @property
-    def cost_ratio(self) -> float:       # c: a lookup's time per proposed slot, in steps
-        return self.lookup_s / self.n_rounds / (LOOKUP_GAMMA * self.step)
-
-    @property
     def speedup(self) -> float:
         return (self.alone_seconds / self.n_alone) / (self.seconds / self.n_tokens)
 
@@ -234,30 +224,31 @@ class LookupSpeed:
 def measure_lookup_speed(target) -> LookupSpeed:
     ids = list(target.tokenizer.encode_ordinary(LOOKUP_TEXT))
     # a model with a short context window (a test checkpoint's 64) measures the text's end
-    room = target.config.n_ctx - LOOKUP_TOKENS - max(PASS_SIZES) - 1
+    room = target.config.n_ctx - LOOKUP_TOKENS - LOOKUP_GAMMA - 2
     ids = ids[-max(room, 1):]
     temperature = MODES[LOOKUP_MODE]
-    passes = time_passes(target, ids, PASS_SIZES, PASS_REPEATS)
     alone = timed_generate(target, ids, LOOKUP_TOKENS, temperature,
                            np.random.default_rng(SPEED_SEED), stop_at_eos=False)
     spec = speculative_generate(target, LOOKUP, ids, LOOKUP_TOKENS, LOOKUP_GAMMA, temperature,
                                 np.random.default_rng(SPEED_SEED), stop_at_eos=False)
     return LookupSpeed(
-        passes, alone.seconds, len(alone.tokens), spec.seconds, len(spec.tokens),
+        alone.seconds_per_step, alone.seconds, len(alone.tokens), spec.seconds, len(spec.tokens),
         spec.prefill_seconds, sum(r.draft_seconds for r in spec.rounds),
         sum(r.target_seconds for r in spec.rounds), len(spec.rounds),
         sum(not r.proposals for r in spec.rounds), spec.proposed, spec.accepted,
-        spec.tokens == alone.tokens, time.time(), len(ids))
+        spec.tokens == alone.tokens, time.time(), len(ids),
+        tuple(r.n_fed for r in spec.rounds))
 
 
 def lookup_speed(lm) -> LookupSpeed:
     """The timings prompt lookup's section shows, measured once per model."""
     return measured(("lookup-speed", model_key(lm.model), LOOKUP, LOOKUP_TEXT, LOOKUP_GAMMA,
-                     LOOKUP_MODE, LOOKUP_TOKENS, PASS_SIZES, PASS_REPEATS, SPEED_SEED),
+                     LOOKUP_MODE, LOOKUP_TOKENS, SPEED_SEED),
                     lambda: measure_lookup_speed(lm.model))
 
 
 def warm(lm):
+    cost_table(lm)
     if lm.draft is not None:
         speed_table(lm)
     else:
@@ -357,48 +348,56 @@ def build(lm, state) -> dict:
                                 tuple(spec.tokens)),
         speed_seed=SPEED_SEED)
     if isinstance(draft, NgramDraft):
-        sp = lookup_speed(lm)
-        return dict(common, **lookup_context(lm, measured_a, gamma),
-                    **loop_step(lm, sp.n_prompt))
+        return dict(common, **lookup_context(lm, measured_a, gamma))
     table = speed_table(lm)
     speed = table.modes[mode]
     ref = speed.rows[gamma - 1]
-    c = speed.cost_ratio
+    costs = cost_table(lm)
+    priced = price_speculative(costs, ref.pass_sizes, ref.n_tokens, ref.draft_steps)
     return dict(
         common, lookup=False,
         draft=draft, draft_name=getattr(draft, "path", "") or "draft",
         draft_params=draft.n_params(),
         draft_layers=draft.config.n_layers, draft_width=draft.config.d_model,
         measured_at=stamp(table.measured_at), speed_text=SPEED_TEXT, speed_tokens=SPEED_TOKENS,
-        speed_prompt_tokens=table.n_prompt,
-        ref_acceptance=ref.acceptance, ref_expected=expected_speedup(ref.acceptance, gamma, c),
+        speed_prompt_tokens=table.n_prompt, ref_gamma=gamma, ref_mode=mode,
+        ref_acceptance=ref.acceptance,
         spec_seconds=ref.seconds, alone_seconds=speed.alone_seconds, n_alone=speed.n_alone,
-        n_ref=ref.n_tokens,
-        target_step=speed.target_step, draft_step=speed.draft_step,
-        verify_pass=ref.verify_s, cost_ratio=c,
+        n_ref=ref.n_tokens, alone_step=speed.target_step,
+        verify_pass=ref.verify_s, cost_ratio=costs.draft_ratio,
+        draft_step=costs.draft_decode.median,
         speedup=(speed.alone_seconds / speed.n_alone) / (ref.seconds / ref.n_tokens),
         expected_tokens_per_pass=None if measured_a is None
         else expected_tokens_per_pass(a, gamma),
-        expected_speedup=None if measured_a is None else expected_speedup(a, gamma, c),
         time_figure=time_figure(lm, table, mode, gamma),
-        **loop_step(lm, table.n_prompt),
+        **priced_context(lm, costs, priced, gamma),
     )
 
 
-def loop_step(lm, n_prompt: int) -> dict:
-    """The model's decode step as the page measures it once (web.measured: the one the
-    generation loop, the KV cache and the roofline cite), at the length nearest the reference
-    text's: shown beside this section's own step timings, which time a step another way."""
-    timings = prefill_decode_timings(lm)
-    point = timings.at(n_prompt)
-    return dict(loop_step=point.decode_s, loop_step_n=point.n, loop_step_when=timings.when)
+def priced_context(lm, costs, priced, gamma: int) -> dict:
+    """The cost table's side: its decode step and passes, and the reference run priced from
+    them (the prediction), for both kinds of draft."""
+    steps = {k: costs.verify_steps(k) for k in sorted(costs.verify)}
+    return dict(
+        costs=costs, priced=priced, predicted=priced.speedup,
+        table_step=costs.decode_at(costs.pass_context), pass_context=costs.pass_context,
+        verify_k=gamma + 1, verify_steps=steps.get(gamma + 1),
+        passes=[dict(n=k, seconds=costs.verify[k].median, steps=v) for k, v in steps.items()],
+        pass_figure=_figures.get((model_key(lm.model), "passes", costs.measured_at),
+                                 lambda: figures.pass_figure(
+                                     {k: t.median for k, t in costs.verify.items()})),
+        costs_measured_at=stamp(costs.measured_at),
+    )
 
 
 def lookup_context(lm, a, gamma: int) -> dict:
-    """The part of the context that is prompt lookup's: its measurement on LOOKUP_TEXT."""
+    """The part of the context that is prompt lookup's: its measurement on LOOKUP_TEXT, priced
+    from the cost table."""
     sp = lookup_speed(lm)
-    c = sp.cost_ratio
-    verify = sp.passes[LOOKUP_GAMMA + 1]
+    costs = cost_table(lm)
+    # prompt lookup runs no model: c = 0; its own measured time is counted, in steps
+    priced = price_speculative(costs, sp.pass_sizes, sp.n_tokens, 0, c=0.0,
+                               other_seconds=sp.lookup_s)
     return dict(
         lookup=True, draft=LOOKUP, problem=lm.draft_problem,
         model_name=lm.card.title if lm.card else lm.name,
@@ -407,17 +406,13 @@ def lookup_context(lm, a, gamma: int) -> dict:
         measured_at=stamp(sp.measured_at), speed=sp, speed_text=LOOKUP_TEXT,
         speed_tokens=LOOKUP_TOKENS, speed_prompt_tokens=sp.n_prompt, ref_gamma=LOOKUP_GAMMA,
         ref_mode=LOOKUP_MODE, ref_acceptance=sp.acceptance,
-        passes=[dict(n=n, seconds=t, steps=t / sp.step) for n, t in sp.passes.items()],
-        target_step=sp.step, verify_pass=verify, verify_steps=verify / sp.step,
-        mean_pass_steps=sp.mean_pass / sp.step, cost_ratio=c, speedup=sp.speedup,
-        flat_from_2=sp.passes[max(PASS_SIZES)] / sp.passes[2] < 1.5,
+        alone_step=sp.alone_step, speedup=sp.speedup, cost_ratio=0.0,
+        lookup_steps=priced.other_steps,
         try_url="/?" + urllib.parse.urlencode({"model": lm.key, "prompt": LOOKUP_TEXT})
         + "#speculative",
         expected_tokens_per_pass=None if a is None else expected_tokens_per_pass(a, gamma),
-        expected_speedup=None if a is None else expected_speedup(a, gamma, c),
         time_figure=lookup_time_figure(lm, sp),
-        pass_figure=_figures.get((model_key(lm.model), "passes", sp.measured_at),
-                                 lambda: figures.pass_figure(sp.passes)),
+        **priced_context(lm, costs, priced, LOOKUP_GAMMA),
     )
 
 
