@@ -14,8 +14,13 @@ Starts the app as `make run` does (app.py, default model and workers) on a free 
   (a slider's arrow key; a select's next option) to the last change of the page it caused (a
   MutationObserver, settled when nothing has changed for QUIET_MS and no request is in
   flight), and the bytes fetched for it. Each control is moved REPEATS times (a slider one
-  step right then back, a select to its next option): median and p95 over every move, and the
-  worst five controls by the median of their own moves.
+  step right then back, a select to its next option). The first move of a control asks for a
+  value the server has not computed yet (the page was loaded at the defaults; a control moved
+  before it went back to its default): a FIRST move, as a student's move to a value nobody
+  asked for. The moves after it ask for values the server has answered (the default, the first
+  move's value): REPEAT moves. Median and p95 of each kind, and the slowest five controls of
+  each (the median of their own moves of that kind). With two worker processes a repeat may
+  reach the worker that has not computed it: a repeat is at worst a first move.
 Results also go to bench/results/bench_browser.json with date, machine and commit.
 
 With --open, every "Go deeper" disclosure is open (`open=` in the URL names them all, as a
@@ -23,9 +28,14 @@ student who opened each one would have it) while the controls are timed, those i
 disclosures included; saved as bench_browser_open.json. With --model KEY, the page is on that
 model (model=KEY; saved as bench_browser_KEY.json, or bench_browser_open_KEY.json).
 
+With --trace FILE, the requests each move made (path, query and the htmx headers) are written
+to FILE as JSON, for bench/profile_moves.py to replay the slowest ones under a profiler.
+
     python bench/bench_browser.py [--url http://127.0.0.1:8000] [--no-save] [--limit N]
                                   [--section ID] [--repeats N] [--open] [--model KEY]
+                                  [--trace FILE]
 """
+import json
 import argparse
 import os
 import statistics
@@ -46,7 +56,7 @@ TIMEOUT_S = 20
 REPEATS = 3
 
 WATCH = """() => {
-  window.__bench = {last: 0, pressed: 0, inflight: 0};
+  window.__bench = {last: 0, pressed: 0, inflight: 0, answered: 0};
   new MutationObserver(() => { window.__bench.last = performance.now(); })
     .observe(document.body, {subtree: true, childList: true, attributes: true,
                              characterData: true});
@@ -56,6 +66,9 @@ WATCH = """() => {
   }
   document.addEventListener('htmx:beforeRequest', () => { window.__bench.inflight += 1; });
   document.addEventListener('htmx:afterRequest', () => { window.__bench.inflight -= 1; });
+  // an answer arrived (before htmx swaps it in)
+  document.addEventListener('htmx:beforeOnLoad', () => {
+    window.__bench.answered = performance.now(); });
 }"""
 
 
@@ -80,20 +93,38 @@ class Transfer:
         self.requests += 1
 
 
-def settle(page, started_at: float) -> float:
-    """Wait until nothing changed for QUIET_MS and no request is in flight; milliseconds from
-    the key press to the last change (None when nothing changed)."""
-    deadline = time.time() + TIMEOUT_S
-    while time.time() < deadline:
-        b = page.evaluate("() => [window.__bench.last, window.__bench.inflight, "
-                          "window.__bench.pressed, performance.now()]")
-        last, inflight, pressed, now = b
-        if inflight <= 0 and now - max(last, pressed or started_at) >= QUIET_MS:
-            break
-        page.wait_for_timeout(50)
-    last, pressed = page.evaluate("() => [window.__bench.last, window.__bench.pressed]")
+SETTLED = """([quietMs, timeoutMs]) => new Promise(resolve => {
+  // resolves once nothing has changed for quietMs and no request is in flight: checked at each
+  // change, each htmx event and quietMs after the latest of them (the page's own timers)
+  const b = window.__bench, t0 = performance.now();
+  let timer = null;
+  const check = () => {
+    const now = performance.now(), since = now - Math.max(b.last, b.pressed || t0);
+    if ((b.inflight <= 0 && since >= quietMs) || now - t0 > timeoutMs) { finish(); return; }
+    clearTimeout(timer);
+    timer = setTimeout(check, b.inflight > 0 ? quietMs : quietMs - since + 1);
+  };
+  const obs = new MutationObserver(check);
+  const finish = () => { obs.disconnect(); clearTimeout(timer);
+    document.removeEventListener('htmx:afterRequest', check); resolve(); };
+  obs.observe(document.body, {subtree: true, childList: true, attributes: true,
+                              characterData: true});
+  document.addEventListener('htmx:afterRequest', check);
+  check();
+})"""
+
+
+def settle(page, started_at: float) -> tuple:
+    """Wait until nothing changed for QUIET_MS and no request is in flight (SETTLED, in the
+    page); milliseconds from the key press to the last change (None when nothing changed), and
+    from the key press to the last answer's arrival (None when nothing was asked): the rest is
+    the browser's work (swapping, drawing the figures)."""
+    page.evaluate(SETTLED, [QUIET_MS, TIMEOUT_S * 1000])
+    last, pressed, answered = page.evaluate(
+        "() => [window.__bench.last, window.__bench.pressed, window.__bench.answered]")
     pressed = pressed or started_at
-    return (last - pressed) if last > pressed else None
+    return ((last - pressed) if last > pressed else None,
+            (answered - pressed) if answered > pressed else None)
 
 
 def load_everything(page):
@@ -190,6 +221,47 @@ def move(page, c, back=False) -> None:
         el.select_option(options[(i + 1) % len(options)])
 
 
+class Requests:
+    """The page's own requests (sections, the overview, the page) since the last take():
+    path with query and the htmx headers the server reads."""
+    KEPT = ("hx-request", "hx-target", "hx-trigger", "x-sections", "hx-current-url",
+            "hx-history-restore-request")
+
+    def __init__(self, page, base):
+        self.base, self.seen = base, []
+        page.on("request", self.add)
+
+    def add(self, request):
+        path = request.url[len(self.base):]
+        if request.url.startswith(self.base) and not path.startswith(("/static/", "/assets/")):
+            headers = {k: v for k, v in request.headers.items() if k.lower() in self.KEPT}
+            self.seen.append({"url": path, "headers": headers})
+
+    def take(self) -> list:
+        seen, self.seen = self.seen, []
+        return seen
+
+
+def kind_stats(steps, kind: str) -> dict:
+    """Median, p95 and the slowest five controls of one kind of move ("first" or "repeat")."""
+    own = [s for s in steps if s["kind"] == kind and s["ms"] is not None]
+    if not own:
+        return None
+    times = [s["ms"] for s in own]
+    per = {}
+    for s in own:
+        per.setdefault(s["id"], []).append(s)
+    slowest = sorted(({"id": i, "section": ss[0]["section"], "moves": len(ss),
+                       "ms": round(statistics.median(x["ms"] for x in ss), 1)}
+                      for i, ss in per.items()), key=lambda c: -c["ms"])[:5]
+    answered = [s["answered_ms"] for s in own if s.get("answered_ms") is not None]
+    return {"moves": len(own), "median": round(statistics.median(times), 1),
+            "p95": round(pct(times, 95), 1), "slowest5": slowest,
+            # the key press to the last answer's arrival: the server's part and the network's
+            "answered_median": round(statistics.median(answered), 1) if answered else None,
+            "answered_p95": round(pct(answered, 95), 1) if answered else None}
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--url", help="a server already running on this machine "
@@ -203,6 +275,7 @@ def main(argv=None):
     ap.add_argument("--repeats", type=int, default=REPEATS, help="moves per control")
     ap.add_argument("--section", action="append", default=[],
                     help="measure only the controls of this section (repeatable; implies --no-save)")
+    ap.add_argument("--trace", help="write each move's requests to this JSON file")
     args = ap.parse_args(argv)
     from playwright.sync_api import sync_playwright
 
@@ -216,6 +289,7 @@ def main(argv=None):
                                           bypass_csp=True)
             page = context.new_page()
             transfer = Transfer(page)
+            asked = Requests(page, base)
             t0 = time.perf_counter()
             page.goto(base + "/" + (f"?model={args.model}" if args.model else ""),
                       wait_until="networkidle")
@@ -241,6 +315,7 @@ def main(argv=None):
                       f"{result['open']['open_now']} open on the page")
 
             page.evaluate(WATCH)
+            asked.take()
             found = controls(page)
             if args.section:
                 found = [c for c in found if c["section"] in args.section]
@@ -252,13 +327,17 @@ def main(argv=None):
                     if not page.locator(f"#{c['id']}").is_visible():
                         skipped.append(c["id"])      # hidden or replaced by an earlier step
                         break
-                    page.evaluate("() => { window.__bench.pressed = 0; window.__bench.last = 0; }")
+                    page.evaluate("() => { window.__bench.pressed = 0; window.__bench.last = 0; "
+                                  "window.__bench.answered = 0; }")
                     before = transfer.bytes
                     started = page.evaluate("() => performance.now()")
                     move(page, c, back=k % 2 == 1)
-                    ms = settle(page, started)
-                    steps.append({**c, "move": k, "ms": None if ms is None else round(ms, 1),
-                                  "bytes": transfer.bytes - before})
+                    ms, answered = settle(page, started)
+                    steps.append({**c, "move": k, "kind": "first" if k == 0 else "repeat",
+                                  "ms": None if ms is None else round(ms, 1),
+                                  "answered_ms": None if answered is None else round(answered, 1),
+                                  "bytes": transfer.bytes - before,
+                                  "requests": asked.take()})
                 if any(s["id"] == c["id"] for s in steps):
                     moved.append(c)
             changed = [s for s in steps if s["ms"] is not None]
@@ -280,16 +359,26 @@ def main(argv=None):
                 "bytes": {"median": statistics.median(sizes), "p95": pct(sizes, 95)}
                 if sizes else None,
                 "worst5": sorted(per_control, key=lambda s: -s["ms"])[:5],
-                "all": steps}
+                "first": kind_stats(steps, "first"), "repeat": kind_stats(steps, "repeat"),
+                "all": [{k: v for k, v in s.items() if k != "requests"} | {
+                    "requests": len(s["requests"])} for s in steps]}
+            if args.trace:
+                with open(args.trace, "w") as f:
+                    json.dump({"base": base, "model": args.model, "steps": steps}, f, indent=1)
             print(f"{len(moved)} controls (sliders and selects in sections), {len(steps)} moves: "
                   f"key press to the last change of the page")
             if times:
                 print(f"  median {statistics.median(times):.0f} ms, p95 {pct(times, 95):.0f} ms; "
                       f"bytes per step median {statistics.median(sizes) / 1e3:.1f} kB, "
                       f"p95 {pct(sizes, 95) / 1e3:.1f} kB")
-            for s in result["controls"]["worst5"]:
-                print(f"  slowest: {s['section']}/{s['id']} {s['ms']:.0f} ms (median of its "
-                      f"{s['moves']} moves), {s['bytes'] / 1e3:.1f} kB")
+            for kind in ("first", "repeat"):
+                k = result["controls"][kind]
+                if k:
+                    print(f"  {kind} moves ({k['moves']}): median {k['median']:.0f} ms, "
+                          f"p95 {k['p95']:.0f} ms (the answers in: median "
+                          f"{k['answered_median'] or 0:.0f} ms, p95 {k['answered_p95'] or 0:.0f}"
+                          " ms); slowest: " + ", ".join(
+                              f"{c['section']}/{c['id']} {c['ms']:.0f} ms" for c in k["slowest5"]))
             if skipped:
                 print("  not visible when their turn came: " + ", ".join(skipped))
             if result["controls"]["unchanged"]:

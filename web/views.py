@@ -94,7 +94,55 @@ def keep_part(part_id: str, html):
     """The `part` macro's record of a part's content as its section renders (a Jinja global):
     a control that changes one part is answered with that part alone (section())."""
     g.setdefault("rendered_parts", {})[part_id] = html
+    stack = g.get("part_stack")
+    if stack and stack[-1] == part_id:
+        stack.pop()
     return html
+
+
+# part id -> the ids of the parts it was seen inside (learned from whole renders, per process)
+PART_ANCESTORS = {}
+
+
+def part_wanted(part_id: str) -> bool:
+    """Whether the `part` macro renders this part's content (a Jinja global, asked as the part
+    opens): every part when the whole section is asked for; when one part alone is
+    (g.only_part), that part, the parts inside it and the parts seen around it, so that the
+    others' content (their
+    figures, tables, the model runs their templates ask for) is neither computed nor rendered
+    for an answer that would leave it out. A whole render records which parts hold which."""
+    only = g.get("only_part")
+    if only is None:
+        stack = g.setdefault("part_stack", [])
+        if stack:
+            PART_ANCESTORS.setdefault(part_id, set()).update(stack)
+        stack.append(part_id)
+        return True
+    stack = g.setdefault("part_stack", [])
+    wanted = part_id == only or only in stack or part_id in PART_ANCESTORS.get(only, ())
+    if wanted:
+        stack.append(part_id)
+    return wanted
+
+
+bp.add_app_template_global(part_wanted)
+
+
+def render_part(lm, state, s, target: str):
+    """(the section's partial, the content of part `target` or None when it has no such
+    part): the section rendered with that part's content alone (part_wanted), or whole when
+    the part was not among what that render reached (a part never seen, or inside another
+    one not known yet to hold it)."""
+    g.rendered_parts, g.part_stack, g.only_part = {}, [], target
+    try:
+        body = render_section(lm, state, s)
+    finally:
+        g.only_part = None
+    if target in g.rendered_parts:
+        return body, g.rendered_parts[target]
+    g.rendered_parts, g.part_stack = {}, []
+    body = render_section(lm, state, s)
+    return body, g.rendered_parts.get(target)
 
 
 def is_partial_request() -> bool:
@@ -140,10 +188,12 @@ def section(section_id):
     if s is None:
         abort(404)
     lm, state = current_state()
-    g.rendered_parts = {}
-    body = render_section(lm, state, s)
     target = request.headers.get("HX-Target", "") if is_partial_request() else ""
-    part = g.rendered_parts.get(target) if target.startswith(s.id + "-") else None
+    if target.startswith(s.id + "-"):
+        body, part = render_part(lm, state, s, target)
+    else:
+        g.rendered_parts = {}
+        body, part = render_section(lm, state, s), None
     if part is not None:
         # A control that changes one part gets that part, and every message of the section out
         # of band (its own message sits next to it, outside the part).
