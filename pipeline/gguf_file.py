@@ -7,7 +7,9 @@ The file is read with llama.cpp's own Python reader (the `gguf` package: `GGUFRe
                embedding_length, feed_forward_length, attention.head_count(_kv),
                attention.key_length (the head width, when it is not width / heads: Mistral
                Nemo, Qwen3), rope.freq_base, the norm's epsilon, context_length;
-               tokenizer.ggml.* (a byte-level BPE: tokens, token_type, merges, pre, bos/eos ids)
+               tokenizer.ggml.* (a byte-level BPE, model "gpt2": tokens, token_type, merges,
+               pre, bos/eos ids; or SentencePiece's, model "llama": tokens, scores, token_type,
+               add_space_prefix, read by pipeline.spm)
     tensors    token_embd, blk.N.{attn_norm, attn_q, attn_k, attn_v, attn_output, ffn_norm,
                ffn_gate, ffn_up, ffn_down}, output_norm, output (Llama), and
                  rope_freqs (Llama 3.1+: the divisor of each RoPE pair's frequency, which
@@ -51,6 +53,7 @@ import numpy as np
 from .bpe import GPT2_PAT
 from .errors import ModelLoadError
 from .model import Model, ModelConfig
+from .spm import SentencePieceBPE
 from .tokenizer import TokenizerLoadError, _byte_level_encoding
 
 SUPPORTED_TYPES = ("F32", "F16", "BF16", "Q8_0", "Q4_0", "Q4_1", "Q5_0", "Q5_1",
@@ -76,6 +79,9 @@ LLAMA3_PAT = (r"""(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,
 PRE_PATTERNS = {"default": GPT2_PAT, "gpt-2": GPT2_PAT, "gpt2": GPT2_PAT, "smollm": SMOLLM_PAT,
                 "llama-bpe": LLAMA3_PAT, "llama3": LLAMA3_PAT, "llama-v3": LLAMA3_PAT,
                 "qwen2": QWEN2_PAT, "deepseek-r1-qwen": QWEN2_PAT}
+
+# SentencePiece splits nothing before merging (pipeline.spm): the whole text is one piece.
+SPM_PAT = r"[\s\S]+"
 
 _PATTERNS = {}  # realpath of a loaded .gguf -> its pre-tokenizer regex (pretokenizer_pattern)
 
@@ -374,7 +380,8 @@ def read_params(tensors: dict, c: ModelConfig, path: str, arch: str = "llama") -
 # --- tokenizer ----------------------------------------------------------------------------------
 
 def read_tokenizer(fields: _Fields, path: str, vocab_rows: int = 0):
-    """(tiktoken Encoding, pre-tokenizer regex) from tokenizer.ggml.*.
+    """(tiktoken Encoding, pre-tokenizer regex) from tokenizer.ggml.*; for a SentencePiece
+    vocabulary (model "llama") a pipeline.spm.SentencePieceBPE, which has the same interface.
 
     Some vocabularies lack a few single bytes (SmolLM2 has no token for 0x04, 0xc0, 0xff...:
     bytes that are not in valid UTF-8 or are control characters). tiktoken needs every byte, so
@@ -382,9 +389,11 @@ def read_tokenizer(fields: _Fields, path: str, vocab_rows: int = 0):
     refuses the id, where llama.cpp and transformers drop the byte silently."""
     from gguf import TokenType          # here: importing gguf takes ~0.1 s, only GGUF users pay
     model = fields.need("tokenizer.ggml.model", str)
+    if model == "llama":
+        return read_sentencepiece(fields, path), SPM_PAT
     if model != "gpt2":
         raise ModelLoadError(f"{path}: tokenizer.ggml.model {model!r} is not supported "
-                             "(a byte-level BPE, \"gpt2\", only)")
+                             "(a byte-level BPE, \"gpt2\", or SentencePiece's, \"llama\")")
     pre = fields.get("tokenizer.ggml.pre", "default", str)
     if pre not in PRE_PATTERNS:
         raise ModelLoadError(f"{path}: tokenizer.ggml.pre {pre!r} is not a pre-tokenizer this "
@@ -422,6 +431,21 @@ def read_tokenizer(fields: _Fields, path: str, vocab_rows: int = 0):
     return enc, PRE_PATTERNS[pre]
 
 
+def read_sentencepiece(fields: _Fields, path: str) -> SentencePieceBPE:
+    """tokenizer.ggml.model "llama": tokens, scores, token types (pipeline.spm)."""
+    tokens = fields.need("tokenizer.ggml.tokens", list)
+    scores = fields.need("tokenizer.ggml.scores", list)
+    types = fields.get("tokenizer.ggml.token_type", [1] * len(tokens), list)
+    if not (len(tokens) == len(scores) == len(types)):
+        raise ModelLoadError(f"{path}: tokenizer.ggml.tokens / scores / token_type have "
+                             f"{len(tokens)} / {len(scores)} / {len(types)} entries")
+    name = os.path.splitext(os.path.basename(path))[0]
+    return SentencePieceBPE(name, tokens, scores, types,
+                            add_space_prefix=fields.get("tokenizer.ggml.add_space_prefix", True,
+                                                        bool),
+                            unk_id=fields.get("tokenizer.ggml.unknown_token_id", None, int))
+
+
 def read_metadata(fields: _Fields) -> dict:
     import gguf
     meta = {}
@@ -446,8 +470,10 @@ def pattern_of(path: str) -> str:
     """The pre-tokenizer regex of a .gguf file: remembered from its load, else read."""
     key = os.path.realpath(path)
     if key not in _PATTERNS:
-        pre = _Fields(_open(path), path).get("tokenizer.ggml.pre", "default", str)
-        return PRE_PATTERNS.get(pre, GPT2_PAT)
+        fields = _Fields(_open(path), path)
+        if fields.get("tokenizer.ggml.model", "gpt2", str) == "llama":
+            return SPM_PAT
+        return PRE_PATTERNS.get(fields.get("tokenizer.ggml.pre", "default", str), GPT2_PAT)
     return _PATTERNS[key]
 
 

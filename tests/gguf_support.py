@@ -15,6 +15,7 @@ CONTROL token, bos = eos = <|endoftext|>.
 import functools
 import math
 import os
+import re
 
 import gguf
 import numpy as np
@@ -58,6 +59,9 @@ CHECKPOINTS = {
     "llama_hd32_f32": ("llama", "F32", {"head_dim": 32}),
     "llama_hd32_f16": ("llama", "F16", {"head_dim": 32, "untied": True}),
     "llama_hd32_q8_0": ("llama", "Q8_0", {"head_dim": 32}),
+    # a SentencePiece vocabulary (tokenizer.ggml.model "llama": Llama 2, Mistral 7B, TinyLlama)
+    "llama_spm_f32": ("llama", "F32", {"spm": True}),
+    "llama_spm_q8_0": ("llama", "Q8_0", {"spm": True, "untied": True}),
     # Qwen2 / Qwen2.5: q, k, v biases, rows not permuted, tied (0.5B) or untied (7B) unembedding
     "qwen2_f32": ("qwen2", "F32", {"pre": "qwen2"}),
     "qwen2_f16": ("qwen2", "F16", {"pre": "qwen2", "untied": True}),
@@ -93,6 +97,50 @@ def tokenizer_tables() -> tuple:
     return tuple(tokens), tuple(int(t) for t in types), tuple(merge_lines)
 
 
+SPM_MERGES = 120                       # the SentencePiece vocabulary's learned pieces
+
+
+@functools.lru_cache(maxsize=None)
+def sentencepiece_tables() -> tuple:
+    """(tokens, scores, token types) of a tiny SentencePiece BPE vocabulary in GGUF's spelling, as
+    llama.cpp's converter writes Llama 2's (SentencePieceTokenTypes): <unk>, <s>, </s>, the 256
+    byte pieces <0x00>..<0xFF>, the learned pieces (score -k for the k-th merge, so earlier
+    merges win), then the single characters (score -1e9: never the result of a merge).
+
+    The pieces are learned on TRAIN_TEXT as SentencePiece's BPE trainer does: spaces written
+    "▁", one in front, pieces not crossing into a word's "▁" (whitespace runs do merge)."""
+    text = "\u2581" + TRAIN_TEXT.replace(" ", "\u2581").replace("\n", "\u2581")
+    words = [list(w) for w in re.findall("\u2581+[^\u2581]*|[^\u2581]+", text)]
+    chars = sorted({c for w in words for c in w})
+    learned = []
+    for _ in range(SPM_MERGES):
+        pairs = {}
+        for w in words:
+            for a, b in zip(w, w[1:]):
+                pairs[(a, b)] = pairs.get((a, b), 0) + 1
+        if not pairs:
+            break
+        (a, b), _ = max(pairs.items(), key=lambda kv: (kv[1], kv[0]))
+        merged = a + b
+        if merged not in learned:
+            learned.append(merged)
+        for w in words:
+            i = 0
+            while i < len(w) - 1:
+                if w[i] == a and w[i + 1] == b:
+                    w[i:i + 2] = [merged]
+                i += 1
+    singles = [c for c in chars if c not in learned]
+    tokens = (["<unk>", "<s>", "</s>"] + [f"<0x{b:02X}>" for b in range(256)] + learned
+              + singles)
+    scores = [0.0] * 259 + [-float(k) for k in range(len(learned))] + [-1e9] * len(singles)
+    types = ([int(gguf.TokenType.UNKNOWN), int(gguf.TokenType.CONTROL),
+              int(gguf.TokenType.CONTROL)] + [int(gguf.TokenType.BYTE)] * 256
+             + [int(gguf.TokenType.NORMAL)] * (len(learned) + len(singles)))
+    assert len(set(tokens)) == len(tokens)
+    return tuple(tokens), tuple(scores), tuple(types)
+
+
 def dims(arch: str, qtype: str, head_dim: int = None) -> dict:
     if arch == "gpt2":
         return dict(d=64, n_heads=4, n_kv_heads=4, d_ff=256, n_layers=2, n_ctx=1024, hd=16)
@@ -121,11 +169,13 @@ def llama3_rope_factors(head_dim: int, theta: float, factor: float, low_freq_fac
     return np.array(out, dtype=np.float32)
 
 
-def hf_weights(arch: str, qtype: str, untied: bool, seed: int, head_dim: int = None) -> dict:
+def hf_weights(arch: str, qtype: str, untied: bool, seed: int, head_dim: int = None,
+               spm: bool = False) -> dict:
     """Seeded weights in Hugging Face names and layouts (what the checkpoint means)."""
     g = np.random.default_rng(seed)
     k = dims(arch, qtype, head_dim)
-    d, d_ff, V = k["d"], k["d_ff"], len(tokenizer_tables()[0])
+    d, d_ff = k["d"], k["d_ff"]
+    V = len((sentencepiece_tables() if spm else tokenizer_tables())[0])
     hd = k["hd"]
 
     def lin(*shape):
@@ -217,10 +267,12 @@ def write_checkpoint(path: str, name: str, seed: int, pre: str = None) -> str:
     untied = opts.get("untied", False)
     pre = pre or opts.get("pre", "default")
     k = dims(arch, qtype, opts.get("head_dim"))
-    w = hf_weights(arch, qtype, untied, seed, opts.get("head_dim"))
+    w = hf_weights(arch, qtype, untied, seed, opts.get("head_dim"), opts.get("spm", False))
     theta = LLAMA3_THETA if opts.get("llama3") else ROPE_THETA.get(arch)
     g = np.random.default_rng(seed + 1)                     # the K-quants' raw blocks
     tokens, types, merges = tokenizer_tables()
+    if opts.get("spm"):
+        tokens, spm_scores, types = sentencepiece_tables()
     eot = len(tokens) - 1
 
     writer = gguf.GGUFWriter(path, arch)
@@ -249,13 +301,23 @@ def write_checkpoint(path: str, name: str, seed: int, pre: str = None) -> str:
     ftype = next(f for f in ("ALL_F32" if qtype == "F32" else "", f"MOSTLY_{qtype}",
                              f"MOSTLY_{qtype}_M") if f in ftypes)
     writer.add_file_type(int(ftypes[ftype]))
-    writer.add_tokenizer_model("gpt2")
-    writer.add_tokenizer_pre(pre)
-    writer.add_token_list(list(tokens))
-    writer.add_token_types(list(types))
-    writer.add_token_merges(list(merges))
-    writer.add_bos_token_id(eot)
-    writer.add_eos_token_id(eot)
+    if opts.get("spm"):                  # LlamaModel._set_vocab_sentencepiece
+        writer.add_tokenizer_model("llama")
+        writer.add_tokenizer_pre("default")
+        writer.add_token_list(list(tokens))
+        writer.add_token_scores(list(spm_scores))
+        writer.add_token_types(list(types))
+        writer.add_bos_token_id(1)
+        writer.add_eos_token_id(2)
+        writer.add_unk_token_id(0)
+    else:
+        writer.add_tokenizer_model("gpt2")
+        writer.add_tokenizer_pre(pre)
+        writer.add_token_list(list(tokens))
+        writer.add_token_types(list(types))
+        writer.add_token_merges(list(merges))
+        writer.add_bos_token_id(eot)
+        writer.add_eos_token_id(eot)
 
     if opts.get("llama3"):               # written first, as generate_extra_tensors is
         writer.add_tensor("rope_freqs.weight", llama3_rope_factors(k["hd"], theta,

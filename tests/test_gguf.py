@@ -29,6 +29,7 @@ from pipeline.gguf_file import SMOLLM_PAT, StoredTensor, read_stored_bytes, unpe
 from pipeline.loader import pretokenizer_pattern
 from pipeline.model import Model, llama3_scaled_frequencies, rope_frequencies, softmax
 from pipeline.sizes import counted_from_arrays, parameter_counts
+from pipeline.spm import SentencePieceBPE, merge_pieces
 from pipeline.tokenizer import TokenizerLoadError, is_tiktoken_dir
 from pipeline.tokenizer import pretokenizer_pattern as directory_pattern
 
@@ -102,17 +103,21 @@ def test_top5_at_every_position_match_transformers(tiny, name):
 
 
 @pytest.mark.parametrize("name", [n for n in TINY if n.startswith(("llama_q4_1", "gpt2_q8_0"))
-                                  or CHECKPOINTS[n][2].get("pre")])
+                                  or CHECKPOINTS[n][2].get("pre") or CHECKPOINTS[n][2].get("spm")])
 def test_tokenizer_matches_transformers(tiny, name):
     """The tiny byte-level BPE split as tokenizer.ggml.pre says: "default" (GPT-2), "qwen2"
-    (Qwen2 / Qwen3) and "llama-bpe" (Llama 3), the latter two on the hard cases (digits,
-    whitespace runs, CJK, emoji, code) of make_gguf_fixtures.HARD_TOKENIZER_CASES."""
+    (Qwen2 / Qwen3) and "llama-bpe" (Llama 3), and the tiny SentencePiece vocabulary (scores,
+    "▁", byte fallback); all but GPT-2's on the hard cases (digits, whitespace runs, CJK, emoji,
+    code) of make_gguf_fixtures.HARD_TOKENIZER_CASES."""
     ref, tok = REF["tiny"][name], tiny(name).tokenizer
     assert tok.encode(ref["prompt"]) == ref["input_ids"]
     for case in ref["tokenizer_cases"]:
         allowed = "all" if case.get("special") else set()
         assert tok.encode(case["text"], allowed_special=allowed) == case["ids"], case["text"]
-        assert tok.decode(case["ids"]) == case["text"]
+        text = case["text"]
+        if CHECKPOINTS[name][2].get("spm") and text.startswith(" "):
+            text = text[1:]             # " hi" is "▁hi" as "hi" is (pipeline.spm's docstring)
+        assert tok.decode(case["ids"]) == text
 
 
 def test_config_and_layouts(tiny):
@@ -241,6 +246,20 @@ def test_qwen3_head_norms_are_hooked_and_matter(tiny):
         del b["attn"]["q_norm"], b["attn"]["k_norm"]
     diff = np.abs(Model(replace(c, qk_norm=False), bare).forward(ref["input_ids"]) - logits).max()
     assert diff > 1.0
+
+
+def test_sentencepiece_merges_by_score_not_by_id():
+    """pipeline.spm merges the best-scoring pair first, whatever the ids (a tiktoken Encoding
+    would merge by id); a character with no piece falls back to its bytes, <unk> without them."""
+    tokens = ["<unk>", "a", "b", "c", "ab", "bc", "<0xC3>", "<0xA9>", "\u2581"]
+    types = [2, 1, 1, 1, 1, 1, 6, 6, 1]
+    for scores, pieces in (([0, -9, -9, -9, -1, -5, 0, 0, -9], ["ab", "c"]),
+                           ([0, -9, -9, -9, -5, -1, 0, 0, -9], ["a", "bc"])):
+        assert merge_pieces("abc", {t: i for i, t in enumerate(tokens)}, scores) == pieces
+        spm = SentencePieceBPE("t", tokens, scores, types, add_space_prefix=False)
+        assert spm.encode_ordinary("abc") == [tokens.index(p) for p in pieces]
+    assert spm.encode_ordinary("a\u00e9z") == [1, 6, 7, 0]            # é as bytes, z unknown
+    assert spm.decode([1, 6, 7]) == "a\u00e9" and spm.decode_single_token_bytes(6) == b"\xc3"
 
 
 @pytest.mark.parametrize("name", TINY)
