@@ -45,7 +45,7 @@ import time
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(ROOT, "bench"))
 
-from local_server import CHROMIUM, save_result, serve, stop_server  # noqa: E402
+from local_server import CHROMIUM, save_result, serve, stop_server, wait_until_ready  # noqa: E402, E501
 from local_server import CHROMIUM_ARGS as ARGS  # noqa: E402
 WIDTH, HEIGHT = 1280, 900
 CORE_HEIGHT = 800              # a core is one screen of a 1280x800 laptop
@@ -282,6 +282,8 @@ def main(argv=None):
     base, server = serve(args.url)
     result = {}
     try:
+        if args.model:                          # it warms after the server answers
+            print(f"model={args.model} ready after {wait_until_ready(base, args.model):.0f} s")
         with sync_playwright() as p:
             browser = p.chromium.launch(executable_path=CHROMIUM, args=ARGS)
             # bypass_csp: the page forbids eval, which page.evaluate needs; nothing else changes.

@@ -79,10 +79,16 @@ def main(argv=None):
             path, kind, headers = s.choose(first=round_ == 0)
             if kind == "section load":                  # which section loaded itself
                 kind = "load " + path.split("?")[0].rsplit("/", 1)[-1]
-            t = time.process_time()
-            status = client.get(path, headers=headers).status_code
-            cpu[(s.model or "default", kind)].append(time.process_time() - t)
-            statuses[status] += 1
+            asked = [(path, kind, headers)]
+            while asked:                 # the request, then the page's followers of its change
+                path, kind, headers = asked.pop(0)
+                t = time.process_time()
+                response = client.get(path, headers=headers)
+                cpu[(s.model or "default", kind)].append(time.process_time() - t)
+                statuses[response.status_code] += 1
+                asked += s.seen(path, kind, response.status_code,
+                                response.get_data(as_text=True),
+                                {"HX-Trigger": response.headers.get("HX-Trigger", "")})
     wall = time.perf_counter() - started
 
     class_seconds = args.rounds * SECONDS_PER_ROUND

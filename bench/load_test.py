@@ -7,11 +7,18 @@ the first one at a random moment of the first 2 s) does what the page's htmx doe
 - one time in ten, types a new prompt of their own (a passage cut at random from a held-out
   chapter of Pride and Prejudice, so no two students share one; with --fixed-prompts, one of six
   fixed prompts instead): GET / with `X-Sections` naming the sections on their screen;
-- one time in five, scrolls on to another section, which loads itself: GET /section/<id>;
-- otherwise moves a real control of the section on their screen to a valid value:
-  GET /section/<id>?<whole state>.
-Controls and values are real ones of the registered sections (web/registry.py), chosen at random
-with a fixed seed.
+- otherwise moves a control of a random section to a random value of the control's whole range
+  (a slider's min to max in its steps, any option of a select), as the page they were sent
+  shows it for their prompt: GET /section/<id>?<whole state> with the control's HX-Target and
+  HX-Trigger. A section not on their page yet for this prompt loads itself first (GET
+  /section/<id>, as it does when scrolled to): that is the request of that turn, and the move
+  is the next. When an answer names a change (HX-Trigger: "<id>-changed"), the elements of the
+  student's page that follow it (hx-trigger "<id>-changed from:body") ask for their part at
+  once, as htmx does.
+The controls, their ranges and the followers are read from the HTML each answer brings (the
+page's <input type="range"> and <select>); choices are random with a fixed seed.
+With --picked-values, the former class instead: moves among a hand-picked list of values
+(MOVES) of the section on screen, one time in five scrolling on to another section.
 
 By default the script starts the app itself as `make run` serves it (app.py, the default model)
 on a free port of 127.0.0.1, waits until it answers, runs the class and stops the server. `--url`
@@ -31,7 +38,10 @@ started the server.
 
     python bench/load_test.py [--students 60] [--seconds 60] [--workers N] [--fixed-prompts]
                               [--smollm2 N] [--url http://127.0.0.1:8000] [--no-save]
+                              [--picked-values]
 """
+import html as html_text
+import re
 import argparse
 import collections
 import http.client
@@ -48,7 +58,7 @@ sys.path.insert(0, ROOT)
 sys.path.insert(0, os.path.join(ROOT, "bench"))
 
 from local_server import (loopback_only, save_result, serve, server_memory,  # noqa: E402
-                          stop_server)
+                          stop_server, wait_until_ready)
 from web.registry import all_params  # noqa: E402
 
 HELD_OUT = os.path.join(ROOT, "tests", "data", "heldout_pride_and_prejudice_ch10.txt")
@@ -119,10 +129,74 @@ def own_prompt(rng: random.Random, words: list) -> str:
     return text
 
 
+# --- the page's own controls, read from its HTML -----------------------------------------------
+_SECTION = re.compile(r'<section id="([a-z0-9_-]+)" class="section"')
+_ATTR = re.compile(r'([a-zA-Z_:][-a-zA-Z0-9_:.]*)="([^"]*)"')
+_RANGE = re.compile(r'<input\b[^>]*\btype="range"[^>]*>')
+_SELECT = re.compile(r'<select\b([^>]*)>(.*?)</select>', re.S)
+_OPTION = re.compile(r'<option\b[^>]*\bvalue="([^"]*)"')
+_FOLLOWER = re.compile(r'<[a-z]+\b[^>]*\bhx-trigger="[^"]*-changed from:body[^"]*"[^>]*>')
+
+
+def attrs(tag: str) -> dict:
+    return {k: html_text.unescape(v) for k, v in _ATTR.findall(tag)}
+
+
+def range_values(a: dict) -> list:
+    """Every value of a slider from its min to its max in its steps, as the browser writes
+    them."""
+    step = a.get("step", "1")
+    lo, hi = float(a.get("min", "0")), float(a.get("max", "100"))
+    st = float(step) if step != "any" else 0.01
+    n = int(round((hi - lo) / st + 1e-9))
+    decimals = len(step.split(".")[1]) if "." in step else 0
+    out = []
+    for k in range(n + 1):
+        v = lo + k * st
+        out.append(str(int(round(v))) if decimals == 0 and float(v).is_integer()
+                   else f"{v:.{max(decimals, 1)}f}".rstrip("0").rstrip("."))
+    return out
+
+
+def page_controls(text: str, section: str = None) -> dict:
+    """{section id: {"controls": [(name, values, HX-Target, element id)], "followers":
+    [(event, path, HX-Target, element id)]}} of the sections in this HTML (`section`: the
+    section a part belongs to, when the HTML holds no section's box)."""
+    cuts = [(m.start(), m.group(1)) for m in _SECTION.finditer(text)]
+    if not cuts:
+        cuts = [(0, section)] if section else []
+    out = {}
+    for i, (at, sid) in enumerate(cuts):
+        chunk = text[at:cuts[i + 1][0] if i + 1 < len(cuts) else len(text)]
+        found = out.setdefault(sid, {"controls": [], "followers": []})
+        for tag in _RANGE.findall(chunk):
+            a = attrs(tag)
+            if a.get("name") and "disabled" not in a and a.get("hx-get"):
+                found["controls"].append((a["name"], range_values(a),
+                                          a.get("hx-target", "").lstrip("#"), a.get("id", "")))
+        for head, body in _SELECT.findall(chunk):
+            a = attrs(head)
+            values = _OPTION.findall(body)
+            if a.get("name") and values and a.get("hx-get"):
+                found["controls"].append((a["name"], [html_text.unescape(v) for v in values],
+                                          a.get("hx-target", "").lstrip("#"), a.get("id", "")))
+        for tag in _FOLLOWER.findall(chunk):
+            a = attrs(tag)
+            for event in re.findall(r"([a-z0-9_-]+-changed) from:body", a["hx-trigger"]):
+                found["followers"].append((event, a.get("hx-get", "").split("?")[0],
+                                           a.get("hx-target", "").lstrip("#"), a.get("id", "")))
+    return out
+
+
 class Student(threading.Thread):
-    def __init__(self, n, parts, stop_at, rng_seed, results, lock, words, model=None):
+    def __init__(self, n, parts, stop_at, rng_seed, results, lock, words, model=None,
+                 picked=False):
         super().__init__(daemon=True)
         self.model = model                  # None: the default model; else its model= name
+        self.picked = picked                # --picked-values: the former hand-picked moves
+        self.page = {}                      # section id -> its controls and followers, read
+        self.going_to = None                #   from the answers for this prompt; the section
+        #                                     a move is on its way to (loaded first)
         self.rng = random.Random(rng_seed)
         self.parts, self.stop_at = parts, stop_at
         self.results, self.lock = results, lock
@@ -142,9 +216,69 @@ class Student(threading.Thread):
         self.conn = http.client.HTTPConnection(self.parts.hostname, self.parts.port or 80,
                                                timeout=30)
 
+    def query(self, path: str) -> str:
+        chosen = {"model": self.model} if self.model else {}
+        return path + "?" + urllib.parse.urlencode(
+            {**chosen, "prompt": self.prompt, **self.state}, quote_via=urllib.parse.quote)
+
+    def seen(self, path: str, kind: str, status, text: str, headers: dict) -> list:
+        """Read an answer (its HTML: the controls of the sections it holds; its HX-Trigger):
+        the requests of the page's elements that follow the change it names, as
+        [(path with query, kind, headers)]."""
+        if status != 200 or self.picked:
+            return []
+        section = path.split("?")[0].rsplit("/", 1)[-1] if path.startswith("/section/") else None
+        for sid, found in page_controls(text, section).items():
+            if sid is None:
+                continue
+            mine = self.page.setdefault(sid, {"controls": {}, "followers": {}})
+            for c in found["controls"]:
+                mine["controls"][c[0]] = c
+            for f in found["followers"]:
+                mine["followers"][f[3] or f[1] + f[2]] = f
+        event = (headers or {}).get("HX-Trigger", "")
+        follow = []
+        for sid, mine in self.page.items():
+            for ev, fpath, target, fid in mine["followers"].values():
+                if ev == event and fpath:
+                    follow.append((self.query(fpath), "follow " + sid,
+                                   {"HX-Request": "true", "HX-Target": target,
+                                    "HX-Trigger": fid}))
+        return follow
+
     def choose(self, first=False) -> tuple:
         """The student's next request, as the page's htmx makes it: (path with its query,
         kind, headers)."""
+        if self.picked or first:
+            return self.choose_picked(first)
+        headers = {"HX-Request": "true"}
+        if self.rng.random() < NEW_PROMPT_SHARE:
+            self.prompt = self.next_prompt()
+            self.state = {}                      # the page drops per-prompt choices
+            self.page = {}
+            i = SECTION_ORDER.index(self.section)
+            headers["X-Sections"] = ",".join(SECTION_ORDER[i:i + 2])
+            return self.query("/"), "new prompt", headers
+        sid = self.going_to or self.rng.choice(SECTION_ORDER)
+        controls = list(self.page.get(sid, {}).get("controls", {}).values())
+        if sid not in self.page:                 # scrolled to: it loads itself first
+            self.going_to, self.section = sid, sid
+            headers["HX-Trigger"] = sid
+            return self.query(f"/section/{sid}"), "section load", headers
+        self.going_to, self.section = None, sid
+        if not controls:                         # nothing to move there: reloads itself
+            headers["HX-Trigger"] = sid
+            return self.query(f"/section/{sid}"), "section load", headers
+        name, values, target, cid = self.rng.choice(controls)
+        self.state[name] = self.rng.choice(values)
+        if target:
+            headers["HX-Target"] = target
+        if cid:
+            headers["HX-Trigger"] = cid
+        return self.query(f"/section/{sid}"), sid, headers
+
+    def choose_picked(self, first=False) -> tuple:
+        """--picked-values: the former class's request (hand-picked values of MOVES)."""
         headers = {"HX-Request": "true"}
         r = self.rng.random()
         if first:
@@ -174,15 +308,22 @@ class Student(threading.Thread):
         return f"{path}?{query}", kind, headers
 
     def one(self, first=False):
-        path, kind, headers = self.choose(first)
+        follow = self.ask(*self.choose(first))
+        for request in follow:          # the page's followers ask at once (htmx), one by one
+            self.ask(*request)
+
+    def ask(self, path, kind, headers) -> list:
+        """One request on the student's connection, recorded; the followers' requests."""
         t0 = time.perf_counter()
+        body, answer = b"", {}
         try:
             if self.conn is None:
                 self.connect()
-            self.conn.request("GET", path, headers=headers)
+            self.conn.request("GET", path, headers={"Accept-Encoding": "identity", **headers})
             response = self.conn.getresponse()
-            response.read()
+            body = response.read()
             status = response.status
+            answer = {"HX-Trigger": response.getheader("HX-Trigger", "")}
             if response.getheader("Connection", "").lower() == "close":
                 self.conn.close()
                 self.conn = None
@@ -194,6 +335,7 @@ class Student(threading.Thread):
         with self.lock:
             self.results.append((kind, status, time.perf_counter() - t0, time.time(),
                                  self.model or "default"))
+        return self.seen(path, kind, status, body.decode("utf-8", "replace"), answer)
 
     def run(self):
         time.sleep(self.rng.uniform(0, 2))
@@ -277,6 +419,8 @@ def main(argv=None):
     ap.add_argument("--smollm2", type=int, default=0, metavar="N",
                     help="N of the students read the page on SmolLM2 (model=smollm2)")
     ap.add_argument("--no-save", action="store_true", help="do not write bench/results/")
+    ap.add_argument("--picked-values", action="store_true",
+                    help="the former class: hand-picked values (MOVES) of the section on screen")
     args = ap.parse_args(argv)
     if not 1 <= args.students <= 500 or not 1 <= args.seconds <= 600:
         raise SystemExit("load_test.py: --students 1..500 and --seconds 1..600")
@@ -288,11 +432,13 @@ def main(argv=None):
     base, server = serve(args.url, args.workers)
     parts = loopback_only(base)
     try:
+        if args.smollm2:                  # it warms after the server answers
+            print(f"smollm2 ready after {wait_until_ready(base, 'smollm2'):.0f} s")
         results, lock = [], threading.Lock()
         start = time.time()
         stop_at = start + args.seconds
         students = [Student(n, parts, stop_at, args.seed * 1000 + n, results, lock, words,
-                            "smollm2" if n < args.smollm2 else None)
+                            "smollm2" if n < args.smollm2 else None, args.picked_values)
                     for n in range(args.students)]
         for s in students:
             s.start()
@@ -315,13 +461,16 @@ def main(argv=None):
     finally:
         stop_server(server)
     if not args.no_save:
-        name = "load_test" + ("_fixed_prompts" if args.fixed_prompts else "") + (
+        name = "load_test" + ("_picked_values" if args.picked_values else "_whole_range") + (
+            "_fixed_prompts" if args.fixed_prompts else "") + (
             f"_workers{args.workers}" if args.workers else "") + (
             f"_students{args.students}" if args.students != 60 else "") + (
             f"_smollm2_{args.smollm2}" if args.smollm2 else "")
         summary.update(students=args.students, smollm2_students=args.smollm2,
                        workers=args.workers or "default",
-                       prompts="fixed" if args.fixed_prompts else "own", server=args.url or
+                       prompts="fixed" if args.fixed_prompts else "own",
+                       values="picked" if args.picked_values else "whole range",
+                       server=args.url or
                        "app.py started by the script")
         print("saved", save_result(name, summary, "load_test.py",
                                    argv if argv is not None else sys.argv[1:]))

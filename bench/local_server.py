@@ -72,6 +72,28 @@ def serve(url: str = None, workers: int = None):
     return f"http://127.0.0.1:{port}", start_server(port, workers)
 
 
+def wait_until_ready(base: str, model: str, seconds: float = 900) -> float:
+    """Wait until the server at `base` serves `model=model` (a model beside the default warms
+    after the server answers: its page is a 503 until then); the seconds waited."""
+    parts = loopback_only(base)
+    start = time.time()
+    while time.time() - start < seconds:
+        try:
+            conn = http.client.HTTPConnection(parts.hostname, parts.port, timeout=60)
+            conn.request("GET", "/?model=" + urllib.parse.quote(model))
+            response = conn.getresponse()
+            response.read()
+            conn.close()
+            if response.status == 200:
+                return time.time() - start
+            if response.status not in (503,):
+                raise SystemExit(f"model={model}: the server answered {response.status}")
+        except OSError:
+            pass
+        time.sleep(1)
+    raise SystemExit(f"model={model} was not ready within {seconds:.0f} s")
+
+
 def server_memory(pid: int) -> dict:
     """Memory of the server process `pid` and its workers (its children), from Linux's
     /proc/<pid>/smaps_rollup: Rss counts a page shared by the forked workers in each of them;
