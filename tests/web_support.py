@@ -83,3 +83,12 @@ def without_definitions(page: str) -> str:
 def reading_text(page: str) -> str:
     """The page's text as a sentence reads, without its markup or glossary definitions."""
     return re.sub(r"\s+", " ", html.unescape(re.sub(r"<[^>]+>", "", without_definitions(page))))
+
+
+def __getattr__(name):
+    """`from web_support import app` (as the modules once did) fails with the reason."""
+    if name in ("model", "app", "client", "server"):
+        raise ImportError(f"{name} is a fixture of tests/conftest.py: take it as a test's "
+                          "argument, do not import it (an imported fixture is built again for "
+                          "each module)")
+    raise AttributeError(f"module 'web_support' has no attribute {name!r}")
