@@ -75,7 +75,7 @@ def server_ms(base: str, steps: int, repeats: int = 3) -> float:
     best = float("inf")
     for _ in range(repeats):
         server_ms.fresh += 1
-        temp = f"ov_temp={0.5 + server_ms.fresh / 1000:.3f}"
+        temp = f"s_temp={0.5 + server_ms.fresh / 1000:.3f}"
         get(base, f"ov_steps={steps - 1}&{temp}")
         best = min(best, get(base, f"ov_steps={steps}&{temp}"))
     return best

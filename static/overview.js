@@ -183,3 +183,36 @@
   htmx.onLoad(watchOverview);
   watchOverview();
 })();
+
+// ---- The page's one sampler ---------------------------------------------------------------
+// Its controls are in the overview and in the Sampling section under the same names (s_temp,
+// s_topk, s_topp: web/overview.py). Moving one moves the others at once, so the form holds one
+// value; a request sends each name once (the server takes a value given twice alike as one).
+(function () {
+  "use strict";
+  var NAMES = ["s_rep", "s_temp", "s_topk", "s_topp", "s_minp", "s_seed"];
+  function shared(el) {
+    return el && el.name && NAMES.indexOf(el.name) >= 0 && el.type !== "hidden";
+  }
+  function mirror(el) {
+    document.querySelectorAll('#state [name="' + el.name + '"]').forEach(function (other) {
+      if (other === el || other.type === "hidden" || other.value === el.value) return;
+      other.value = el.value;
+      if (other.id) {
+        document.querySelectorAll('output[data-mirror="' + other.id + '"]').forEach(function (o) {
+          o.textContent = el.value;
+        });
+      }
+    });
+  }
+  document.addEventListener("input", function (event) { if (shared(event.target)) mirror(event.target); });
+  document.addEventListener("change", function (event) { if (shared(event.target)) mirror(event.target); });
+  document.addEventListener("htmx:configRequest", function (event) {
+    var data = event.detail.formData, elt = event.detail.elt;
+    if (!data) return;
+    NAMES.forEach(function (name) {
+      var all = data.getAll(name);
+      if (all.length > 1) data.set(name, elt && elt.name === name ? elt.value : all[0]);
+    });
+  });
+})();

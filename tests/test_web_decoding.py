@@ -170,7 +170,9 @@ def test_a_sampling_control_names_the_event_the_samples_follow(client):
     from web.registry import readers, refresh_trigger, section
     # both builds read the sampler (generation shows its messages, decoding's samples follow it)
     assert [s.id for s in readers(section("sampling"))] == ["decoding", "generation"]
-    assert refresh_trigger(section("decoding")) == "sampling-changed from:body"
+    # and the overview's sampler controls (the same parameters) name "sampler-moved"
+    assert refresh_trigger(section("decoding")) == \
+        "sampling-changed from:body, sampler-moved from:body"
     assert refresh_trigger(section("tokenization")) == ""
     moved = client.get(url("/section/sampling", prompt=PROMPT, s_temp=0.5),
                        headers={"HX-Request": "true", "HX-Trigger": "s-temp"})
@@ -183,8 +185,59 @@ def test_a_sampling_control_names_the_event_the_samples_follow(client):
     other = client.get(url("/section/tokenization", prompt=PROMPT, merges=3),
                        headers={"HX-Request": "true", "HX-Trigger": "merges"})
     assert refused.status_code == 422
-    for r in (first_load, refused, other):
+    # the Sampling section following the overview's sampler: the readers were told already
+    following = client.get(url("/section/sampling", prompt=PROMPT, s_temp=0.5),
+                           headers={"HX-Request": "true", "HX-Trigger": "sampling-follow"})
+    assert following.status_code == 200
+    for r in (first_load, refused, other, following):
         assert "HX-Trigger" not in r.headers
     opened = text_of(client.get(url("/section/decoding", prompt=PROMPT, open="dec-beams"),
                                 headers=HX_SAMPLES))
-    assert 'hx-trigger="sampling-changed from:body"' in opened
+    assert 'hx-trigger="sampling-changed from:body, sampler-moved from:body"' in opened
+
+
+def example_note(page: str) -> str:
+    note = html.unescape(re.sub(r"<[^>]+>", "", re.search(
+        r'id="beam-example">(.*?)</p>', page, re.S).group(1)))
+    return " ".join(note.split())
+
+
+def beam_stats(page: str) -> tuple:
+    """(best beam's total, greedy's total) as the search's statement above the tree gives them,
+    or None when it gives none ("the same": the two are one continuation)."""
+    said = " ".join(html.unescape(re.sub(r"<[^>]+>", "", re.search(
+        r'id="beam-vs-greedy">(.*?)</span>\s*</p>', page, re.S).group(1))).split())
+    m = re.search(r"total log p (-?[\d.]+) against (-?[\d.]+)", said)
+    return (float(m.group(1)), float(m.group(2))) if m else None
+
+
+def test_smollm2_example_note_states_its_own_settings(smol_app):
+    """SmolLM2's default prompt is its own example: the table above uses the model's defaults
+    (4 new tokens, length penalty 1: beam and greedy tie), the example 6 tokens and no penalty.
+    The note names its settings and says they are not the table's; at its settings the table
+    and the note give the same totals."""
+    from web.sections.decoding import beam_beats_greedy, openings
+    lm = smol_app.extensions["explainer"].models["smollm2"]
+    client = smol_app.test_client()
+    prompt = "The capital of France is"
+    ex_prompt, g_total, b_total, _ = beam_beats_greedy(lm.model, openings(lm))
+    assert ex_prompt == prompt
+    page = text_of(client.get(url("/section/decoding", model="smollm2", prompt=prompt)))
+    note = example_note(page)
+    assert (f"with beam width {EXAMPLE_WIDTH}, {EXAMPLE_NEW} new tokens and no length penalty"
+            in note)
+    assert f"greedy's total log-probability {g_total:.3f}, beam search's {b_total:.3f}" in note
+    from web.sections.decoding import PARAMS
+    width, n_new, alpha = (lm.default_of(p) for p in PARAMS)
+    assert (width, n_new, alpha) != (EXAMPLE_WIDTH, EXAMPLE_NEW, 0)
+    assert (f"These are not the settings above (beam width {width}, {n_new} new tokens, "
+            f"length penalty {alpha:g})") in note
+    link = html.unescape(re.search(r'<a href="([^"]+)">Use these settings</a>', page).group(1))
+    # at the example's settings the table above and the note agree, and the note says nothing
+    # about other settings
+    assert link.startswith("/?")
+    at_example = text_of(client.get("/section/decoding" + link.split("#")[0][1:]
+                                    + "&model=smollm2"))
+    stats = beam_stats(at_example)
+    assert stats == (round(b_total, 3), round(g_total, 3))
+    assert "not the settings above" not in example_note(at_example)

@@ -171,20 +171,20 @@ def test_smollm2_is_offered_and_its_overview_says_paris(smol):
     r = smol.test_client().get("/", query_string={"model": "smollm2"})
     assert r.status_code == 200
     page = text_of(r)
-    from web.overview import OV_SEED, pct
-    from web.sampler_settings import DEFAULT_TEMPERATURE
+    from web.overview import pct
+    from web.sampler_settings import default_settings
     ids = lm.tokenizer.encode_ordinary(lm.default_prompt)
     logits = lm.model.forward(ids)[-1]
     probs = softmax(logits)
     paris = lm.tokenizer.encode_single_token(" Paris")
     assert int(np.argmax(probs)) == paris and 0.76 < probs[paris] < 0.79
-    # the overview's default sampler draws it, with the probability its temperature gives
-    settings = SamplerSettings(temperature=DEFAULT_TEMPERATURE)
-    assert sampler(settings, OV_SEED)(logits, list(ids)) == paris
+    # the page's sampler at this model's defaults draws it, with the probability it gives
+    settings, seed = default_settings(lm)
+    assert sampler(settings, seed)(logits, list(ids)) == paris
     drawn_p = float(final_distribution(logits, list(ids), settings)[paris])
     chosen = re.search(r'aria-label="Chosen next token">.*?<span class="tid">(\d+)</span>'
-                       r'.*?sampler\'s p <strong>([^<]+)</strong> <span class="ov-cbasep">'
-                       r'\(T = 1: ([^)]+)\)', page, re.S)
+                       r'.*?after sampler settings <strong>([^<]+)</strong> '
+                       r'<span class="ov-cbasep">\(model p ([^)]+)\)', page, re.S)
     assert chosen, "no chosen token in the overview"
     assert int(chosen.group(1)) == paris
     assert chosen.group(2) == pct(drawn_p) and drawn_p > probs[paris]

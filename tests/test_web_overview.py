@@ -2,6 +2,7 @@
 the pipeline's: token ids, tensor shapes from the activation cache, the residual norms, the KV
 cache's bytes, the top five and the chosen token of the generation loop; bad input gives a 4xx
 with a message; token text stays text."""
+import dataclasses
 import html
 import re
 
@@ -13,15 +14,25 @@ from pipeline.generation import decode_loop, generation_steps
 from pipeline.model import softmax
 from pipeline.sampling import SamplerSettings, final_distribution, sampler
 from web.forward import prompt_ids, prompt_run
-from web.overview import CHIPS_HEAD, CHIPS_TAIL, OV_LIMIT, OV_SEED
+from web.overview import CHIPS_HEAD, CHIPS_TAIL, OV_LIMIT
 from web.params import PROMPT
 from web.registry import SECTIONS
 from web.sampler_settings import DEFAULT_TEMPERATURE
+from web.sections.sampling import PARAMS as SAMPLING_PARAMS
 from web_support import HX, chip_ids, error_message, reading_text, ordered_list, text_of, url
 
 LIVE = {**HX, "HX-Target": "overview-live", "HX-Trigger": "ov-next"}
-# the overview's sampler when the URL sets none of its controls
-DEFAULT_SETTINGS = SamplerSettings(temperature=DEFAULT_TEMPERATURE)
+# the page's one sampler (the Sampling section's parameters) when the URL sets none of them
+_D = {p.name: p.default for p in SAMPLING_PARAMS}
+DEFAULT_SETTINGS = SamplerSettings(repetition_penalty=_D["s_rep"], temperature=_D["s_temp"],
+                                   top_k=_D["s_topk"], top_p=_D["s_topp"], min_p=_D["s_minp"])
+OV_SEED = _D["s_seed"]
+assert DEFAULT_SETTINGS.temperature == DEFAULT_TEMPERATURE
+
+
+def settings_with(**changed) -> SamplerSettings:
+    """The page's default sampler with some settings changed."""
+    return dataclasses.replace(DEFAULT_SETTINGS, **changed)
 
 
 def shapes(page: str) -> dict:
@@ -49,7 +60,7 @@ def chosen_id(page: str) -> int:
 
 def chosen_sampled(page: str) -> tuple:
     """(data-sampled, the text written) of the chosen token's probability."""
-    m = re.search(r'class="ov-note ov-chosen-p" data-sampled="([^"]+)">sampler\'s p '
+    m = re.search(r'class="ov-note ov-chosen-p" data-sampled="([^"]+)">after sampler settings '
                   r'<strong>([^<]+)</strong>', html.unescape(page))
     return float(m.group(1)), m.group(2)
 
@@ -166,16 +177,17 @@ def test_steps_are_the_generation_loop(client, model, steps):
 def test_sampler_with_its_seed(client, model):
     """Temperature, top-k and top-p of the overview: the sampler of pipeline/sampling.py with the
     overview's seed, so the same URL gives the same tokens."""
-    q = dict(ov_steps=5, ov_temp=1.3, ov_topk=20, ov_topp=0.9)
+    q = dict(ov_steps=5, s_temp=1.3, s_topk=20, s_topp=0.9)
     page = text_of(client.get(url("/overview", **q), headers=LIVE))
-    settings = SamplerSettings(temperature=1.3, top_k=20, top_p=0.9)
+    settings = settings_with(temperature=1.3, top_k=20, top_p=0.9)
     seq = expected_sequence(model, PROMPT.default, 5, settings)
     assert chip_ids(page, "Tokens of the pass")[-5:] == seq[-5:]
     step = list(generation_steps(model, seq[:-5], 6, sampler(settings, OV_SEED),
                                  stop_at_eos=False))[-1]
     assert chosen_id(page) == step.token
     assert text_of(client.get(url("/overview", **q), headers=LIVE)) == page
-    assert "temperature 1.3, seed 0" in reading_text(page) and "top-k 20, top-p 0.9" in page
+    said = reading_text(page)
+    assert "temperature 1.3, seed 0" in said and "top-k 20, top-p 0.9, min-p 0.05" in said
     # the prompt alone: the sampler's first draw, as the loop's first step makes it
     page = text_of(client.get(url("/overview", **{**q, "ov_steps": 0}), headers=LIVE))
     first = list(generation_steps(model, seq[:-5], 1, sampler(settings, OV_SEED),
@@ -186,9 +198,9 @@ def test_sampler_with_its_seed(client, model):
 def test_greedy_is_one_setting_away(client, model):
     """Temperature 0: the sampler keeps only the highest score, so the chosen token is the
     model's most probable one, drawn with probability 1, and the other four bars are 0."""
-    page = text_of(client.get(url("/overview", ov_temp=0), headers=LIVE))
+    page = text_of(client.get(url("/overview", s_temp=0), headers=LIVE))
     ids = list(model.tokenizer.encode_ordinary(PROMPT.default))
-    check_pass(page, model, ids, len(ids), SamplerSettings(temperature=0.0))
+    check_pass(page, model, ids, len(ids), settings_with(temperature=0.0))
     best = int(np.argmax(model.forward(ids)[-1]))
     assert chosen_id(page) == best
     assert chosen_sampled(page) == (1.0, "100.0%")
@@ -203,8 +215,9 @@ def test_the_chosen_tokens_probability_is_the_samplers(client, model, steps):
     final distribution), not the model's T = 1 softmax, and it is written with enough digits
     not to read 0."""
     from web.overview import pct
-    settings = SamplerSettings(temperature=1.5)
-    page = text_of(client.get(url("/overview", ov_temp=1.5, ov_steps=steps), headers=LIVE))
+    settings = settings_with(temperature=1.5, top_k=0, top_p=1.0, min_p=0.0)
+    page = text_of(client.get(url("/overview", s_temp=1.5, s_topk=0, s_topp=1, s_minp=0,
+                                  ov_steps=steps), headers=LIVE))
     seq = expected_sequence(model, PROMPT.default, steps, settings)
     check_pass(page, model, seq, len(seq) - steps, settings)
     logits = next(decode_loop(model, seq, 1, stop_at_eos=False)).logits
@@ -214,7 +227,7 @@ def test_the_chosen_tokens_probability_is_the_samplers(client, model, steps):
     value, written = chosen_sampled(page)
     assert value == pytest.approx(float(final[token]), rel=1e-5)
     assert written == pct(float(final[token])) and written not in ("0%", "0.0%")
-    t1 = re.search(r'\(T = 1: ([^)]+)\)', page.split('ov-chosen-p', 1)[1]).group(1)
+    t1 = re.search(r'\(model p ([^)]+)\)', page.split('ov-chosen-p', 1)[1]).group(1)
     assert t1 == pct(float(softmax(logits)[token]))
     assert float(final[token]) != pytest.approx(float(softmax(logits)[token]), rel=1e-3)
 
@@ -222,11 +235,11 @@ def test_the_chosen_tokens_probability_is_the_samplers(client, model, steps):
 def test_top_k_changes_the_bars_at_the_default_temperature(client, model):
     """At the default temperature the knobs act: top-k 3 leaves three of the five bars,
     renormalised; the faint T = 1 values stay the model's."""
-    default = text_of(client.get(url("/overview"), headers=LIVE))
-    cut = text_of(client.get(url("/overview", ov_topk=3), headers=LIVE))
+    off = dict(s_topk=0, s_topp=1, s_minp=0)            # temperature alone
+    default = text_of(client.get(url("/overview", **off), headers=LIVE))
+    cut = text_of(client.get(url("/overview", **{**off, "s_topk": 3}), headers=LIVE))
     ids = list(model.tokenizer.encode_ordinary(PROMPT.default))
-    check_pass(cut, model, ids, len(ids), SamplerSettings(temperature=DEFAULT_TEMPERATURE,
-                                                          top_k=3))
+    check_pass(cut, model, ids, len(ids), settings_with(top_k=3, top_p=1.0, min_p=0.0))
     assert top_five(cut) == top_five(default)
     before, after = list(sampled(default).values()), list(sampled(cut).values())
     assert after[3:] == [0.0, 0.0] and all(p > 0 for p in before)
@@ -234,7 +247,7 @@ def test_top_k_changes_the_bars_at_the_default_temperature(client, model):
     assert sum(after[:3]) == pytest.approx(1.0, abs=1e-5)
     assert cut.count("ov-cut") == 2 and "ov-cut" not in default
     # and top-p too
-    nucleus = text_of(client.get(url("/overview", ov_topp=0.5), headers=LIVE))
+    nucleus = text_of(client.get(url("/overview", **{**off, "s_topp": 0.5}), headers=LIVE))
     assert sampled(nucleus) != sampled(default)
 
 
@@ -286,9 +299,10 @@ def test_page_holds_the_overview_and_its_map(client):
 @pytest.mark.parametrize("query, status, name, words", [
     (dict(ov_steps=OV_LIMIT + 1), 422, "ov_steps", "between 0 and 20"),
     (dict(ov_steps="two"), 400, "ov_steps", "whole number"),
-    (dict(ov_topp=0), 422, "ov_topp", "greater than 0"),
-    (dict(ov_temp=5), 422, "ov_temp", "between 0 and 2"),
-    (dict(ov_topk=-1), 422, "ov_topk", "between 0"),
+    # the page's sampler: one line in the overview names its messages
+    (dict(s_topp=0), 422, "ov-sampler", "greater than 0"),
+    (dict(s_temp=5), 422, "ov-sampler", "between 0 and 2"),
+    (dict(s_topk=-1), 422, "ov-sampler", "between 0"),
 ])
 def test_bad_values(client, query, status, name, words):
     for headers in (LIVE, {}):
@@ -556,3 +570,90 @@ def test_a_refused_prompt_keeps_the_text_box(client):
         assert re.search(r'<textarea id="prompt-input" name="prompt"[^>]*aria-invalid="true"', page)
         assert "The prompt is empty" in error_message(page, "prompt")
         assert "Nothing to show until the prompt is fixed" in page
+
+
+# --- the page's one sampler: the overview, Sampling and the generation loop share it ----------
+
+def input_value(page: str, element_id: str) -> str:
+    return html.unescape(re.search(r'<input id="%s"[^>]*\bvalue="([^"]*)"' % element_id,
+                                   page).group(1))
+
+
+def test_one_sampler_for_the_overview_sampling_and_the_loop(client, model):
+    """The overview's controls carry the Sampling section's names: one set of parameters in the
+    URL, shown by both, used by both and by a sampled generation loop; the overview has none of
+    its own."""
+    from web.registry import all_params
+    names = [p.name for p in all_params()]
+    assert not [n for n in names if n.startswith("ov_") and n != "ov_steps"]
+    q = dict(s_temp=1.3, s_topk=20, s_topp=0.75, s_minp=0.02, gen_choose="sampler")
+    page = text_of(client.get(url("/", **q), headers={**HX, "X-Sections": "sampling,generation"}))
+    assert re.search(r'<input id="ov-temp"[^>]*name="s_temp"', page)
+    assert input_value(page, "ov-temp") == input_value(page, "s_temp-range") == "1.3"
+    assert input_value(page, "ov-topk") == input_value(page, "s_topk-input") == "20"
+    assert input_value(page, "ov-topp") == input_value(page, "s_topp-range") == "0.75"
+    said = reading_text(page)
+    assert "temperature 1.3, seed 0" in said and "top-k 20, top-p 0.75, min-p 0.02" in said
+    assert ("by the sampler of the Sampling section (repetition penalty 1, temperature 1.3, "
+            "top-k 20, top-p 0.75, min-p 0.02; seed 0)") in said
+    # the overview's chosen token is that sampler's draw
+    ids = list(model.tokenizer.encode_ordinary(PROMPT.default))
+    settings = settings_with(temperature=1.3, top_k=20, top_p=0.75, min_p=0.02)
+    logits = model.forward(ids)[-1]
+    assert chosen_id(page) == sampler(settings, OV_SEED)(logits, ids)
+    # and the seed is the Sampling section's too
+    seeded = text_of(client.get(url("/overview", s_temp=1.3, s_seed=7), headers=LIVE))
+    assert chosen_id(seeded) == sampler(settings_with(temperature=1.3), 7)(logits, ids)
+    assert "temperature 1.3, seed 7" in reading_text(seeded)
+
+
+def test_moving_the_sampler_here_moves_it_there(client):
+    """An overview sampler control's answer names sampler-moved, which the Sampling section's
+    distribution and the readers of the sampler follow; the Sampling section's own controls name
+    sampling-changed, which the overview follows. A step of the loop names nothing."""
+    moved = client.get(url("/overview", s_temp=0.5),
+                       headers={**HX, "HX-Target": "overview-live", "HX-Trigger": "ov-temp"})
+    assert moved.status_code == 200 and moved.headers["HX-Trigger"] == "sampler-moved"
+    step = client.get(url("/overview", ov_steps=1), headers=LIVE)
+    assert "HX-Trigger" not in step.headers
+    page = text_of(client.get(url("/", open="dec-beams"),
+                              headers={**HX, "X-Sections": "sampling,decoding"}))
+    follow = re.search(r'<div hidden id="sampling-follow"([^>]*)>', page).group(1)
+    assert 'hx-trigger="sampler-moved from:body"' in follow
+    assert 'hx-target="#sampling-distribution"' in follow
+    over = re.search(r'<div hidden id="overview-follow"([^>]*)>', page).group(1)
+    assert 'hx-trigger="sampling-changed from:body"' in over
+    assert 'hx-target="#overview-live"' in over
+
+
+def test_a_lazy_section_does_not_repeat_what_the_overview_holds(client):
+    """A section not computed yet carries its own values from the address (hx-vals), except the
+    sampler's that the overview's controls hold in the form: moved since, the form's value wins."""
+    import json
+    page = text_of(client.get(url("/", s_temp=1.3, s_minp=0.02)))
+    lazy = re.search(r'<section id="sampling" class="section lazy"[^>]*>', page).group(0)
+    own = json.loads(html.unescape(re.search(r"hx-vals='([^']*)'", lazy).group(1)))
+    assert own == {"s_minp": "0.02"}
+
+
+def test_two_probabilities_are_labelled_side_by_side(client):
+    page = text_of(client.get(url("/overview"), headers=LIVE))
+    head = re.search(r'<div class="ov-cand ov-chead"[^>]*>(.*?)</div>', page).group(1)
+    assert re.findall(r'<span class="ov-c\w+">([^<]+)</span>', head) == [
+        "after sampler settings", "model p"]
+    assert re.search(r"after sampler settings <strong>[^<]+</strong> "
+                     r'<span class="ov-cbasep">\(model p [^)]+\)</span>', page)
+    assert "T = 1" not in reading_text(page)
+
+
+@pytest.mark.parametrize("choose, how", [("greedy", "greedy"),
+                                         ("sampler", "sampled: the page's sampler")])
+def test_a_section_that_generates_says_how_in_its_heading(client, choose, how):
+    page = text_of(client.get(url("/section/generation", gen_choose=choose), headers=HX))
+    heading = re.search(r'<h2 id="generation-h">(.*?)</h2>', page, re.S).group(1)
+    assert f'<small class="how" id="generation-how">({how})</small>' in html.unescape(heading)
+    # the chooser asks for the whole section: the heading follows it
+    select = re.search(r'<select id="gen-choose"[^>]*>', page).group(0)
+    assert 'hx-target="#generation"' in select and 'hx-swap="outerHTML"' in select
+    kv = text_of(client.get(url("/section/kvcache"), headers=HX))
+    assert '<small class="how" id="kvcache-how">(greedy generation)</small>' in kv

@@ -133,3 +133,17 @@ def test_a_select_without_options_lists_its_params_choices(app):
         ("16", "", "16"), ("8", " selected", "8"), ("4", "", "4")]
     colour = re.search(r'<select id="colour".*?</select>', html, re.S).group(0)
     assert re.findall(r"<option[^>]*>([^<]*)</option>", colour) == ["Red!"]   # given: kept
+
+
+def test_a_value_given_twice_is_one_value_and_two_values_are_refused():
+    """The page's sampler has controls in the overview and in Sampling that share names: a
+    form with both sends the name twice, with one value (kept equal), which is one value; two
+    different values are refused, with the control's label."""
+    from web.params import parse_state
+    from web.registry import all_params
+    state = parse_state(b"s_temp=0.5&s_temp=0.5", all_params())
+    assert state.errors == {} and state["s_temp"] == 0.5
+    state = parse_state(b"s_temp=0.5&s_temp=0.7", all_params())
+    assert state.status_of(["s_temp"]) == 400
+    assert "Temperature is given 2 times in the address, with different values" in \
+        state.errors["s_temp"]

@@ -5,15 +5,18 @@
          -> final norm -> unembedding -> logits -> the sampler -> the chosen token, appended
 
 `build(lm, state)` returns the template context of templates/overview.html (no Flask here).
-The sequence shown is the prompt plus `ov_steps` tokens that the overview's sampler chose with
+The sequence shown is the prompt plus `ov_steps` tokens that the page's one sampler chose with
 the pipeline's generation loop (prefill, then one KV-cached decode step per token:
-pipeline.generation.decode_loop), seeded with OV_SEED, so the same URL always shows the same
-tokens. The default temperature is the page's (web.sampler_settings.DEFAULT_TEMPERATURE, 0.8);
-temperature 0 is greedy: the sampler keeps only the highest score.
+pipeline.generation.decode_loop). The sampler is the page's: the Sampling section's settings and
+seed (s_rep, s_temp, s_topk, s_topp, s_minp, s_seed: web.sampler_settings), the same ones the
+generation loop and decoding's samples use, so the same URL always shows the same tokens and a
+control moved here moves the Sampling section's too. Temperature 0 is greedy: the sampler keeps
+only the highest score.
 
 The top-five bars are the distribution the sampler draws from (pipeline.sampling's own stages:
-temperature, then top-k, then top-p), beside the model's plain softmax (T = 1), drawn faint;
-the chosen token's probability is the sampler's.
+repetition penalty, temperature, top-k, top-p, min-p), labelled "after the sampler's settings",
+beside the model's own softmax ("model p"), drawn faint; the chosen token's probability is the
+sampler's, with the model's beside it.
 
 The pictures and shapes are those of the pass that chose the next token: for the prompt alone,
 the prefill (one pass over the prompt: the pass the sections share, web.forward.prompt_run);
@@ -33,17 +36,16 @@ from pipeline.generation import decode_loop
 from pipeline.kvcache import attention_kind, kv_cache_bytes
 from pipeline.model import softmax
 from pipeline.ranking import top_k
-from pipeline.sampling import TEMPERATURE_MAX, SamplerSettings, final_distribution, sampler
+from pipeline.sampling import SamplerSettings, final_distribution, sampler
 from web.cache import memo, model_key
 from web.figures import overview as figures
 from web.forward import prefilled, prompt_ids, prompt_run
 from web.params import Param
-from web.sampler_settings import DEFAULT_TEMPERATURE
+from web.sampler_settings import settings_from
 from web.shading import POSITIVE, blend
 from web.tokens import token_pieces, token_plain
 
 OV_LIMIT = 20          # most tokens the overview generates (Play stops there)
-OV_SEED = 0            # the overview sampler's seed: the same URL gives the same tokens
 TOP = 5                # candidates drawn as bars
 CHIPS_HEAD, CHIPS_TAIL = 4, 9       # a long sequence shows its first and last chips
 KV_COLUMNS = 40        # positions drawn in the KV cache picture (the latest ones)
@@ -54,12 +56,13 @@ ATTN_COLUMNS = 40      # key positions drawn in the attention thumbnail (the lat
 PARAMS = (
     Param("ov_steps", "Tokens generated", kind="int", default=0, min=0, max=OV_LIMIT,
           resets_with_prompt=True),
-    Param("ov_temp", "Temperature", kind="float", default=DEFAULT_TEMPERATURE, min=0.0,
-          max=TEMPERATURE_MAX),
-    Param("ov_topk", "Top-k", kind="int", default=0, min=0, max=1_000_000),
-    Param("ov_topp", "Top-p", kind="float", default=1.0, min=0.0, max=1.0),
 )
-NAMES = tuple(p.name for p in PARAMS)
+# The sampler's parameters are the Sampling section's (one set for the page): the overview's
+# controls carry their names, and its answers report their messages.
+SAMPLER_NAMES = ("s_rep", "s_temp", "s_topk", "s_topp", "s_minp", "s_seed")
+NAMES = tuple(p.name for p in PARAMS) + SAMPLER_NAMES
+# the controls the overview shows (the others are set in the Sampling section)
+SHOWN_SAMPLER = ("s_temp", "s_topk", "s_topp")
 
 # Where each box of the diagram leads: the section that explains it.
 DOORS = {"text": "prompt", "tokens": "tokenization", "embed": "embeddings",
@@ -108,10 +111,10 @@ class Loop:
     """One generation for (model, prompt, sampler): the generation loop's passes, pulled from
     it as they are asked for, so step N + 1 after step N costs one more decode step."""
 
-    def __init__(self, model, ids, settings):
+    def __init__(self, model, ids, settings, seed):
         self.model = model
         # from the prompt's shared run (web.forward.prefilled): the overview shows no times
-        self.steps = decode_loop(model, ids, OV_LIMIT + 1, sampler(settings, OV_SEED),
+        self.steps = decode_loop(model, ids, OV_LIMIT + 1, sampler(settings, seed),
                                  stop_at_eos=False, record=True, start=prefilled(model, ids))
         self.passes = []
         self.lock = threading.Lock()
@@ -127,22 +130,19 @@ class Loop:
 
 
 def settings_of(state) -> SamplerSettings:
-    """The overview sampler's settings; top-p 0 would remove every token: refused."""
-    if state["ov_topp"] == 0:
-        state.reject("ov_topp", "Top-p must be greater than 0 (0 would remove every token); "
-                     "got 0.")
-    return SamplerSettings(temperature=state["ov_temp"], top_k=state["ov_topk"],
-                           top_p=state["ov_topp"])
+    """The page's sampler settings (web.sampler_settings.settings_from: their Params refuse a
+    top-p or a repetition penalty of 0 with the query)."""
+    return settings_from(state)
 
 
-def run_pass(lm, prompt: str, settings: SamplerSettings, steps: int) -> Pass:
+def run_pass(lm, prompt: str, settings: SamplerSettings, steps: int, seed: int = 0) -> Pass:
     """The prompt plus `steps` tokens chosen by the seeded sampler through the generation loop
     (prefill, then KV-cached decode steps), with one more loop pass for the next token."""
-    return _passes.get((model_key(lm.model), prompt, settings, steps),
-                       lambda: make_pass(lm, prompt, settings, steps))
+    return _passes.get((model_key(lm.model), prompt, settings, seed, steps),
+                       lambda: make_pass(lm, prompt, settings, steps, seed))
 
 
-def make_pass(lm, prompt: str, settings: SamplerSettings, steps: int) -> Pass:
+def make_pass(lm, prompt: str, settings: SamplerSettings, steps: int, seed: int = 0) -> Pass:
     model = lm.model
     ids = prompt_ids(lm, prompt)
     if steps == 0:
@@ -154,9 +154,9 @@ def make_pass(lm, prompt: str, settings: SamplerSettings, steps: int) -> Pass:
         norms = np.stack([np.linalg.norm(run.cache[f"blocks.{i}.{key}"], axis=(1, 2))
                           for i in range(model.config.n_layers)])
         return Pass(ids, len(ids), run.cache, logits,
-                    int(sampler(settings, OV_SEED)(logits, list(ids))), norms)
-    loop = _loops.get((model_key(model), prompt, settings),
-                      lambda: Loop(model, ids, settings))
+                    int(sampler(settings, seed)(logits, list(ids))), norms)
+    loop = _loops.get((model_key(model), prompt, settings, seed),
+                      lambda: Loop(model, ids, settings, seed))
     passes = loop.first(steps + 1)
     sequence = ids + tuple(p.token for p in passes[:steps])
     step = passes[steps]                 # the decode step of the last token: it chose the next
@@ -165,12 +165,12 @@ def make_pass(lm, prompt: str, settings: SamplerSettings, steps: int) -> Pass:
     return Pass(sequence, len(ids), step.cache, step.logits, step.token, norms, "decode")
 
 
-def first_eos(model, prompt: str, settings, lm, steps: int):
+def first_eos(model, prompt: str, settings, lm, steps: int, seed: int = 0):
     """Index of the first end-of-text token among the first `steps` generated, or None."""
     eos = model.config.eos_token_id
     if eos is None or steps == 0:
         return None
-    run = run_pass(lm, prompt, settings, steps)
+    run = run_pass(lm, prompt, settings, steps, seed)
     new = run.ids[run.n_prompt:]
     return next((i for i, t in enumerate(new) if t == eos), None)
 
@@ -221,7 +221,7 @@ def build(lm, state) -> dict:
     """The overview's context for templates/overview.html."""
     model, cfg = lm.model, lm.model.config
     prompt = state["prompt"]
-    settings = settings_of(state)
+    settings, seed = settings_of(state), state["s_seed"]
     n_prompt = len(prompt_ids(lm, prompt))
     most = max(0, min(OV_LIMIT, cfg.n_ctx - n_prompt))
     steps = state["ov_steps"]
@@ -230,12 +230,12 @@ def build(lm, state) -> dict:
                      f"tokens and the context window {cfg.n_ctx}, so at most {most} can be "
                      "generated here.")
         steps = state["ov_steps"]
-    eos_at = first_eos(model, prompt, settings, lm, steps)
+    eos_at = first_eos(model, prompt, settings, lm, steps, seed)
     if eos_at is not None and eos_at < steps - 1:
         state.reject("ov_steps", f"The model ends the text (its end-of-text token) after "
                      f"{eos_at + 1} new tokens; {steps} go past it.")
         steps = state["ov_steps"]
-    run = run_pass(lm, prompt, settings, steps)
+    run = run_pass(lm, prompt, settings, steps, seed)
     cache, ids = run.cache, run.ids
     T = len(ids)
 
@@ -292,7 +292,7 @@ def build(lm, state) -> dict:
     att_layer, att_head = attention_choice(state, cfg)
     embed_figure = figures.embeddings_thumbnail(embed, [c for c in chips[first_row:]], first_row)
     return dict(
-        ov_steps=steps, ov_most=most, ov_limit=OV_LIMIT, ov_finish=finish, ov_seed=OV_SEED,
+        ov_steps=steps, ov_most=most, ov_limit=OV_LIMIT, ov_finish=finish, ov_seed=seed, sampler_names=SHOWN_SAMPLER,
         settings=settings, n_prompt=run.n_prompt, T=T, cfg=cfg,
         family="GPT-2-style" if cfg.model_type == "gpt2" else "Llama-style",
         norm_name="RMSNorm" if cfg.norm == "rms_norm" else "LayerNorm",

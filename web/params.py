@@ -299,9 +299,11 @@ def parse_state(query: bytes, params: list) -> State:
     for name, raws in seen.items():
         param = state.params[name]
         state.raw[name] = raws[0]
-        if len(raws) > 1:
-            state.reject(name, f"{param.label} is given {len(raws)} times in the address; "
-                         "give it once.", 400)
+        # the same value twice is one value: the page's sampler has controls in two places
+        # (the overview and the Sampling section) that share its names and are kept equal
+        if len(set(raws)) > 1:
+            state.reject(name, f"{param.label} is given {len(raws)} times in the address, with "
+                         "different values; give it once.", 400)
             continue
         try:
             state.values[name] = param.parse(raws[0])

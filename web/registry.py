@@ -18,7 +18,7 @@ parameters names them: `reads=` (the Sampling section's SAMPLER, say); with
 """
 import importlib
 
-from web.overview import PARAMS as OVERVIEW_PARAMS
+from web.overview import PARAMS as OVERVIEW_PARAMS, SAMPLER_NAMES as OVERVIEW_SAMPLER
 from web.params import PROMPT
 from web.sections import Section  # noqa: F401  (web.registry.Section, as before)
 from web.tour import PAGE_PARAMS
@@ -88,7 +88,16 @@ def readers(s) -> list:
     return [t for t in sections() if own & set(t.reads)]
 
 
+# The overview's sampler controls set the Sampling section's parameters (the page's one sampler):
+# its answer names this event, which the Sampling section and every reader of the sampler follow.
+SAMPLER_MOVED = "sampler-moved"
+
+
 def refresh_trigger(s) -> str:
     """The hx-trigger through which section s follows the sections whose parameters it reads:
-    "<owner>-changed from:body" for each ("" when it reads none)."""
-    return ", ".join(f"{changed_event(o.id)} from:body" for o in owners(s.reads))
+    "<owner>-changed from:body" for each ("" when it reads none), and the overview's
+    SAMPLER_MOVED for a reader of the page's sampler."""
+    events = [changed_event(o.id) for o in owners(s.reads)]
+    if set(s.reads) & set(OVERVIEW_SAMPLER):
+        events.append(SAMPLER_MOVED)
+    return ", ".join(f"{e} from:body" for e in events)

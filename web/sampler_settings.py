@@ -29,8 +29,8 @@ def settings_from(state) -> SamplerSettings:
 
 
 # gen_choose's choices (its Param, in web/sections/generation.py, refuses any other value)
-CHOOSERS = {"greedy": "the most probable token (greedy)",
-            "sampler": "drawn by the sampler of the Sampling section"}
+CHOOSERS = {"greedy": "the most probable one (greedy)",
+            "sampler": "drawn by the page's sampler (its settings: Sampling)"}
 
 
 def sampler_for(state):
@@ -41,3 +41,14 @@ def sampler_for(state):
         return None
     settings = settings_from(state)
     return sampler(settings, state["s_seed"])
+
+
+def default_settings(lm) -> tuple:
+    """(SamplerSettings, seed) of the page's sampler at this model's defaults (its card's own,
+    LoadedModel.default_of): what the overview, the Sampling section and a sampled generation
+    loop use when the URL sets none of them."""
+    from web.sections.sampling import PARAMS          # the Params are declared there only
+    v = {p.name: lm.default_of(p) for p in PARAMS}
+    return (SamplerSettings(repetition_penalty=v["s_rep"], temperature=v["s_temp"],
+                            top_k=v["s_topk"], top_p=v["s_topp"], min_p=v["s_minp"]),
+            v["s_seed"])

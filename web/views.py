@@ -18,7 +18,8 @@ from web import answers, overview as overview_pass
 from web.cache import cached_build
 from web.classroom.withheld import withheld
 from web.limits import Deadline, OverBudget
-from web.registry import changed_event, readers, section as find_section, sections
+from web.registry import (SAMPLER_MOVED, changed_event, readers, section as find_section,
+                          sections)
 from web.explainer import choices as model_choices
 from web.request_state import current_state, deadline as request_deadline, explainer
 from web.tour import page_context
@@ -60,7 +61,9 @@ def render_section(lm, state, s, lazy: bool = False):
     (web/classroom/withheld.py): its heading and why, nothing computed."""
     num = sections().index(s) + 2
     if lazy:
-        return Markup(render_template("lazy_section.html", state=state, section=s, num=num))
+        # the overview's form holds some of its values (the page's sampler): not sent again
+        return Markup(render_template("lazy_section.html", state=state, section=s, num=num,
+                                      form_held=overview_pass.SHOWN_SAMPLER))
     if withheld().covers(s.id):
         return Markup(render_template("classroom/withheld_section.html", section=s, num=num,
                                       withheld=withheld()))
@@ -210,8 +213,11 @@ def section(section_id):
     # it as the answer arrives, before the swap: the reader's request (it sends the form, which
     # already holds the new value) is computed while this answer is swapped and drawn, not after.
     loading_itself = request.headers.get("HX-Trigger") == s.id
+    # following another place's change (its refresh element, "<id>-follow"): the readers were
+    # told by that place's answer already
+    following = request.headers.get("HX-Trigger") == f"{s.id}-follow"
     if is_partial_request() and response.status_code == 200 and not loading_itself \
-            and readers(s):
+            and not following and readers(s):
         response.headers["HX-Trigger"] = changed_event(s.id)
     return response
 
@@ -241,4 +247,13 @@ def overview():
     # A step of the loop replaces the address: no history entry per generated token.
     if "HX-Push-Url" in response.headers:
         response.headers["HX-Replace-Url"] = response.headers.pop("HX-Push-Url")
+    # One of the page's sampler controls moved here: the Sampling section (whose controls share
+    # the names) and the loops that sample follow (web.registry.refresh_trigger).
+    if (live_only and response.status_code == 200
+            and request.headers.get("HX-Trigger") in SAMPLER_CONTROLS):
+        response.headers["HX-Trigger"] = SAMPLER_MOVED
     return response
+
+
+# the ids of the overview's sampler controls (templates/overview.html)
+SAMPLER_CONTROLS = ("ov-temp", "ov-topk", "ov-topp")

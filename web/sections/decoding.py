@@ -178,6 +178,8 @@ def build(lm, state) -> dict:
         ex_prompt=ex_prompt, ex_greedy=ex_greedy, ex_beam=ex_beam, ex_tried=ex_tried,
         ex_width=EXAMPLE_WIDTH, ex_new=EXAMPLE_NEW,
         ex_lines="Austen openings" if openings(lm) == OPENINGS else "prompts", ex_is_prompt=state["prompt"] == ex_prompt,
+        # the table above was computed with the example's own settings
+        ex_same=(width, n, alpha) == (EXAMPLE_WIDTH, EXAMPLE_NEW, 0.0),
         ex_url=example_url(ex_prompt) if example else None, exp=math.exp,
         eos_name=(token_name(tok, model.config.eos_token_id)
                   if model.config.eos_token_id is not None else None),
