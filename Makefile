@@ -1,6 +1,7 @@
 # The two set-up commands of the README:
 #   make run    install what is missing, then serve the app on the default model
 #   make test   install what is missing (chromium included), then run every test
+#   make lint   install ruff (pinned in requirements-test.txt), then check the code
 # Stamp files in .venv/ make a second run skip the installs.
 
 PYTHON ?= python3
@@ -13,13 +14,17 @@ PORT ?= 8000
 export OPENBLAS_NUM_THREADS ?= 1
 export OMP_NUM_THREADS ?= 1
 
-.PHONY: run test setup setup-test chromium redis-server nginx
+.PHONY: run test lint setup setup-test chromium redis-server nginx
 
 run: setup
 	$(PY) app.py --host $(HOST) --port $(PORT) $(if $(MODEL),--model $(MODEL))
 
 test: setup-test chromium redis-server nginx
 	$(PY) -m pytest -q -rs
+
+# ruff's settings (rules E, F, W, B, I; lines of 100) are in pyproject.toml
+lint: $(VENV)/.lint-installed
+	$(VENV)/bin/ruff check .
 
 setup: $(VENV)/.app-installed node_modules/htmx.org/dist/htmx.min.js
 
@@ -35,6 +40,10 @@ $(VENV)/.app-installed: requirements.txt requirements-models.txt | $(VENV)/bin/p
 
 $(VENV)/.test-installed: requirements-test.txt $(VENV)/.app-installed
 	$(PY) -m pip install -q --disable-pip-version-check -r requirements-test.txt
+	touch $@
+
+$(VENV)/.lint-installed: requirements-test.txt | $(VENV)/bin/python
+	$(PY) -m pip install -q --disable-pip-version-check $$(grep -E '^ruff==' requirements-test.txt | cut -d' ' -f1)
 	touch $@
 
 node_modules/htmx.org/dist/htmx.min.js: package.json package-lock.json

@@ -14,6 +14,15 @@ CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networki
                  "--disable-quic"]
 
 
+def pytest_collection_modifyitems(items):
+    """Every test of this folder carries the `browser` marker (pyproject.toml), so that
+    `pytest -m "not browser"` runs the others."""
+    here = os.path.dirname(os.path.abspath(__file__)) + os.sep
+    for item in items:
+        if str(item.path).startswith(here):
+            item.add_marker(pytest.mark.browser)
+
+
 @pytest.fixture(scope="session")
 def browser_type_launch_args(browser_type_launch_args):
     if not os.path.exists(CHROMIUM):
