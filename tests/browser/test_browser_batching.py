@@ -9,13 +9,13 @@ from pipeline.kvcache import kv_cache_bytes
 from web.sections import batching
 
 
-def test_numbers_on_screen_are_the_simulation(page, model, page_errors):
+def test_numbers_on_screen_are_the_simulation(page, model, live_app, page_errors):
     page.goto("/?bat_n=5&bat_slots=3&bat_block=8&open=bat-requests,bat-paged")
     section = page.locator("#batching")
     table = section.get_by_role("table", name="Both policies compared")
     expect(table.get_by_role("row")).to_have_count(3)
     # the server measured the costs and generations; this process remembers them
-    _, _, runs = batching.schedules(model, 5, 3, 0)
+    _, _, runs = batching.schedules(live_app.extensions["explainer"].default_model, 5, 3, 0)
     cont, static = runs["continuous"], runs["static"]
     expect(section.locator("#bat-verdict")).to_contain_text(
         f"{cont.throughput:.1f} tokens/s against {static.throughput:.1f} for static")
@@ -29,12 +29,12 @@ def test_numbers_on_screen_are_the_simulation(page, model, page_errors):
     assert page_errors == []
 
 
-def test_controls_round_trip_through_the_url(page, model):
+def test_controls_round_trip_through_the_url(page, model, live_app):
     page.goto("/?open=bat-paged")                # the paged-memory disclosure open
     section = page.locator("#batching")
     section.get_by_role("slider", name="Slots in a batch").fill("2")
     expect(page).to_have_url(re.compile(r"bat_slots=2"))
-    _, _, runs = batching.schedules(model, 6, 2, 0)
+    _, _, runs = batching.schedules(live_app.extensions["explainer"].default_model, 6, 2, 0)
     expect(section.locator("#bat-verdict")).to_contain_text(
         f"{runs['continuous'].throughput:.1f} tokens/s")
     section.get_by_role("slider", name="Step of the continuous schedule").fill("0")

@@ -5,14 +5,13 @@ import re
 from playwright.sync_api import expect
 
 from pipeline.kvcache import kv_cache_bytes
-from web.loaded import LoadedModel
-from web.measured import prefill_decode_timings
+from web.measured import cost_table, stamp
 from web.sections import kvcache
 
 PROMPT = "Mr. Collins was not a sensible man"
 
 
-def test_numbers_on_screen_are_the_measured_run(page, model, page_errors):
+def test_numbers_on_screen_are_the_measured_run(page, model, live_app, page_errors):
     page.goto(f"/?prompt={PROMPT}&kv_new=6&open=kv-how,kv-real")   # every disclosure open: all four figures drawn
     section = page.locator("#kvcache")
     expect(section.get_by_text("prompt tokens, then 6 generated")).to_be_visible()
@@ -23,11 +22,14 @@ def test_numbers_on_screen_are_the_measured_run(page, model, page_errors):
     assert last.nbytes == kv_cache_bytes(model.config, last.n_tokens, 4)
     expect(section.get_by_text(f"nbytes is {last.nbytes:,} bytes ✓ the same")).to_be_visible()
     expect(section.locator("#kv-diff")).to_contain_text(f"{run.max_abs_diff:.2e}")
-    timings = prefill_decode_timings(LoadedModel.wrap(model, probe_encodings=False))
-    longest = timings.points[-1]
+    table = cost_table(live_app.extensions["explainer"].default_model)   # the served one
+    longest = max(table.prefill)
     expect(section.locator("#kv-summary")).to_contain_text(
-        f"{longest.prefill_s * 1000:.2f} ms at {longest.n} tokens")
-    expect(section.locator("#kv-summary")).to_contain_text(f"Measured at {timings.when}")
+        f"{table.prefill[longest].shown} ms at {longest} tokens")
+    n = len(model.tokenizer.encode_ordinary(PROMPT))
+    expect(section.locator("#kv-summary")).to_contain_text(
+        f"one decode step at {n} tokens, from the cost table: {table.decode_at(n).shown} ms")
+    expect(section).to_contain_text(f"once at {stamp(table.measured_at)}")
     expect(section.locator(".plot:has(.main-svg)")).to_have_count(4)
     assert page_errors == []
 

@@ -21,14 +21,14 @@ COUNT_DRAWS = """() => {
 }"""
 
 
-def test_a_slider_redraws_only_the_figures_that_changed(page, model):
+def test_a_slider_redraws_only_the_figures_that_changed(page, model, live_app):
     page.goto("/?bat_slots=3&open=bat-requests,bat-paged#batching")
     section = page.locator("#batching")
     expect(section.locator(".plot:has(.main-svg)")).to_have_count(4)
     page.wait_for_load_state("networkidle")
     page.evaluate(COUNT_DRAWS)
     section.get_by_role("slider", name="Slots in a batch").fill("2")
-    _, _, runs = batching.schedules(model, 6, 2, 0)
+    _, _, runs = batching.schedules(live_app.extensions["explainer"].default_model, 6, 2, 0)
     expect(section.locator("#bat-verdict")).to_contain_text(
         f"{runs['continuous'].throughput:.1f} tokens/s")
     expect(page).to_have_url(re.compile(r"bat_slots=2"))
