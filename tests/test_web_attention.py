@@ -305,3 +305,18 @@ def test_the_core_says_why_the_mask_before_the_mask_is_detailed(client):
     assert "a token must not see the answer it is trained to predict" in sentence
     assert why < page.find("−∞") and why < page.find('att-softmax')
     assert why < page.find("every head at a glance".capitalize())
+
+
+def test_the_core_names_the_previous_token_head_with_its_measure(client, model):
+    """The core's headline: the head with the highest previous-token score, and that score, as
+    pipeline.attention_analysis measures them on this prompt's patterns (the disclosure closed)."""
+    run = run_of(model)
+    patterns = stack_layers(run.cache, "attn.hook_pattern", model.config.n_layers)
+    (layer, head, score), = strongest_heads(head_measures(patterns, run.ids)["previous"], 1)
+    page = text_of(client.get(url("/section/attention", prompt=PROMPT), headers=HX))
+    said = " ".join(re.sub(r"<[^>]+>", "", re.search(
+        r'<p id="att-headline">(.*?)</p>', page, re.S).group(1)).split())
+    assert (f"the head that looks most at the previous token is layer {layer}, head {head} "
+            f"(both counted from 0): on average {100 * score:.0f}% of its attention goes to the "
+            "token just before") in said
+    assert page.index('id="att-headline"') < page.index('id="deeper-att-measures"')

@@ -92,7 +92,11 @@ def test_word_order_table_is_the_engines(client, model):
     _, with_pos, la, _ = word_order_differences(model, ta, tb, True)
     _, without, _, _ = word_order_differences(model, ta, tb, False)
     rows = table_rows(page, "Word order differences")
-    assert [r[0] for r in rows] == [w[0] for w in with_pos]
+    n = model.config.n_layers
+    assert [w[0] for w in with_pos] == ["embeddings"] + [f"after block {i}" for i in range(n)]
+    # the page counts the blocks a stream has been through, from 1 ("after 4 of 4 blocks")
+    assert [r[0] for r in rows] == ["embeddings"] + [f"after {k} of {n} blocks"
+                                                     for k in range(1, n + 1)]
     for row, w1, w0 in zip(rows, with_pos, without):
         assert row[1] == ("0" if w1[1] == 0 else f"{w1[1]:.2e}")
         assert row[2] == ("0" if w0[1] == 0 else f"{w0[1]:.2e}")
@@ -188,3 +192,25 @@ def test_positions_disclosures_open_from_the_url(client):
     page = part(text_of(client.get(url("/", open="pos-rope,pos-order"), headers=every_section())))
     for d in ("pos-rope", "pos-order"):
         assert f'<details class="deeper" id="deeper-{d}" data-deeper="{d}" open>' in page
+
+
+def test_the_core_states_the_word_order_result_measured(client, model):
+    """The core's sentence (the table in its disclosure closed): the two orders' difference after
+    block 1 of N without and with positions and after block 2 without, the engine's numbers,
+    and what they mean only when they say it (blind: below 1e-4)."""
+    a, b = "the man loved the woman.", "the woman loved the man."
+    page = text_of(client.get(url("/section/positions", pos_a=a, pos_b=b), headers=HX))
+    ta, tb = model.tokenizer.encode(a), model.tokenizer.encode(b)
+    _, with_pos, _, _ = word_order_differences(model, ta, tb, True)
+    _, without, _, _ = word_order_differences(model, ta, tb, False)
+    n = model.config.n_layers
+    sci = lambda v: "0" if v == 0 else f"{v:.2e}"      # noqa: E731
+    said = " ".join(re.sub(r"<[^>]+>", "", re.search(
+        r'<p id="pos-headline">(.*?)</p>', page, re.S).group(1)).split())
+    assert (f"after block 1 of {n} differs between the two orders by {sci(without[1][1])} "
+            f"without positions and {sci(with_pos[1][1])} with them; after block 2 of {n}, by "
+            f"{sci(without[2][1])} without positions") in said
+    assert without[1][1] < 1e-4 <= without[2][1]           # measured, not assumed
+    assert said.endswith("without positions the first block is blind to order (float32 "
+                         "rounding only), the second is not.")
+    assert page.index('id="pos-headline"') < page.index('id="deeper-pos-order"')

@@ -154,22 +154,26 @@ def score_by_distance(curve, offset: int) -> str:
 
 
 def word_order_figure(rows: list) -> str:
-    """Max difference of the residual at the compared positions, per layer, log scale."""
+    """Max difference of the residual at the compared positions, per layer, log scale. x = k:
+    the stream after k blocks (0: the embeddings), labelled as the logit lens's axis."""
+    from web.figures.block import lens_ticks
     names = [r["layer"] for r in rows]
+    x = list(range(len(rows)))
+    tickvals, ticktext, angle = lens_ticks(len(rows))
     tiny = 1e-9          # a log axis cannot show 0: exact zeros are drawn at this floor
 
     def ys(key):
         return [max(r[key], tiny) for r in rows]
 
     data = [
-        dict(type="scatter", x=names, y=ys("with_pos"), mode="lines+markers",
+        dict(type="scatter", x=x, y=ys("with_pos"), mode="lines+markers",
              name="with positions", line=dict(color=ACCENT), meta=roles("HIGHLIGHT"),
-             customdata=[r["with_pos"] for r in rows],
-             hovertemplate="%{x}: %{customdata:.3g}<extra>with positions</extra>"),
-        dict(type="scatter", x=names, y=ys("without"), mode="lines+markers",
+             customdata=[[n, r["with_pos"]] for n, r in zip(names, rows)],
+             hovertemplate="%{customdata[0]}: %{customdata[1]:.3g}<extra>with positions</extra>"),
+        dict(type="scatter", x=x, y=ys("without"), mode="lines+markers",
              name="without positions", line=dict(color=MUTED, dash="dot"), meta=roles("CONTEXT"),
-             customdata=[r["without"] for r in rows],
-             hovertemplate="%{x}: %{customdata:.3g}<extra>without positions</extra>"),
+             customdata=[[n, r["without"]] for n, r in zip(names, rows)],
+             hovertemplate="%{customdata[0]}: %{customdata[1]:.3g}<extra>without positions</extra>"),
     ]
     # at most about 5 labelled powers of ten: superscript labels need room
     values = [y for key in ("with_pos", "without") for y in ys(key)]
@@ -181,6 +185,7 @@ def word_order_figure(rows: list) -> str:
                    pad=dict(t=8)),
         legend=dict(orientation="h", x=0, xanchor="left", y=1.0, yanchor="bottom"),
         margin=dict(l=10, r=10, t=90, b=10), height=400,
-        xaxis=dict(title=dict(text="residual stream, stage")),
+        xaxis=dict(title=dict(text="residual stream after this many blocks"), tickmode="array",
+                   tickvals=tickvals, ticktext=ticktext, tickangle=angle),
         yaxis=dict(title=dict(text="max |difference| (residual units)"), type="log",
                    exponentformat="power", dtick=max(1, int(np.ceil(decades / 5))))))

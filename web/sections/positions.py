@@ -213,15 +213,38 @@ def _word_order_result(model, a, b) -> dict:
         return [dict(id=int(i), text=token_plain(tok, i),
                      p=float(p[i])) for i in best]
 
-    rows = [dict(layer=name, with_pos=d1, without=d0, scale=s1)
-            for (name, d1, s1), (_, d0, _) in zip(with_pos[1], without[1])]
+    n = model.config.n_layers
+    # the stream after k blocks, counted for people ("after 1 of 4 blocks", as the logit lens)
+    rows = [dict(layer=stream_name(k, n), with_pos=d1, without=d0, scale=s1)
+            for k, ((_, d1, s1), (_, d0, _)) in enumerate(zip(with_pos[1], without[1]))]
     return dict(
         a=[token_plain(tok, i) for i in a],
         b=[token_plain(tok, i) for i in b],
         positions=positions, rows=rows,
         next_a=top(with_pos[2]), next_b=top(with_pos[3]),
         next_a_nopos=top(without[2]), next_b_nopos=top(without[3]),
-        figure=figures.word_order_figure(rows))
+        figure=figures.word_order_figure(rows),
+        headline=order_headline(rows, n))
+
+
+BLIND = 1e-4      # a difference below this (of values in the tens) is float32 rounding
+
+
+def stream_name(k: int, n_layers: int) -> str:
+    """The residual stream after k blocks (0: the embeddings), blocks counted from 1."""
+    return "embeddings" if k == 0 else f"after {k} of {n_layers} block{'s' if n_layers != 1 else ''}"
+
+
+def order_headline(rows: list, n_layers: int) -> dict:
+    """The core's sentence: the two orders' difference after the first block without and with
+    positions, and after the second without; whether the first is blind to order (only float32
+    rounding) and the second is not."""
+    first = rows[1]
+    second = rows[2] if n_layers > 1 else None
+    return dict(n_layers=n_layers, without_1=first["without"], with_1=first["with_pos"],
+                without_2=second["without"] if second else None,
+                blind_first=first["without"] < BLIND,
+                sees_second=bool(second) and second["without"] >= BLIND)
 
 
 SECTION = Section("positions", "Positions", PARAMS, build, warm=warm,
