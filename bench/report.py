@@ -70,6 +70,17 @@ def browser(r) -> list:
                   f"p95 {c['bytes']['p95'] / 1e3:.1f} kB |",
                   "| slowest controls (median of their moves) | " + ", ".join(
                       f"{w['section']}/{w['id']} {w['ms']:.0f} ms" for w in c["worst5"]) + " |"]
+    for kind, what in (("first", "a value the server had not computed (each control's first "
+                                 "step)"),
+                       ("repeat", "a value it had answered (back to the default, then the "
+                                  "first step again)")):
+        k = c.get(kind)
+        if k:
+            lines.append(f"| {kind} moves ({k['moves']}): {what} | median {k['median']:.0f} ms, "
+                         f"p95 {k['p95']:.0f} ms (answer in: median {k['answered_median']:.0f} "
+                         f"ms, p95 {k['answered_p95']:.0f} ms); slowest: " + ", ".join(
+                             f"{w['section']}/{w['id']} {w['ms']:.0f} ms"
+                             for w in k["slowest5"]) + " |")
     return lines + [""]
 
 
@@ -87,7 +98,8 @@ def load_tests(runs) -> list:
         slow = max(kinds.items(), key=lambda kv: kv[1]["p95_ms"] or 0) if kinds else None
         smol = r.get("smollm2_students")
         who = (f"{r['students']} students ({smol} on SmolLM2)" if smol
-               else f"{r['students']} students")
+               else f"{r['students']} students") + (
+            f", values: {r['values']}" if r.get("values") else "")
         mem = r.get("memory")
         lines.append(
             f"| `{r['command'].replace('python bench/', '')}`: {who}, "
