@@ -58,7 +58,7 @@ from .tokenizer import TokenizerLoadError, _byte_level_encoding
 
 SUPPORTED_TYPES = ("F32", "F16", "BF16", "Q8_0", "Q4_0", "Q4_1", "Q5_0", "Q5_1",
                    "Q2_K", "Q3_K", "Q4_K", "Q5_K", "Q6_K")
-ARCHITECTURES = ("llama", "qwen2", "qwen3", "gpt2")
+ARCHITECTURES = ("llama", "qwen2", "qwen3", "phi3", "gpt2")
 
 # Pre-tokenizer regexes by tokenizer.ggml.pre (llama.cpp's names, llama-vocab.cpp).
 #
@@ -192,10 +192,16 @@ def read_config(fields: _Fields, tensors: dict, path: str) -> ModelConfig:
             or (head_dim is None and d % n_heads) or (head_dim is not None and head_dim <= 0)):
         raise ModelLoadError(f"{path}: {arch}.attention.head_count {n_heads} / head_count_kv "
                              f"{n_kv_heads} do not divide the width {d}")
+    n_ctx = fields.need(f"{arch}.context_length", int)
+    window = fields.get(f"{arch}.attention.sliding_window", None, int)
+    if arch == "phi3" and window:
+        # Phi-3 attends over the last `window` tokens only; this engine attends over all of them,
+        # the same thing for prompts no longer than the window: the context it offers
+        n_ctx = min(n_ctx, window)
     common = dict(
         vocab_size=vocab_size, d_model=d, n_layers=fields.need(f"{arch}.block_count", int),
         n_heads=n_heads, d_ff=fields.need(f"{arch}.feed_forward_length", int),
-        n_ctx=fields.need(f"{arch}.context_length", int),
+        n_ctx=n_ctx,
         tied_embeddings="output.weight" not in tensors,
         bos_token_id=fields.get("tokenizer.ggml.bos_token_id", None, int),
         eos_token_id=fields.get("tokenizer.ggml.eos_token_id", None, int))
@@ -236,8 +242,9 @@ def read_config(fields: _Fields, tensors: dict, path: str) -> ModelConfig:
                        **common)
 
 
-def expected_tensors(c: ModelConfig) -> dict:
-    """GGUF tensor name -> (param path, numpy shape [outer, ..., inner]) for this config."""
+def expected_tensors(c: ModelConfig, arch: str = None) -> dict:
+    """GGUF tensor name -> (param path, numpy shape [outer, ..., inner]) for this config.
+    arch "phi3": q|k|v in one attn_qkv, gate|up in one ffn_up (read_params splits them)."""
     d, hd, V = c.d_model, c.head_dim, c.vocab_size
     out = {"token_embd.weight": (("wte",), (V, d)),
            "output_norm.weight": (("ln_f", "g"), (d,))}
@@ -256,6 +263,13 @@ def expected_tensors(c: ModelConfig) -> dict:
                 b + "ffn_gate.weight": (("blocks", i, "mlp", "w_gate"), (c.d_ff, d)),
                 b + "ffn_up.weight": (("blocks", i, "mlp", "w_up"), (c.d_ff, d)),
                 b + "ffn_down.weight": (("blocks", i, "mlp", "w_down"), (d, c.d_ff))})
+            if arch == "phi3":           # Phi3MiniModel writes Phi-3's fused projections
+                for n in ("attn_q", "attn_k", "attn_v", "ffn_gate"):
+                    del out[b + n + ".weight"]
+                out.update({
+                    b + "attn_qkv.weight": (("blocks", i, "attn", "qkv_w"),
+                                            ((c.n_heads + 2 * c.n_kv_heads) * hd, d)),
+                    b + "ffn_up.weight": (("blocks", i, "mlp", "gate_up_w"), (2 * c.d_ff, d))})
             if c.qkv_bias:
                 out.update({
                     b + "attn_q.bias": (("blocks", i, "attn", "b_q"), (c.n_heads * hd,)),
@@ -329,7 +343,7 @@ def _put(tree: dict, path: tuple, value) -> None:
 def read_params(tensors: dict, c: ModelConfig, path: str, arch: str = "llama") -> tuple:
     """(params dict as loader.llama_params / gpt2_params build it, {param path: StoredTensor}).
     arch: general.architecture; only "llama" has its q / k rows permuted (see the docstring)."""
-    expected = expected_tensors(c)
+    expected = expected_tensors(c, arch)
     read_into_config = {"rope_freqs.weight"} if c.rope_freq_factors else set()
     for name in tensors:
         if name not in expected and name not in read_into_config:
@@ -374,6 +388,20 @@ def read_params(tensors: dict, c: ModelConfig, path: str, arch: str = "llama") -
                 attn[f"b_{n}"] = qkv_b[j * d:(j + 1) * d].copy()
                 stored[("blocks", i, "attn", f"w_{n}")] = st_w   # a third of the fused tensor
                 stored[("blocks", i, "attn", f"b_{n}")] = st_b
+    if arch == "phi3":               # [q | k | v] and [gate | up] columns, as Phi-3 splits them
+        q, kv = c.n_heads * c.head_dim, c.n_kv_heads * c.head_dim
+        for i, block in enumerate(params["blocks"]):
+            attn, mlp = block["attn"], block["mlp"]
+            qkv_w, gate_up = attn.pop("qkv_w"), mlp.pop("gate_up_w")    # [d, q+2kv], [d, 2 d_ff]
+            st_qkv = stored.pop(("blocks", i, "attn", "qkv_w"))
+            st_gate_up = stored.pop(("blocks", i, "mlp", "gate_up_w"))
+            for n, (a, b) in zip("qkv", ((0, q), (q, q + kv), (q + kv, q + 2 * kv))):
+                attn[f"w_{n}"] = np.ascontiguousarray(qkv_w[:, a:b])
+                stored[("blocks", i, "attn", f"w_{n}")] = st_qkv       # part of the fused one
+            mlp["w_gate"] = np.ascontiguousarray(gate_up[:, :c.d_ff])
+            mlp["w_up"] = np.ascontiguousarray(gate_up[:, c.d_ff:])
+            stored[("blocks", i, "mlp", "w_gate")] = stored[("blocks", i, "mlp", "w_up")] = \
+                st_gate_up
     return params, stored
 
 
@@ -432,7 +460,8 @@ def read_tokenizer(fields: _Fields, path: str, vocab_rows: int = 0):
 
 
 def read_sentencepiece(fields: _Fields, path: str) -> SentencePieceBPE:
-    """tokenizer.ggml.model "llama": tokens, scores, token types (pipeline.spm)."""
+    """tokenizer.ggml.model "llama": tokens, scores, token types (pipeline.spm). Phi-3's "▁"
+    goes before every piece of text, as transformers' GGUF tokenizer (phi3_tokenizer) puts it."""
     tokens = fields.need("tokenizer.ggml.tokens", list)
     scores = fields.need("tokenizer.ggml.scores", list)
     types = fields.get("tokenizer.ggml.token_type", [1] * len(tokens), list)
@@ -443,7 +472,8 @@ def read_sentencepiece(fields: _Fields, path: str) -> SentencePieceBPE:
     return SentencePieceBPE(name, tokens, scores, types,
                             add_space_prefix=fields.get("tokenizer.ggml.add_space_prefix", True,
                                                         bool),
-                            unk_id=fields.get("tokenizer.ggml.unknown_token_id", None, int))
+                            unk_id=fields.get("tokenizer.ggml.unknown_token_id", None, int),
+                            prefix_every_segment=fields.get("general.architecture") == "phi3")
 
 
 def read_metadata(fields: _Fields) -> dict:

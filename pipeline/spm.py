@@ -22,8 +22,11 @@ as tiktoken does. The "▁" prefix is Hugging Face's Metaspace(prepend_scheme="f
 transformers' GGUF tokenizer (LlamaTokenizer) uses: at the start of the text only, not after a
 special token, and not when the text already starts with a space (" hi" is "▁hi", as "hi" is).
 llama.cpp and SentencePiece itself put one there too ("▁▁hi") and after a special token: the
-two differ only on such texts. Decoding joins the pieces' bytes and drops one leading space,
-as Hugging Face's decoder (Strip) does: so " hi" comes back as "hi".
+two differ only on such texts. Phi-3's files are read as transformers reads them
+(prefix_every_segment: a normalizer puts "▁" before every piece of text between special tokens,
+even one that starts with a space, as llama.cpp does). Decoding joins the pieces' bytes and
+drops one leading space, as Hugging Face's decoder (Strip) does: so " hi" comes back as "hi"
+(Phi-3: " hi" is "▁▁hi" and comes back whole).
 """
 import heapq
 import re
@@ -34,7 +37,8 @@ _BYTE_TOKEN = re.compile(r"<0x([0-9A-Fa-f]{2})>")
 
 
 class SentencePieceBPE:
-    def __init__(self, name, tokens, scores, types, add_space_prefix=True, unk_id=None):
+    def __init__(self, name, tokens, scores, types, add_space_prefix=True, unk_id=None,
+                 prefix_every_segment=False):
         if not (len(tokens) == len(scores) == len(types)):
             raise ValueError(f"{len(tokens)} tokens, {len(scores)} scores, {len(types)} types")
         self.name = name
@@ -42,6 +46,7 @@ class SentencePieceBPE:
         self.scores = [float(s) for s in scores]
         self.types = [int(t) for t in types]
         self.add_space_prefix = bool(add_space_prefix)
+        self.prefix_every_segment = bool(prefix_every_segment)
         self.vocab = {}                                      # piece -> id (the first, if twice)
         for i, t in enumerate(self.tokens):
             self.vocab.setdefault(t, i)
@@ -144,7 +149,9 @@ class SentencePieceBPE:
         if not text:
             return []
         text = text.replace(" ", SPACE)
-        if self.add_space_prefix and first and not text.startswith(SPACE):
+        if self.prefix_every_segment and self.add_space_prefix:
+            text = SPACE + text
+        elif self.add_space_prefix and first and not text.startswith(SPACE):
             text = SPACE + text
         return self._pieces_to_ids(merge_pieces(text, self.vocab, self.scores))
 

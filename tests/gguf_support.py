@@ -62,6 +62,11 @@ CHECKPOINTS = {
     # a SentencePiece vocabulary (tokenizer.ggml.model "llama": Llama 2, Mistral 7B, TinyLlama)
     "llama_spm_f32": ("llama", "F32", {"spm": True}),
     "llama_spm_q8_0": ("llama", "Q8_0", {"spm": True, "untied": True}),
+    # Phi-3 (mini 4k): q|k|v in one attn_qkv (grouped-query here: Phi-3-medium has 10 kv heads
+    # for 40), gate|up in one ffn_up, a SentencePiece vocabulary
+    "phi3_f32": ("phi3", "F32", {"spm": True}),
+    "phi3_f16": ("phi3", "F16", {"spm": True, "untied": True}),
+    "phi3_q8_0": ("phi3", "Q8_0", {"spm": True}),
     # Qwen2 / Qwen2.5: q, k, v biases, rows not permuted, tied (0.5B) or untied (7B) unembedding
     "qwen2_f32": ("qwen2", "F32", {"pre": "qwen2"}),
     "qwen2_f16": ("qwen2", "F16", {"pre": "qwen2", "untied": True}),
@@ -71,8 +76,8 @@ CHECKPOINTS = {
     "qwen3_f16": ("qwen3", "F16", {"pre": "qwen2", "head_dim": 128, "untied": True}),
     "qwen3_q8_0": ("qwen3", "Q8_0", {"pre": "qwen2", "head_dim": 128}),
 }
-LLAMA_FAMILY = ("llama", "qwen2", "qwen3")
-ROPE_THETA = {"llama": 10000.0, "qwen2": 1000000.0, "qwen3": 1000000.0}
+LLAMA_FAMILY = ("llama", "qwen2", "qwen3", "phi3")
+ROPE_THETA = {"llama": 10000.0, "qwen2": 1000000.0, "qwen3": 1000000.0, "phi3": 10000.0}
 LLAMA3_THETA = 500000.0
 # Llama 3.1's rope_scaling, but with an original context of 64 (Llama 3.1: 8192) so that at the
 # tiny models' positions the three kinds of pair all occur: kept (wavelength < 64 / 4), scaled
@@ -295,6 +300,9 @@ def write_checkpoint(path: str, name: str, seed: int, pre: str = None) -> str:
         if arch == "llama":              # LlamaModel: rope.dimension_count = head_dim
             writer.add_rope_dimension_count(k["hd"])
             writer.add_vocab_size(len(tokens))
+        if arch == "phi3":               # Phi3MiniModel.set_gguf_parameters
+            writer.add_rope_dimension_count(k["d"] // k["n_heads"])
+            writer.add_sliding_window(2047)
     else:
         writer.add_layer_norm_eps(1e-5)
     ftypes = gguf.LlamaFileType.__members__
@@ -310,6 +318,8 @@ def write_checkpoint(path: str, name: str, seed: int, pre: str = None) -> str:
         writer.add_bos_token_id(1)
         writer.add_eos_token_id(2)
         writer.add_unk_token_id(0)
+        if arch == "phi3":               # SpecialVocab: Phi-3 pads with <|endoftext|> (32000)
+            writer.add_pad_token_id(2)
     else:
         writer.add_tokenizer_model("gpt2")
         writer.add_tokenizer_pre(pre)
@@ -332,11 +342,20 @@ def write_checkpoint(path: str, name: str, seed: int, pre: str = None) -> str:
             if arch == "llama":          # LlamaModel permutes; Qwen2Model / Qwen3Model do not
                 q, kk = permute_rope_rows(q, k["n_heads"]), permute_rope_rows(kk, k["n_kv_heads"])
             _add(writer, b + "attn_norm.weight", w[p + "ln1"], qtype, g)
-            _add(writer, b + "attn_q.weight", q, qtype, g)
-            _add(writer, b + "attn_k.weight", kk, qtype, g)
-            for gname, hname in (("attn_v", "v"), ("attn_output", "o"), ("ffn_gate", "gate"),
-                                 ("ffn_up", "up"), ("ffn_down", "down")):
-                _add(writer, b + gname + ".weight", w[p + hname], qtype, g)
+            if arch == "phi3":           # Phi-3's own qkv_proj and gate_up_proj, as they are
+                _add(writer, b + "attn_qkv.weight",
+                     np.concatenate([q, kk, w[p + "v"]]), qtype, g)
+                _add(writer, b + "attn_output.weight", w[p + "o"], qtype, g)
+                _add(writer, b + "ffn_up.weight",
+                     np.concatenate([w[p + "gate"], w[p + "up"]]), qtype, g)
+                _add(writer, b + "ffn_down.weight", w[p + "down"], qtype, g)
+            else:
+                _add(writer, b + "attn_q.weight", q, qtype, g)
+                _add(writer, b + "attn_k.weight", kk, qtype, g)
+                for gname, hname in (("attn_v", "v"), ("attn_output", "o"),
+                                     ("ffn_gate", "gate"), ("ffn_up", "up"),
+                                     ("ffn_down", "down")):
+                    _add(writer, b + gname + ".weight", w[p + hname], qtype, g)
             _add(writer, b + "ffn_norm.weight", w[p + "ln2"], qtype, g)
             if arch == "qwen2":
                 for n in "qkv":
