@@ -1,5 +1,7 @@
 """How the page writes numbers and counts (web/numbers.py): no negative zero, nouns and verbs
 that agree with their number."""
+import re
+
 import pytest
 
 from pipeline.sampling import entropy_bits
@@ -32,3 +34,20 @@ def test_entropy_is_never_negative():
     assert str(entropy_bits(np.array([1.0, 0.0]))) == "0.0"
     assert entropy_bits(np.array([1.0000001], dtype=np.float32)) == 0.0
     assert entropy_bits(np.array([0.5, 0.5])) == pytest.approx(1.0)
+
+
+@pytest.mark.parametrize("n, text", [(1, "1st"), (2, "2nd"), (3, "3rd"), (4, "4th"), (11, "11th"),
+                                     (12, "12th"), (13, "13th"), (21, "21st"), (22, "22nd"),
+                                     (30, "30th"), (101, "101st"), (111, "111th")])
+def test_ordinal(n, text):
+    from web.numbers import ordinal
+    assert ordinal(n) == text
+
+
+def test_a_block_numbered_from_0_is_counted_for_people(client, model):
+    """The block diagram names block 3 of the 4-block model by its index and as the 4th."""
+    from web_support import HX, text_of, url
+    page = text_of(client.get(url("/section/block", blk_layer=3), headers=HX))
+    said = " ".join(re.sub(r"<[^>]+>", "", page).split())
+    assert (f"Block 3 (numbered from 0 as in the code, blocks.3: the 4th of "
+            f"{model.config.n_layers}; all have these shapes)") in said

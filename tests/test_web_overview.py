@@ -435,8 +435,9 @@ def test_smollm2_residual_strip_holds_the_31_norms_of_the_cache(smol_app):
         assert float(value) == pytest.approx(float(np.linalg.norm(cache[hook][-1])), abs=2e-3)
     # a few labels under the strip, every value in the text for a screen reader
     assert re.findall(r'<span class="ov-rtick">([^<]+)</span>', strip) == \
-        ["in", "5", "10", "15", "20", "25", "29"]
+        ["in", "5", "10", "15", "20", "25", "30"]          # blocks counted from 1
     assert strip.count("after ") >= 30 and "ov-rlabel" not in strip
+    assert 'title="after 30 (blocks.29.hook_resid_post)' in strip
     assert "ov-kvgrid ov-kvgrid-deep" in page
 
 

@@ -2,7 +2,8 @@
 
     {{ x|fixed(2) }}            "0.00", never "-0.00" (a value that rounds to zero is zero)
     {{ n|count("token") }}      "1 token", "2 tokens", "1,024 tokens"
-    {{ n|count("is", "are") }}  the verb that agrees with n ("1 token holds", "2 tokens hold")
+    {{ n|agree("holds", "hold") }}  the verb that agrees with n ("1 token holds", "2 tokens hold")
+    {{ n|ordinal }}             "1st", "2nd", "30th": a block numbered from 0 counted for people
 """
 
 
@@ -25,4 +26,11 @@ def agree(n, one: str, many: str) -> str:
     return one if n == 1 else many
 
 
-FILTERS = dict(fixed=fixed, count=count, agree=agree)
+def ordinal(n: int) -> str:
+    """1st, 2nd, 3rd, 4th, 11th, 12th, 13th, 21st, 30th."""
+    if n % 100 in (11, 12, 13):
+        return f"{n}th"
+    return f"{n}{ {1: 'st', 2: 'nd', 3: 'rd'}.get(n % 10, 'th') }"
+
+
+FILTERS = dict(fixed=fixed, count=count, agree=agree, ordinal=ordinal)

@@ -195,7 +195,8 @@ def residual_bars(cache: dict, n_layers: int) -> list:
     """The last token's residual-stream norm entering block 0 and after every block:
     [{label, value, width %}]."""
     names = ["blocks.0.hook_resid_pre"] + [f"blocks.{i}.hook_resid_post" for i in range(n_layers)]
-    labels = ["in"] + [f"after {i}" for i in range(n_layers)]
+    # blocks counted for people: "after 30" is after the 30th of 30 (blocks.29.hook_resid_post)
+    labels = ["in"] + [f"after {i + 1}" for i in range(n_layers)]
     values = [float(np.linalg.norm(cache[n][-1])) for n in names]
     top = max(values) or 1.0
     return [dict(label=l, name=n, value=v, width=round(100 * v / top, 1))
