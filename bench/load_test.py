@@ -61,7 +61,7 @@ from local_server import (loopback_only, save_result, serve, server_memory,  # n
                           stop_server, wait_until_ready)
 from web.registry import all_params  # noqa: E402
 
-HELD_OUT = os.path.join(ROOT, "tests", "data", "heldout_pride_and_prejudice_ch10.txt")
+HELD_OUT = os.path.join(ROOT, "data", "heldout_pride_and_prejudice_ch10.txt")
 PROMPTS = [
     "It is a truth universally acknowledged, that a single man in possession of a good fortune",
     "Mr. Darcy bowed to Elizabeth, and Elizabeth smiled at Mr. Darcy.",

@@ -20,9 +20,6 @@ import numpy as np
 from pipeline.model import softmax
 from pipeline.ranking import top_k
 
-MEASURES = ("previous", "first", "same")          # always defined (for T >= 2)
-
-
 def stack_layers(cache, name, n_layers):  # n_layers x [H, T, T] -> [L, H, T, T]
     """One attention tensor of every layer, e.g. name "attn.hook_pattern"."""
     return np.stack([cache[f"blocks.{i}.{name}"] for i in range(n_layers)])

@@ -21,7 +21,7 @@ that the formula gives each published checkpoint's reported count.
 
 A tied unembedding is the embedding matrix read backwards: counted once, as checkpoints do.
 """
-from dataclasses import dataclass, fields
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -60,9 +60,6 @@ class ParamCounts:
     def total(self) -> int:
         return (self.embedding + self.positions + self.blocks + self.final_norm
                 + self.unembedding)
-
-    def as_dict(self) -> dict:
-        return {f.name: getattr(self, f.name) for f in fields(self)}
 
 
 def parameter_counts(c: ModelConfig) -> ParamCounts:

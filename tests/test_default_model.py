@@ -21,7 +21,7 @@ ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..")
 MODELS = {"austen": os.path.join(ROOT, "models/austen"),
           "austen-draft": os.path.join(ROOT, "models/austen-draft")}
 HF_REFERENCE = os.path.join(ROOT, "tests/fixtures/austen_hf_reference.json")
-HELDOUT = os.path.join(ROOT, "tests/data/heldout_pride_and_prejudice_ch10.txt")
+HELDOUT = os.path.join(ROOT, "data", "heldout_pride_and_prejudice_ch10.txt")
 
 
 @pytest.fixture(scope="module", params=list(MODELS))

@@ -199,7 +199,7 @@ def test_dequantized_model_is_the_engine_with_other_weights(austen):
 
 
 def test_heldout_perplexity_is_exp_of_the_mean_nll(austen):
-    text = open(os.path.join(ROOT, "tests/data/heldout_pride_and_prejudice_ch10.txt")).read()
+    text = open(os.path.join(ROOT, "data", "heldout_pride_and_prejudice_ch10.txt")).read()
     windows = quantize.heldout_windows(austen.tokenizer, text, 2, 100)
     assert [len(t) for _, t in windows] == [100, 100]
     ids = austen.tokenizer.encode_ordinary(text)

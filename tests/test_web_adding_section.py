@@ -13,7 +13,7 @@ from jinja2 import ChoiceLoader, FileSystemLoader
 
 import web.sections
 from web import registry
-from web.registry import Section
+from web.sections import Section
 from web_support import HX, error_message, every_section, text_of, url
 
 TOUR = ("A section written by a test: its tour text lives in the SECTION of its module, next to "

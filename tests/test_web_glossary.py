@@ -49,7 +49,7 @@ def test_every_term_used_is_in_the_glossary_and_defined_briefly():
     assert set(ALIASES) <= set(GLOSSARY)
 
 
-def test_the_issue_s_terms_are_defined():
+def test_the_terms_a_learner_meets_first_are_defined():
     for key in ("residual stream", "RMSNorm", "LayerNorm", "SwiGLU", "GELU",
                 "grouped-query attention", "KV cache", "logits", "softmax", "temperature",
                 "perplexity", "FLOP per byte", "roofline", "ridge point", "prefill", "decode",

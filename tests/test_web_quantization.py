@@ -40,7 +40,7 @@ def rows_of(page: str, label: str) -> dict:
 
 @pytest.fixture(scope="module")
 def windows(model):
-    text = open(os.path.join(ROOT, "tests/data/heldout_pride_and_prejudice_ch10.txt")).read()
+    text = open(os.path.join(ROOT, "data", "heldout_pride_and_prejudice_ch10.txt")).read()
     from web.sections.quantization import HELDOUT_WINDOWS
     return quantize.heldout_windows(model.tokenizer, text, HELDOUT_WINDOWS, 256)
 

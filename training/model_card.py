@@ -241,11 +241,6 @@ def count_words(n) -> str:
     return words[n] if n < len(words) else f"{n:,}"
 
 
-def listing(names) -> str:
-    names = list(names)
-    return names[0] if len(names) == 1 else ", ".join(names[:-1]) + " and " + names[-1]
-
-
 def architecture(c) -> str:
     """The model's shape in words, from its config.json."""
     family = "Llama-style" if c.model_type == "llama" else "GPT-2-style"

@@ -20,7 +20,6 @@ import importlib
 
 from web.overview import PARAMS as OVERVIEW_PARAMS, SAMPLER_NAMES as OVERVIEW_SAMPLER
 from web.params import PROMPT
-from web.sections import Section  # noqa: F401  (web.registry.Section, as before)
 from web.tour import PAGE_PARAMS
 
 # The section modules (web/sections/<name>.py), in page order: adding a section adds one line.

@@ -1,5 +1,5 @@
-"""The defaults show each section's lesson, and the case that inverts it is one click away
-(issue 22 §2.6): in Chromium, tiling's "try 8 × 8" and quantization's "try 4 bits" change the
+"""The defaults show each section's lesson, and the case that inverts it is one click away: in
+Chromium, tiling's "try 8 × 8" and quantization's "try 4 bits" change the
 state, the address and the numbers, and the page says why."""
 import re
 

@@ -215,7 +215,7 @@ def run_axe(page) -> dict:
     return by_section
 
 
-LONG_PROMPT = open(os.path.join(ROOT, "tests", "data", "heldout_pride_and_prejudice_ch10.txt"),
+LONG_PROMPT = open(os.path.join(ROOT, "data", "heldout_pride_and_prejudice_ch10.txt"),
                    encoding="utf-8").read()[:700]          # ~170 tokens: the lists scroll
 
 

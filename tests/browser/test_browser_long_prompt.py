@@ -8,7 +8,7 @@ import re
 from playwright.sync_api import expect
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-with open(os.path.join(ROOT, "tests", "data", "heldout_pride_and_prejudice_ch10.txt"),
+with open(os.path.join(ROOT, "data", "heldout_pride_and_prejudice_ch10.txt"),
           encoding="utf-8") as f:
     PROMPT = f.read()[:700]
 MAX_BOX_PX = 260            # .grows in style.css: 14rem at the page's 18 px is 252 px

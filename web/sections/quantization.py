@@ -32,7 +32,7 @@ from web.sections import Section
 from web.tokens import token_plain
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-HELDOUT_PATH = os.path.join(ROOT, "tests", "data", "heldout_pride_and_prejudice_ch10.txt")
+HELDOUT_PATH = os.path.join(ROOT, "data", "heldout_pride_and_prejudice_ch10.txt")
 HELDOUT_WINDOWS = 2          # windows of the held-out chapter (2 x 256 tokens: 510 predictions)
 HELDOUT_WINDOW = 256         # tokens per window, or the model's context if shorter
 BIG_HELDOUT_WINDOWS = 1      # a big model: 1 window of 128 tokens (127 predictions): a pass
