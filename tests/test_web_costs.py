@@ -123,3 +123,16 @@ def test_the_decode_steps_printed_in_cells_are_the_tables_too(loaded, rendered):
         first = re.search(r'aria-label="Measured step costs">.*?<tbody>\s*<tr><td>1</td><td>'
                           r'([^<]+)</td>', bat, re.S).group(1)
         assert first == step.shown == table.batch[1].shown
+
+
+def test_every_template_that_quotes_the_table_is_rendered_here():
+    """A section whose template quotes the cost table is one this module renders and checks."""
+    import os
+    folder = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
+                          "templates", "sections")
+    quoting = set()
+    for name in os.listdir(folder):
+        with open(os.path.join(folder, name), encoding="utf-8") as f:
+            if 'from "cost.html" import' in f.read():
+                quoting.add(name.removesuffix(".html"))
+    assert quoting == set(SECTIONS)
