@@ -82,6 +82,32 @@
       text: lines.join("<br>"), yref: "container", y: 1 - middle / height, yanchor: "middle" }) });
   }
 
+  // An x axis's title wider than a narrow figure leaves it (a phone: "tokens (prompt, or cache
+  // for decode)") ran to the figure's right edge: it is written on two lines, broken at the
+  // space nearest its middle; the axis's automargin makes room for the second line. `room`:
+  // the figure's width less the y axis's labels and title (about 110 px) and an edge.
+  function wrapAxisTitles(layout, width) {
+    if (!width) return layout;
+    var out = layout;
+    Object.keys(layout).forEach(function (k) {
+      var ax = layout[k], t = /^xaxis\d*$/.test(k) && ax && ax.title;
+      var text = t && (typeof t === "string" ? t : t.text);
+      if (!text || text.indexOf("<br>") >= 0) return;
+      var size = (t.font && t.font.size) || (layout.font && layout.font.size) || 12;
+      measure.font = size + "px " + ((layout.font && layout.font.family) || "sans-serif");
+      if (measure.measureText(text).width <= width - 110) return;
+      var at = -1, mid = text.length / 2;
+      for (var i = 0; i < text.length; i++) {
+        if (text[i] === " " && (at < 0 || Math.abs(i - mid) < Math.abs(at - mid))) at = i;
+      }
+      if (at < 0) return;
+      if (out === layout) out = Object.assign({}, layout);
+      out[k] = Object.assign({}, ax, { title: Object.assign({}, typeof t === "string" ? {} : t,
+        { text: text.slice(0, at) + "<br>" + text.slice(at + 1) }) });
+    });
+    return out;
+  }
+
   // Presentation mode (static/learn.js) draws the figures for a projector: every font of the
   // figure's layout and traces 1.3 times the page's, none under 18 px (its ticks, legend,
   // labels and titles), and the slide's figure at the height learn.js left it
@@ -118,6 +144,19 @@
     var out = bigFonts(layout, "");
     out.font = Object.assign({}, out.font || {});
     if (out.font.size === undefined) out.font.size = Math.round(12 * PRESENT_SCALE);
+    // a thumbnail (the overview's attention pattern: a few dozen pixels tall, its margins too
+    // small for plotly to grow them) gets a foot as tall as its larger tick labels, and grows by
+    // as much: they were cut at the bottom
+    var xa = out.xaxis || {};
+    if (out.height && out.height < 100 && out.margin && xa.visible !== false &&
+        xa.showticklabels !== false) {
+      var tick = (xa.tickfont && xa.tickfont.size) || out.font.size;
+      var foot = Math.ceil(tick * 1.35) - (out.margin.b || 0);
+      if (foot > 0) {
+        out.margin = Object.assign({}, out.margin, { b: (out.margin.b || 0) + foot });
+        out.height += foot;
+      }
+    }
     // labels placed in pixels above the plot (the roofline's phases: yshift rows in a top
     // margin of their height) get rows of the larger type's height: cut off at the top before
     if ((out.annotations || []).some(function (a) { return a.yshift; })) {
@@ -181,7 +220,7 @@
     if (present) data = bigFonts(data, "");
     var layout = themed(fig.layout || {});
     if (present) layout = presentLayout(layout);
-    layout = wrapTitle(layout, el.clientWidth);
+    layout = wrapAxisTitles(wrapTitle(layout, el.clientWidth), el.clientWidth);
     if (present && el._slideHeight) layout = Object.assign({}, layout, { height: el._slideHeight });
     if (layout.uirevision === undefined) layout = Object.assign({}, layout, { uirevision: "keep" });
     var drawn = Plotly.react(el, data, layout, PLOT_CONFIG);

@@ -121,8 +121,11 @@
     slide.querySelectorAll(".slide-off").forEach(function (e) { e.classList.remove("slide-off"); });
     if (slide.id === "overview" || moreShown()) return null;
     var picture = slidePicture(slide);
+    // a picture blurred until a question elsewhere is answered keeps its note saying why
+    var gate = picture && picture.closest(".answer-gate");
     var keep = [slide.querySelector("h2"), slide.querySelector("p.lead"),
-                slide.querySelector(".predict"), picture].filter(function (e) {
+                slide.querySelector(".predict"), picture,
+                gate && gate.querySelector(":scope > .answer-gate-note")].filter(function (e) {
       return e && !e.closest("details.deeper");
     });
     var path = [];
@@ -133,7 +136,21 @@
         if (path.indexOf(c) < 0) c.classList.add("slide-off");
       });
     });
-    return picture && picture.matches(".plot[data-figure]") ? picture : null;
+    return picture;
+  }
+  // A picture that scrolls in its own box (.grows: the attention slide's chips) is given the
+  // height the screen leaves it, cut between two rows of its items, never through one.
+  function fitBox(box) {
+    box.classList.add("slide-box");
+    box.style.maxHeight = "none";
+    var top = box.getBoundingClientRect().top, room = box.getBoundingClientRect().height - excess() - 2;
+    if (box.scrollHeight <= room + 1) return;
+    var pad = parseFloat(getComputedStyle(box).paddingBottom) || 0, fit = 0;
+    Array.prototype.forEach.call(box.children, function (item) {
+      var bottom = item.getBoundingClientRect().bottom - top + box.scrollTop + pad;
+      if (bottom <= room) fit = Math.max(fit, bottom);
+    });
+    box.style.maxHeight = (fit > 0 ? fit : Math.max(room, 60)) + "px";   // no whole row fits: cut
   }
   var fitting = false;
   function overflow() { return document.scrollingElement.scrollHeight - window.innerHeight; }
@@ -150,6 +167,10 @@
         s.style.zoom = "";
         s.classList.remove("slide-fit");
         s.querySelectorAll(".slide-off").forEach(function (e) { e.classList.remove("slide-off"); });
+        s.querySelectorAll(".slide-box").forEach(function (e) {
+          e.classList.remove("slide-box");
+          e.style.maxHeight = "";
+        });
       });
       var slide = presenting() && document.querySelector(".section.current");
       document.querySelectorAll("[data-figure]").forEach(function (el) {
@@ -161,7 +182,9 @@
       if (!slide) return;
       slide.classList.add("slide-fit");
       slide.removeAttribute("data-fitted");
-      var figure = markSlide(slide);
+      var picture = markSlide(slide);
+      var figure = picture && picture.matches(".plot[data-figure]") ? picture : null;
+      if (picture && !figure && picture.matches(".grows")) fitBox(picture);
       // The slide's figures are drawn again at their boxes' width: a figure drawn while its
       // section was hidden (another slide on screen) got Plotly's default width, 700 px. The
       // slide's figure then takes the height left on the screen.

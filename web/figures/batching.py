@@ -67,6 +67,9 @@ def timeline_figure(schedule, title: str, end_ms: float = None) -> str:
         data.append(dict(
             type="bar", x=tr["x"], base=tr["base"], y=tr["y"], orientation="h", name=tr["name"],
             text=tr["text"], textposition="inside", insidetextanchor="middle", textangle=0,
+            # a pale padding bar is near white whatever its request's colour: its label in ink
+            # (plotly would pick white on a dark colour, ignoring the opacity)
+            **({"insidetextfont": dict(color=INK)} if padding else {}),
             meta=roles("SERIES"), marker=dict(color=colour, opacity=0.3 if padding else 1.0,
                         line=dict(color="white", width=1)),
             customdata=tr["custom"], showlegend=False,     # each bar is labelled with its request

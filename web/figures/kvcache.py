@@ -80,11 +80,16 @@ def context_figure(curves, ctx: int) -> str:
 
 def kinds_figure(rows, ctx: int) -> str:
     """Multi-head vs grouped-query vs multi-query: fp16 and int8 bytes at ctx tokens."""
-    names = [f"{label(r['name'])}<br>{r['kind']} ({r['n_kv_heads']} kv heads)" for r in rows]
+    # each name on three short lines, written level: at a phone's width a two-line name was
+    # turned on its side and cut at the figure's foot
+    names = [f"{label(r['name'])}<br>{r['kind']}<br>({r['n_kv_heads']} kv heads)" for r in rows]
     data = [dict(type="bar", x=names, y=[r[kind] / GIB for r in rows], name=kind,
                  marker=dict(color=colour), meta=roles(role),
-                 text=[human_bytes(r[kind]) for r in rows],
-                 textposition="auto", textfont=dict(size=14),
+                 # the number over its unit: two bars side by side on a phone are ~37 px
+                 # wide, and "64 MiB" on one line ran into its neighbour's "32 MiB"
+                 text=[human_bytes(r[kind]).replace(" ", "<br>") for r in rows],
+                 textposition="auto", textfont=dict(size=14), textangle=0,
+                 constraintext="none",
                  customdata=[r[kind] for r in rows],
                  hovertemplate="%{x}: %{customdata:,} bytes<extra>" + kind + "</extra>")
             # fp16 the baseline, int8 the technique shown at work
@@ -92,5 +97,6 @@ def kinds_figure(rows, ctx: int) -> str:
     return figure_json(data, base_layout(
         title=dict(text=f"KV cache of one {ctx:,}-token sequence"), barmode="group",
         yaxis=dict(title=dict(text="GiB (1024³ bytes)"), rangemode="tozero"),
+        xaxis=dict(tickangle=0),
         legend=dict(orientation="h", x=1, xanchor="right", y=1.0, yanchor="bottom"),
-        margin=dict(l=10, r=10, t=80, b=10), height=420))
+        margin=dict(l=10, r=10, t=80, b=60), height=460))
