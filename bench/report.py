@@ -1,12 +1,12 @@
-"""The README's measured figures, written from the benchmark scripts' committed output.
+"""The measured figures of docs/measured.md, written from the benchmark scripts' committed output.
 
 Each script saves what it printed to bench/results/<name>.json with date, machine and commit;
-this renders those files as the README's tables, between the markers
+this renders those files as docs/measured.md's tables, between the markers
 `<!-- measured:begin -->` and `<!-- measured:end -->`. No figure is typed in: a test
-(tests/test_readme_measured.py) checks that the README holds exactly what this renders.
+(tests/test_readme_measured.py) checks that the page holds exactly what this renders.
 
-    python bench/report.py            # rewrite the README's block
-    python bench/report.py --check    # exit 1 if the README differs from the results
+    python bench/report.py            # rewrite docs/measured.md's block
+    python bench/report.py --check    # exit 1 if docs/measured.md differs from the results
 """
 import argparse
 import json
@@ -15,7 +15,7 @@ import sys
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 RESULTS = os.path.join(ROOT, "bench", "results")
-README = os.path.join(ROOT, "README.md")
+MEASURED = os.path.join(ROOT, "docs", "measured.md")
 BEGIN, END = "<!-- measured:begin -->", "<!-- measured:end -->"
 
 
@@ -233,7 +233,7 @@ def redis_faults(r) -> list:
 
 
 def proxy(r) -> list:
-    """bench_classroom.py --proxy: the README's several-instance recipe under a class."""
+    """bench_classroom.py --proxy: docs/classroom.md's several-instance recipe, under a class."""
     lag = r["lag_ms"]
     polls = r["state_polls_per_instance"]
     return [f"**Two instances behind nginx, one Redis** ({provenance(r)}): {r['students']} "
@@ -308,14 +308,14 @@ def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--check", action="store_true")
     args = ap.parse_args(argv)
-    with open(README) as f:
+    with open(MEASURED, encoding="utf-8") as f:
         text = f.read()
     head, rest = text.split(BEGIN, 1)
     _, tail = rest.split(END, 1)
     new = head + BEGIN + "\n" + render() + END + tail
     if args.check:
         return 0 if new == text else 1
-    with open(README, "w") as f:
+    with open(MEASURED, "w", encoding="utf-8") as f:
         f.write(new)
     return 0
 

@@ -1,8 +1,9 @@
-"""The README's several-instance recipe, run for real on 127.0.0.1 (tests/test_classroom_proxy.py
-and bench/bench_classroom.py --proxy): one redis-server with the README's persistence options,
-app instances started as `python app.py --workers 1 --port P --store redis://... --proxy 1`,
-and Debian's nginx with the README's configuration (its ports changed, and test-only lines: a
-log of which instance answered each request, temporary files in the run's directory)."""
+"""The several-instance recipe of docs/classroom.md, run for real on 127.0.0.1
+(tests/test_classroom_proxy.py and bench/bench_classroom.py --proxy): one redis-server with the
+recipe's persistence options, app instances started as `python app.py --workers 1 --port P --store
+redis://... --proxy 1`, and Debian's nginx with the recipe's configuration (its ports changed, and
+test-only lines: a log of which instance answered each request, temporary files in the run's
+directory)."""
 import collections
 import http.client
 import json
@@ -28,10 +29,10 @@ def nginx_exe():
 
 
 def readme_nginx_conf() -> str:
-    """The README's nginx configuration (its ```nginx block)."""
+    """The nginx configuration of docs/classroom.md (its ```nginx block)."""
     with open(README, encoding="utf-8") as f:
         m = re.search(r"```nginx\n(.*?)```", f.read(), re.S)
-    assert m, "the README's recipe has no nginx configuration"
+    assert m, "docs/classroom.md's recipe has no nginx configuration"
     return m.group(1)
 
 

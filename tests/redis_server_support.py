@@ -1,6 +1,6 @@
-"""A redis-server the test owns, run as the README's several-instance recipe runs it (append-only
-file, fsync every second): stopped, frozen (SIGSTOP), killed with -9 and started again on the
-same port and directory. Skipped with the reason when Debian's redis-server is not installed
+"""A redis-server the test owns, run as docs/classroom.md's several-instance recipe runs it
+(append-only file, fsync every second): stopped, frozen (SIGSTOP), killed with -9 and started again
+on the same port and directory. Skipped with the reason when Debian's redis-server is not installed
 (`make test` installs it)."""
 import os
 import re
@@ -13,15 +13,17 @@ import pytest
 
 from tests.classroom_support import NO_REDIS, free_port
 
-README = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "README.md")
+# the several-instance recipe (its redis-server command, its nginx configuration)
+README = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "docs",
+                      "classroom.md")
 
 
 def readme_redis_args() -> list:
-    """The persistence options of the README's `redis-server` command (the several-instance
-    recipe), without its --port and --dir, which the test chooses."""
+    """The persistence options of the `redis-server` command of docs/classroom.md (the
+    several-instance recipe), without its --port and --dir, which the test chooses."""
     with open(README, encoding="utf-8") as f:
         lines = [line.strip() for line in f if line.strip().startswith("redis-server ")]
-    assert lines, "the README's recipe has no redis-server command"
+    assert lines, "docs/classroom.md's recipe has no redis-server command"
     words = re.sub(r"\s*&\s*$", "", lines[0]).split()[1:]
     out, skip = [], False
     for w in words:
@@ -109,7 +111,7 @@ class RedisServer:
 
 @pytest.fixture()
 def aof_redis(tmp_path):
-    """A killable redis-server started with the README's persistence options."""
+    """A killable redis-server started with the recipe's persistence options."""
     if shutil.which("redis-server") is None:
         pytest.skip(NO_REDIS)
     os.makedirs(tmp_path / "redis")

@@ -1,9 +1,9 @@
-"""The README's several-instance recipe, run for real: one redis-server (append-only file), two
-app instances (`app.py --workers 1 --store redis://... --proxy 1`) and nginx with the README's
-configuration in front. Through the proxy a teacher starts a class and students join, each from
-its own address with its own cookies; their polls reach both instances; a slide change, the
-answers and the end reach every one of them; the join limit counts each student's own address
-and a forged X-Forwarded-For does not escape it."""
+"""The several-instance recipe of docs/classroom.md, run for real: one redis-server (append-only
+file), two app instances (`app.py --workers 1 --store redis://... --proxy 1`) and nginx with the
+recipe's configuration in front. Through the proxy a teacher starts a class and students join, each
+from its own address with its own cookies; their polls reach both instances; a slide change, the
+answers and the end reach every one of them; the join limit counts each student's own address and a
+forged X-Forwarded-For does not escape it."""
 import concurrent.futures
 import random
 import time

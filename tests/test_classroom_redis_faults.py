@@ -1,7 +1,7 @@
 """The class when its Redis store fails: stopped, frozen (SIGSTOP) or killed with -9 in the middle
 of a session. Every class route answers a 503 saying so within a bounded time (never a 500, never
 a 10 s hang), the app works again by itself when Redis is back, nothing acknowledged is lost
-with the README's persistence options, and a session's end reaches the followers of another
+with the recipe's persistence options, and a session's end reaches the followers of another
 instance at once."""
 import time
 
@@ -191,7 +191,7 @@ def test_the_end_reaches_a_follower_on_another_instance_within_a_second(
 
 
 def test_redis_killed_mid_session_keeps_every_answer(model, tmp_path, aof_redis):  # noqa: F811
-    """kill -9 of the README's redis-server: what was written to its append-only file is
+    """kill -9 of the recipe's redis-server: what was written to its append-only file is
     there after a restart on the same port and directory, and the app (not restarted) serves
     the session again."""
     app = make_app(model, tmp_path, aof_redis.url)

@@ -43,7 +43,7 @@ Limits on requests:
     GATE_WAIT_SECONDS    2.0 s    how long a request waits for a slot; then 503 + Retry-After
 
 bench/load_test.py measures these settings (its last figures, with one process and with two
-workers, are in the README, "Serving a classroom").
+workers, are in docs/measured.md; the settings are explained in docs/serving.md).
 
 The gate is why overload gives fast 503s instead of timeouts: waitress runs more threads
 (SERVER_THREADS) than the gate lets compute or wait, so a request that cannot compute soon is
@@ -78,7 +78,7 @@ GATE_SLOTS_BIG = 1
 GATE_WAITING = 16
 GATE_WAIT_SECONDS = 2.0
 RETRY_AFTER_SECONDS = 2
-# waitress, chosen for 2 cores (see README "Serving a classroom"): threads well above
+# waitress, chosen for 2 cores (see docs/serving.md): threads well above
 # GATE_SLOTS + GATE_WAITING so refusals never queue; enough connections for 60 browsers with
 # keep-alive; idle connections closed after 30 s instead of waitress's default 120 s; request
 # bodies and headers capped by waitress itself (413 / 431), well above what the page sends.

@@ -7,5 +7,5 @@
 
 The pages stay stateless: a session is shared state in the store, which every worker process
 (and, with Redis, every app instance) sees. Students follow the teacher by short polls with
-ETags (the README's "A class in one room" says why not Server-Sent Events).
+ETags (docs/classroom.md says why not Server-Sent Events).
 """
