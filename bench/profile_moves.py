@@ -28,7 +28,9 @@ sys.path.insert(0, ROOT)
 
 
 def replay(client, request) -> int:
-    return client.get(request["url"], headers=request["headers"]).status_code
+    # compressed as the browser's answers are (web/assets.py)
+    return client.get(request["url"], headers={"Accept-Encoding": "gzip, deflate, br, zstd",
+                                               **request["headers"]}).status_code
 
 
 def main(argv=None):
