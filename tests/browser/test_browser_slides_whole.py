@@ -176,15 +176,15 @@ def phone_section(browser, base, key, section):
     return context, page
 
 
-# The boxes of what `items` selects in the figures of `section` whose title holds `title`, and
+# The boxes of what `items` selects in the figures of `section` whose title starts `title`, and
 # the right edge of the figure each is drawn in.
 BOXES = """([section, title, items]) => Array.from(document.querySelectorAll(`#${section} .js-plotly-plot`))
-  .filter(p => (p.querySelector('.gtitle') || {}).textContent?.includes(title))
+  .filter(p => ((p.querySelector('.gtitle') || {}).textContent || '').startsWith(title))
   .flatMap(p => Array.from(p.querySelectorAll(items)).map(e => [p, e]))
   .filter(([p, e]) => e.getClientRects().length && e.textContent.trim())
   .map(([p, e]) => { const r = e.getBoundingClientRect(), svg = p.getBoundingClientRect();
                      return {text: e.textContent, x0: r.left, y0: r.top, x1: r.right, y1: r.bottom,
-                             right: svg.right}; })"""
+                             right: svg.right, bottom: svg.bottom}; })"""
 
 
 def overlaps(boxes):
@@ -202,6 +202,12 @@ def test_a_phone_shows_the_cache_kinds_generation_and_padding_labels_readable(
         labels = page.evaluate(BOXES, ["kvcache", "KV cache of one", ".bartext"])
         assert len(labels) >= 6, labels
         assert overlaps(labels) == [], overlaps(labels)
+        # its names written level and whole, inside the figure (turned on their side, they
+        # were cut at its foot)
+        names = page.evaluate(BOXES, ["kvcache", "KV cache of one", ".xtick text"])
+        assert len(names) == 3, names
+        assert all(n["y1"] - n["y0"] < 80 and n["y1"] <= n["bottom"] + 1 for n in names), names
+        assert overlaps(names) == [], overlaps(names)
 
         page.evaluate("() => document.querySelector('#generation').scrollIntoView()")
         expect(page.locator("#generation .plot .main-svg").first).to_be_attached()
@@ -212,6 +218,7 @@ def test_a_phone_shows_the_cache_kinds_generation_and_padding_labels_readable(
         assert any(e["text"].startswith("tokens") for e in edge), edge
         near = [(e["text"], round(e["right"] - e["x1"])) for e in edge if e["x1"] > e["right"] - 4]
         assert near == [], near
+        assert overlaps(edge) == [], overlaps(edge)
 
         page.evaluate("() => document.querySelector('#batching').scrollIntoView()")
         expect(page.locator("#batching .plot .main-svg").first).to_be_attached()

@@ -35,8 +35,13 @@ def prefill_decode_figure(sweep: list, n_prompt: int, prefill_s: float, decode_s
             marker=dict(marker, color=DECODE), meta=roles("DECODE"),
             hovertemplate="your prompt: decode %{y:.2f} ms per token<extra></extra>"))
     layout = base_layout(
-        title=dict(text="Prefill vs decode, measured"),
-        height=420, legend=dict(orientation="h", y=-0.3),
+        # the title at the top, the legend under it, above the plot: below the plot, on a
+        # phone, the legend (four rows) met the x axis's title (two lines there)
+        title=dict(text="Prefill vs decode, measured", yref="container", y=1, yanchor="top",
+                   pad=dict(t=12)),
+        height=420, margin=dict(l=10, r=10, t=48, b=10),
+        legend=dict(orientation="h", yref="container", y=1 - 40 / 420, yanchor="top", x=0,
+                    xanchor="left"),
         xaxis=dict(title=dict(text="tokens (prompt, or cache for decode)"),
                    rangemode="tozero"),
         # a log scale: a whole prefill (tens of ms) and a token's cost (a few ms, or less)

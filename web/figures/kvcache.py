@@ -80,9 +80,13 @@ def context_figure(curves, ctx: int) -> str:
 
 def kinds_figure(rows, ctx: int) -> str:
     """Multi-head vs grouped-query vs multi-query: fp16 and int8 bytes at ctx tokens."""
-    # each name on three short lines, written level: at a phone's width a two-line name was
-    # turned on its side and cut at the figure's foot
-    names = [f"{label(r['name'])}<br>{r['kind']}<br>({r['n_kv_heads']} kv heads)" for r in rows]
+    # each name on short lines, written level: at a phone's width a two-line name was turned
+    # on its side and cut at the figure's foot; a kind of more than 11 letters (grouped-query,
+    # ~95 px) is broken at its hyphen, a phone giving each model ~90 px
+    def short(kind):
+        return kind.replace("-", "-<br>", 1) if len(kind) > 11 else kind
+    names = [f"{label(r['name'])}<br>{short(r['kind'])}<br>({r['n_kv_heads']} kv heads)"
+             for r in rows]
     data = [dict(type="bar", x=names, y=[r[kind] / GIB for r in rows], name=kind,
                  marker=dict(color=colour), meta=roles(role),
                  # the number over its unit: two bars side by side on a phone are ~37 px
