@@ -3,7 +3,8 @@
 The file is read with llama.cpp's own Python reader (the `gguf` package: `GGUFReader`, and
 `gguf.quants.dequantize` for the block formats); nothing here parses GGUF bytes itself.
 
-    metadata   general.architecture ("llama", "qwen2", "qwen3" or "gpt2"), {arch}.block_count,
+    metadata   general.architecture ("llama", "qwen2", "qwen3", "phi3", "gemma2" or "gpt2"),
+               {arch}.block_count,
                embedding_length, feed_forward_length, attention.head_count(_kv),
                attention.key_length (the head width, when it is not width / heads: Mistral
                Nemo, Qwen3), rope.freq_base, the norm's epsilon, context_length;
@@ -16,6 +17,8 @@ The file is read with llama.cpp's own Python reader (the `gguf` package: `GGUFRe
                    llama.cpp's converter computes from rope_scaling {rope_type "llama3"})
                  blk.N.attn_{q,k,v}.bias (Qwen2)
                  blk.N.attn_{q,k}_norm (Qwen3: a [head width] RMSNorm gain for every head)
+                 blk.N.attn_qkv and ffn_up = [gate | up] instead (Phi-3's fused projections)
+                 blk.N.post_attention_norm, post_ffw_norm (Gemma 2; ffn_norm is the one before)
                token_embd, position_embd, blk.N.{attn_norm, attn_qkv, attn_output, ffn_norm,
                ffn_up, ffn_down} (.weight and .bias), output_norm, output (GPT-2).
                No output.weight: the unembedding is tied to token_embd.
@@ -45,6 +48,7 @@ What each tensor was stored as stays on the model: `model.stored[param path]` is
 `StoredTensor` (GGUF name, type, GGUF shape, bytes, file offset), and `read_stored_bytes` reads
 raw bytes of it back from the file (one Q4_1 block: 20 bytes).
 """
+import math
 import os
 from dataclasses import dataclass
 
@@ -58,7 +62,7 @@ from .tokenizer import TokenizerLoadError, _byte_level_encoding
 
 SUPPORTED_TYPES = ("F32", "F16", "BF16", "Q8_0", "Q4_0", "Q4_1", "Q5_0", "Q5_1",
                    "Q2_K", "Q3_K", "Q4_K", "Q5_K", "Q6_K")
-ARCHITECTURES = ("llama", "qwen2", "qwen3", "phi3", "gpt2")
+ARCHITECTURES = ("llama", "qwen2", "qwen3", "phi3", "gemma2", "gpt2")
 
 # Pre-tokenizer regexes by tokenizer.ggml.pre (llama.cpp's names, llama-vocab.cpp).
 #
@@ -194,9 +198,10 @@ def read_config(fields: _Fields, tensors: dict, path: str) -> ModelConfig:
                              f"{n_kv_heads} do not divide the width {d}")
     n_ctx = fields.need(f"{arch}.context_length", int)
     window = fields.get(f"{arch}.attention.sliding_window", None, int)
-    if arch == "phi3" and window:
-        # Phi-3 attends over the last `window` tokens only; this engine attends over all of them,
-        # the same thing for prompts no longer than the window: the context it offers
+    if arch in ("phi3", "gemma2") and window:
+        # Phi-3 (and Gemma 2's every other layer) attends over the last `window` tokens only;
+        # this engine attends over all of them, the same for prompts no longer than the window:
+        # the context it offers
         n_ctx = min(n_ctx, window)
     common = dict(
         vocab_size=vocab_size, d_model=d, n_layers=fields.need(f"{arch}.block_count", int),
@@ -233,8 +238,21 @@ def read_config(fields: _Fields, tensors: dict, path: str) -> ModelConfig:
         factors = tuple(float(f) for f in _dequantize(t, (head_dim // 2,), path))
         if min(factors) <= 0:
             raise ModelLoadError(f"{path}: tensor 'rope_freqs.weight' holds a factor <= 0")
+    gemma = {}
+    if arch == "gemma2":
+        # Gemma 2 as llama.cpp runs it (llm_build_gemma2): embeddings x sqrt(d), a norm after
+        # attention and after the feed-forward, GELU gating, soft-capped scores and logits; the
+        # query scale is 1 / sqrt(head_dim), but 1 / sqrt(d / H) for the 27B (46 blocks), as
+        # its query_pre_attn_scalar says. The norm gains are stored as 1 + w (the converter adds
+        # the 1 Gemma's RMSNorm adds), so they are used as they are.
+        n_layers = common["n_layers"]
+        gemma = dict(embed_scale=math.sqrt(d), post_norms=True,
+                     attn_scale=(d / n_heads) ** -0.5 if n_layers == 46 else 0.0,
+                     attn_softcap=fields.get("gemma2.attn_logit_softcapping", 0.0, float),
+                     final_softcap=fields.get("gemma2.final_logit_softcapping", 0.0, float))
     return ModelConfig(model_type="llama", n_kv_heads=n_kv_heads, head_dim=head_dim,
-                       norm="rms_norm", mlp="swiglu", positions="rope",
+                       norm="rms_norm", mlp="geglu" if arch == "gemma2" else "swiglu",
+                       positions="rope", **gemma,
                        rope_theta=fields.get(f"{arch}.rope.freq_base", 10000.0, float),
                        rope_freq_factors=factors, qkv_bias=arch == "qwen2",
                        qk_norm=arch == "qwen3",
@@ -263,6 +281,10 @@ def expected_tensors(c: ModelConfig, arch: str = None) -> dict:
                 b + "ffn_gate.weight": (("blocks", i, "mlp", "w_gate"), (c.d_ff, d)),
                 b + "ffn_up.weight": (("blocks", i, "mlp", "w_up"), (c.d_ff, d)),
                 b + "ffn_down.weight": (("blocks", i, "mlp", "w_down"), (d, c.d_ff))})
+            if arch == "gemma2":         # Gemma2Model: norms after attention and feed-forward
+                out.update({
+                    b + "post_attention_norm.weight": (("blocks", i, "ln_1_post", "g"), (d,)),
+                    b + "post_ffw_norm.weight": (("blocks", i, "ln_2_post", "g"), (d,))})
             if arch == "phi3":           # Phi3MiniModel writes Phi-3's fused projections
                 for n in ("attn_q", "attn_k", "attn_v", "ffn_gate"):
                     del out[b + n + ".weight"]
@@ -362,6 +384,7 @@ def read_params(tensors: dict, c: ModelConfig, path: str, arch: str = "llama") -
                                  f"order), expected {list(reversed(shape))}")
 
     params = {"blocks": [{"ln_1": {}, "attn": {}, "ln_2": {}, "mlp": {}}
+                         | ({"ln_1_post": {}, "ln_2_post": {}} if c.post_norms else {})
                          for _ in range(c.n_layers)], "ln_f": {}}
     stored = {}
     for name, (where, shape) in expected.items():          # one tensor at a time

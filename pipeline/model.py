@@ -20,7 +20,7 @@ TransformerLens. T tokens, d model width, H query heads, KVH key/value heads, hd
 d_ff feed-forward width, V vocabulary; block names are prefixed `blocks.{i}.`.
 
     name                            shape        what
-    hook_embed                      [T, d]       token embeddings (rows of wte)
+    hook_embed                      [T, d]       token embeddings (rows of wte; Gemma: x sqrt(d))
     hook_pos_embed                  [T, d]       learned position embeddings (GPT-2 only)
     blocks.{i}.hook_resid_pre       [T, d]       residual stream entering block i
     blocks.{i}.ln1.hook_normalized  [T, d]       norm before attention (LayerNorm / RMSNorm)
@@ -35,17 +35,21 @@ d_ff feed-forward width, V vocabulary; block names are prefixed `blocks.{i}.`.
     blocks.{i}.attn.hook_pattern    [H, T, T]    softmax of the scores: rows sum to 1
     blocks.{i}.attn.hook_z          [T, H, hd]   pattern-weighted sum of values, per head
     blocks.{i}.attn.hook_result     [T, H, d]    each head's output after the output projection
-                                                 (summed over heads: hook_attn_out minus bias)
-    blocks.{i}.hook_attn_out        [T, d]       attention output
+                                                 (summed over heads: hook_attn_out minus bias,
+                                                 before Gemma 2's ln1_post)
+    blocks.{i}.ln1_post.hook_normalized [T, d]   attention output normed again (Gemma 2)
+    blocks.{i}.hook_attn_out        [T, d]       attention output (after ln1_post, if any)
     blocks.{i}.hook_resid_mid       [T, d]       resid_pre + attn_out
     blocks.{i}.ln2.hook_normalized  [T, d]       norm before the feed-forward
     blocks.{i}.mlp.hook_pre         [T, d_ff]    GELU input (fc output) / SwiGLU gate pre-activation
-    blocks.{i}.mlp.hook_pre_linear  [T, d_ff]    SwiGLU up-projection (Llama only)
-    blocks.{i}.mlp.hook_post        [T, d_ff]    gelu(pre) / silu(gate) * up
-    blocks.{i}.hook_mlp_out         [T, d]       feed-forward output
+    blocks.{i}.mlp.hook_pre_linear  [T, d_ff]    SwiGLU / GeGLU up-projection (Llama, Gemma)
+    blocks.{i}.mlp.hook_post        [T, d_ff]    gelu(pre) / silu(gate) * up / gelu(gate) * up
+    blocks.{i}.ln2_post.hook_normalized [T, d]   feed-forward output normed again (Gemma 2)
+    blocks.{i}.hook_mlp_out         [T, d]       feed-forward output (after ln2_post, if any)
     blocks.{i}.hook_resid_post      [T, d]       resid_mid + mlp_out: entering block i + 1
     ln_final.hook_normalized        [T, d]       final norm
     logits                          [T, V]       scores for the next token at every position
+                                                 (Gemma 2: soft-capped)
 
 Float32: NumPy 2 upcasts `float32_array / np.sqrt(d)` to float64, so scales are Python floats
 (`x * d ** -0.5`), and cubes are `x * x * x` (float32 `x ** 3` is ~25x slower).
@@ -81,6 +85,13 @@ class ModelConfig:
                                     #   factor_j times slower (Llama 3.1+ scaling, GGUF's way)
     qkv_bias: bool = False          # q, k, v projections carry biases, the output one not (Qwen2)
     qk_norm: bool = False           # RMSNorm of every head's query and key before RoPE (Qwen3)
+    embed_scale: float = 1.0        # the embeddings enter the residual stream times this (Gemma:
+                                    #   sqrt(d))
+    post_norms: bool = False        # Gemma 2: attention's and the feed-forward's outputs normed
+                                    #   again (ln_1_post, ln_2_post) before they are added
+    attn_scale: float = 0.0         # the scores' scale; 0: 1 / sqrt(head_dim)
+    attn_softcap: float = 0.0       # Gemma 2: scores -> c tanh(scores / c) before the mask
+    final_softcap: float = 0.0      # Gemma 2: logits -> c tanh(logits / c)
     tied_embeddings: bool = True    # unembedding is the transposed token embedding
     bos_token_id: int = None        # token a document starts with (None: not set)
     eos_token_id: int = None        # token that ends a document: generation stops there
@@ -166,11 +177,16 @@ def causal_mask(n_queries, n_keys):  # -> [Tq, S]: the queries are the last Tq o
                    k=n_keys - n_queries + 1)
 
 
-def attention(q, k, v, hook):  # q [T, H, hd], k v [S, KVH, hd] -> [T, H, hd]
+def softcap(x, cap):  # Gemma 2: squashed smoothly into (-cap, cap); 0: unchanged
+    return x if not cap else np.tanh(x * (1.0 / cap)) * cap
+
+
+def attention(q, k, v, hook, scale=0.0, cap=0.0):  # q [T, H, hd], k v [S, KVH, hd] -> [T, H, hd]
     n_heads, head_dim = q.shape[1], q.shape[2]
     k = np.repeat(k, n_heads // k.shape[1], axis=1)  # [S, KVH, hd] -> [S, H, hd]: heads share kv
     v = np.repeat(v, n_heads // v.shape[1], axis=1)  # [S, KVH, hd] -> [S, H, hd]
-    scores = q.transpose(1, 0, 2) @ k.transpose(1, 2, 0) * head_dim ** -0.5  # -> [H, T, S]
+    scale = scale or head_dim ** -0.5
+    scores = softcap(q.transpose(1, 0, 2) @ k.transpose(1, 2, 0) * scale, cap)  # -> [H, T, S]
     scores = hook("hook_attn_scores", scores + causal_mask(q.shape[0], k.shape[0]))
     pattern = hook("hook_pattern", softmax(scores))                          # [H, T, S]
     return (pattern @ v.transpose(1, 0, 2)).transpose(1, 0, 2)               # -> [T, H, hd]
@@ -183,7 +199,7 @@ def per_head_result(z, w_o):  # [T, H, hd] -> [T, H, d]: what each head adds to 
 
 def attention_layer(x, w_q, w_k, w_v, w_o, b_q=None, b_k=None, b_v=None, b_o=None,
                     q_norm=None, k_norm=None, *, n_heads, n_kv_heads, rope_cs, kv, hook,
-                    eps=0.0):  # [T, d] -> [T, d]
+                    eps=0.0, scale=0.0, cap=0.0):  # [T, d] -> [T, d]
     T = x.shape[0]
     q = hook("hook_q", linear(x, w_q, b_q).reshape(T, n_heads, -1))     # [T, d] -> [T, H, hd]
     k = hook("hook_k", linear(x, w_k, b_k).reshape(T, n_kv_heads, -1))  # [T, d] -> [T, KVH, hd]
@@ -194,7 +210,7 @@ def attention_layer(x, w_q, w_k, w_v, w_o, b_q=None, b_k=None, b_v=None, b_o=Non
     if rope_cs is not None:
         q = hook("hook_rot_q", rope(q, *rope_cs))
         k = hook("hook_rot_k", rope(k, *rope_cs))
-    z = hook("hook_z", kv.attend(q, k, v, hook))                        # [T, H, hd]
+    z = hook("hook_z", kv.attend(q, k, v, hook, scale, cap))            # [T, H, hd]
     hook.lazy("hook_result", per_head_result, z, w_o)
     return linear(z.reshape(T, -1), w_o, b_o)                           # [T, H*hd] -> [T, d]
 
@@ -212,36 +228,62 @@ def swiglu_ffn(x, w_gate, w_up, w_down, *, hook):  # [T, d] -> [T, d]
     return post @ w_down                             # [T, d_ff] -> [T, d]
 
 
+def geglu_ffn(x, w_gate, w_up, w_down, *, hook):  # [T, d] -> [T, d]: Gemma's, GELU for SiLU
+    gate = hook("hook_pre", x @ w_gate)              # [T, d] -> [T, d_ff]
+    up = hook("hook_pre_linear", x @ w_up)           # [T, d] -> [T, d_ff]
+    post = hook("hook_post", gelu(gate) * up)
+    return post @ w_down                             # [T, d_ff] -> [T, d]
+
+
 NORMS = {"layer_norm": layer_norm, "rms_norm": rms_norm}
-MLPS = {"gelu": gelu_mlp, "swiglu": swiglu_ffn}
+MLPS = {"gelu": gelu_mlp, "swiglu": swiglu_ffn, "geglu": geglu_ffn}
 
 
-def attention_half(resid_pre, ln_1, attn, *, cfg, rope_cs, kv, hook):  # [T, d] -> [T, d]
-    """A block's first half: norm, attention; returns attn_out."""
+def attention_half(resid_pre, ln_1, attn, ln_1_post=None, *, cfg, rope_cs, kv,
+                   hook):  # [T, d] -> [T, d]
+    """A block's first half: norm, attention (and Gemma 2's norm after it); returns attn_out."""
     normed = hook("ln1.hook_normalized", NORMS[cfg.norm](resid_pre, **ln_1, eps=cfg.norm_eps))
-    return hook("hook_attn_out", attention_layer(
+    out = attention_layer(
         normed, **attn, n_heads=cfg.n_heads, n_kv_heads=cfg.n_kv_heads, rope_cs=rope_cs, kv=kv,
-        hook=hook.scope("attn."), eps=cfg.norm_eps))
+        hook=hook.scope("attn."), eps=cfg.norm_eps, scale=cfg.attn_scale, cap=cfg.attn_softcap)
+    if ln_1_post is not None:
+        out = hook("ln1_post.hook_normalized",
+                   NORMS[cfg.norm](out, **ln_1_post, eps=cfg.norm_eps))
+    return hook("hook_attn_out", out)
 
 
-def ffn_half(resid_mid, ln_2, mlp, *, cfg, hook):  # [T, d] -> [T, d]
-    """A block's second half: norm, feed-forward; returns mlp_out."""
+def ffn_half(resid_mid, ln_2, mlp, ln_2_post=None, *, cfg, hook):  # [T, d] -> [T, d]
+    """A block's second half: norm, feed-forward (and Gemma 2's norm after it); returns
+    mlp_out."""
     normed = hook("ln2.hook_normalized", NORMS[cfg.norm](resid_mid, **ln_2, eps=cfg.norm_eps))
-    return hook("hook_mlp_out", MLPS[cfg.mlp](normed, **mlp, hook=hook.scope("mlp.")))
+    out = MLPS[cfg.mlp](normed, **mlp, hook=hook.scope("mlp."))
+    if ln_2_post is not None:
+        out = hook("ln2_post.hook_normalized",
+                   NORMS[cfg.norm](out, **ln_2_post, eps=cfg.norm_eps))
+    return hook("hook_mlp_out", out)
 
 
-def transformer_block(x, ln_1, attn, ln_2, mlp, *, cfg, rope_cs, kv, hook):  # [T, d] -> [T, d]
+def transformer_block(x, ln_1, attn, ln_2, mlp, ln_1_post=None, ln_2_post=None, *, cfg, rope_cs,
+                      kv, hook):  # [T, d] -> [T, d]
     resid_pre = hook("hook_resid_pre", x)
-    attn_out = attention_half(resid_pre, ln_1, attn, cfg=cfg, rope_cs=rope_cs, kv=kv, hook=hook)
+    attn_out = attention_half(resid_pre, ln_1, attn, ln_1_post, cfg=cfg, rope_cs=rope_cs, kv=kv,
+                              hook=hook)
     resid_mid = hook("hook_resid_mid", resid_pre + attn_out)
-    mlp_out = ffn_half(resid_mid, ln_2, mlp, cfg=cfg, hook=hook)
+    mlp_out = ffn_half(resid_mid, ln_2, mlp, ln_2_post, cfg=cfg, hook=hook)
     return hook("hook_resid_post", resid_mid + mlp_out)
+
+
+def unembed_logits(normed, unembed, cap=0.0):  # [T, d] -> [T, V] (Gemma 2: soft-capped)
+    return softcap(normed @ unembed, cap)
 
 
 def transformer(tokens, positions, wte, blocks, ln_f, unembed, wpe=None, *,
                 cfg, inv_freq, kv, hook):  # [T] -> [T, V]
     """positions None: run without positional information (no position table, no RoPE)."""
-    x = hook("hook_embed", wte[tokens])                               # [T] -> [T, d]
+    x = wte[tokens]                                                   # [T] -> [T, d]
+    if cfg.embed_scale != 1.0:                                        # Gemma: times sqrt(d)
+        x = x * np.float32(cfg.embed_scale)
+    x = hook("hook_embed", x)
     rope_cs = None
     if positions is not None and cfg.positions == "learned":
         x = x + hook("hook_pos_embed", wpe[positions])                # [T, d]
@@ -251,7 +293,7 @@ def transformer(tokens, positions, wte, blocks, ln_f, unembed, wpe=None, *,
         x = transformer_block(x, **block, cfg=cfg, rope_cs=rope_cs, kv=kv_layer,
                               hook=hook.scope(f"blocks.{i}."))
     x = hook("ln_final.hook_normalized", NORMS[cfg.norm](x, **ln_f, eps=cfg.norm_eps))
-    return hook("logits", x @ unembed)                                # [T, d] -> [T, V]
+    return hook("logits", unembed_logits(x, unembed, cfg.final_softcap))   # [T, d] -> [T, V]
 
 
 # --- hooks: identity functions with a name; recording ones write into a dict -----------------
@@ -376,7 +418,8 @@ class RecordingHooks(Hooks):
             self.cache[self.prefix + name] = fn(*args)
 
 
-FFN_HALF_NAMES = ("ln2.", "mlp.", "hook_mlp_out")   # a block's names its second half records
+# a block's names its second half records
+FFN_HALF_NAMES = ("ln2.", "ln2_post.", "mlp.", "hook_mlp_out")
 
 
 class CompactHooks(Hooks):
@@ -386,14 +429,15 @@ class CompactHooks(Hooks):
     KEPT = ("hook_resid_pre", "hook_resid_mid", "hook_resid_post", "attn.hook_rot_k",
             "attn.hook_v")
 
-    def __init__(self, cache, unembed, prefix="", block=None):
+    def __init__(self, cache, unembed, prefix="", block=None, cap=0.0):
         self.cache, self.unembed, self.prefix, self.block = cache, unembed, prefix, block
+        self.cap = cap                  # the final soft-cap (Gemma 2) the logits get
 
     def __call__(self, name, x):
         full = self.prefix + name
         if full == "logits":
-            self.cache.deferred[full] = (np.matmul, (self.cache["ln_final.hook_normalized"],
-                                                     self.unembed))
+            self.cache.deferred[full] = (unembed_logits, (self.cache["ln_final.hook_normalized"],
+                                                          self.unembed, self.cap))
         elif self.block is None or full.split(".", 2)[2] in self.KEPT:
             # a view (the keys and values are views of one projection that holds the queries
             # too) would keep its whole base alive: the kept array is its own
@@ -406,7 +450,7 @@ class CompactHooks(Hooks):
         block = self.block
         if prefix.startswith("blocks."):
             block = int(prefix.split(".")[1])
-        return CompactHooks(self.cache, self.unembed, self.prefix + prefix, block)
+        return CompactHooks(self.cache, self.unembed, self.prefix + prefix, block, self.cap)
 
     def lazy(self, name, fn, *args):
         full = self.prefix + name
@@ -418,8 +462,8 @@ class CompactHooks(Hooks):
 class NoCache:
     """Attention over the T tokens of this pass only (a full forward)."""
 
-    def attend(self, q, k, v, hook):
-        return attention(q, k, v, hook)
+    def attend(self, q, k, v, hook, scale=0.0, cap=0.0):
+        return attention(q, k, v, hook, scale, cap)
 
 
 class LayerKV:
@@ -428,11 +472,12 @@ class LayerKV:
     def __init__(self, cache, layer):
         self.cache, self.layer = cache, layer
 
-    def attend(self, q, k, v, hook):
+    def attend(self, q, k, v, hook, scale=0.0, cap=0.0):
         c, start, end = self.cache, self.cache.n_tokens, self.cache.n_tokens + k.shape[0]
         c.k[self.layer, start:end] = k
         c.v[self.layer, start:end] = v
-        return attention(q, c.k[self.layer, :end], c.v[self.layer, :end], hook)  # S = end
+        return attention(q, c.k[self.layer, :end], c.v[self.layer, :end], hook,  # S = end
+                         scale, cap)
 
 
 class BatchKV:
@@ -441,8 +486,9 @@ class BatchKV:
     def __init__(self, layers):
         self.layers = layers
 
-    def attend(self, q, k, v, hook):  # q [B, H, hd], k v [B, KVH, hd] -> [B, H, hd]
-        return np.concatenate([layer.attend(q[b:b + 1], k[b:b + 1], v[b:b + 1], NO_HOOKS)
+    def attend(self, q, k, v, hook, scale=0.0, cap=0.0):  # q [B, H, hd], k v [B, KVH, hd]
+        return np.concatenate([layer.attend(q[b:b + 1], k[b:b + 1], v[b:b + 1], NO_HOOKS,
+                                            scale, cap)
                                for b, layer in enumerate(self.layers)])
 
 
@@ -532,14 +578,17 @@ class Model:
             hook = RecordingHooks(own, f"blocks.{i}.")
             if half == "attn":
                 attention_half(cache[f"blocks.{i}.hook_resid_pre"], block["ln_1"], block["attn"],
+                               block.get("ln_1_post"),
                                cfg=self.config, rope_cs=rope_cs, kv=NoCache(), hook=hook)
             else:
                 ffn_half(cache[f"blocks.{i}.hook_resid_mid"], block["ln_2"], block["mlp"],
+                         block.get("ln_2_post"),
                          cfg=self.config, hook=hook)
             return own
         cache.rerun = rerun
         logits = self._forward(tokens, use_positions, n_layers,
-                               CompactHooks(cache, self.params["unembed"]))
+                               CompactHooks(cache, self.params["unembed"],
+                                            cap=self.config.final_softcap))
         return logits[-1:].copy(), cache
 
     def _forward(self, tokens, use_positions, n_layers, hook):

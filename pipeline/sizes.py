@@ -15,7 +15,7 @@ that the formula gives each published checkpoint's reported count.
     feed-forward  d d_ff + d_ff + d_ff d + d               3 d d_ff (gate, up, down)
     norms         2 x 2d (gain and bias, twice)            2 x d (gain, twice)
     (Qwen2 adds q, k, v biases: H hd, KVH hd, KVH hd; Qwen3 adds q_norm and k_norm gains, 2 hd,
-    counted with the norms)
+    counted with the norms; Gemma 2 norms attention's and the feed-forward's outputs too: 4 d)
     final norm    2d                                       d
     unembedding   0 if tied to the embedding, else V d
 
@@ -81,7 +81,7 @@ def parameter_counts(c: ModelConfig) -> ParamCounts:
         attn_v=d * kv_width + (kv_width if qkv_biased else 0),
         attn_o=q_width * d + (d if biased else 0),
         ffn=ffn,
-        norms=2 * norm + head_norms,
+        norms=(4 if c.post_norms else 2) * norm + head_norms,
         n_layers=c.n_layers,
         final_norm=norm,
         unembedding=0 if c.tied_embeddings else c.vocab_size * d,
@@ -112,7 +112,8 @@ def counted_from_arrays(model) -> ParamCounts:
             attn_v=_size([attn[k] for k in ("w_v", "b_v") if k in attn]),
             attn_o=_size([attn[k] for k in ("w_o", "b_o") if k in attn]),
             ffn=_size(block["mlp"]),
-            norms=_size(block["ln_1"]) + _size(block["ln_2"])
+            norms=_size([block[k] for k in ("ln_1", "ln_2", "ln_1_post", "ln_2_post")
+                         if k in block])
             + _size([attn[k] for k in ("q_norm", "k_norm") if k in attn])))
     if any(b != per_block[0] for b in per_block):
         raise ValueError("blocks of different sizes")

@@ -67,6 +67,13 @@ CHECKPOINTS = {
     "phi3_f32": ("phi3", "F32", {"spm": True}),
     "phi3_f16": ("phi3", "F16", {"spm": True, "untied": True}),
     "phi3_q8_0": ("phi3", "Q8_0", {"spm": True}),
+    # Gemma 2: embeddings x sqrt(d), norms after attention and feed-forward, GELU gating,
+    # soft-capped scores (50) and logits (30), head width 256 (2B, 9B: query_pre_attn_scalar 256,
+    # which transformers' GGUF reading assumes), a SentencePiece vocabulary without the "▁"
+    # prefix; always tied
+    "gemma2_f32": ("gemma2", "F32", {"spm": True, "head_dim": 256}),
+    "gemma2_f16": ("gemma2", "F16", {"spm": True, "head_dim": 256}),
+    "gemma2_q8_0": ("gemma2", "Q8_0", {"spm": True, "head_dim": 256}),
     # Qwen2 / Qwen2.5: q, k, v biases, rows not permuted, tied (0.5B) or untied (7B) unembedding
     "qwen2_f32": ("qwen2", "F32", {"pre": "qwen2"}),
     "qwen2_f16": ("qwen2", "F16", {"pre": "qwen2", "untied": True}),
@@ -76,8 +83,9 @@ CHECKPOINTS = {
     "qwen3_f16": ("qwen3", "F16", {"pre": "qwen2", "head_dim": 128, "untied": True}),
     "qwen3_q8_0": ("qwen3", "Q8_0", {"pre": "qwen2", "head_dim": 128}),
 }
-LLAMA_FAMILY = ("llama", "qwen2", "qwen3", "phi3")
-ROPE_THETA = {"llama": 10000.0, "qwen2": 1000000.0, "qwen3": 1000000.0, "phi3": 10000.0}
+LLAMA_FAMILY = ("llama", "qwen2", "qwen3", "phi3", "gemma2")
+ROPE_THETA = {"llama": 10000.0, "qwen2": 1000000.0, "qwen3": 1000000.0, "phi3": 10000.0,
+              "gemma2": 10000.0}
 LLAMA3_THETA = 500000.0
 # Llama 3.1's rope_scaling, but with an original context of 64 (Llama 3.1: 8192) so that at the
 # tiny models' positions the three kinds of pair all occur: kept (wavelength < 64 / 4), scaled
@@ -189,7 +197,10 @@ def hf_weights(arch: str, qtype: str, untied: bool, seed: int, head_dim: int = N
     def norm(n, bias=False):
         return ((0.0 if bias else 1.0) + STD_NORM * g.standard_normal(n)).astype(np.float32)
 
-    w = {"embed": (STD_EMBED * g.standard_normal((V, d))).astype(np.float32)}
+    # Gemma multiplies the embeddings by sqrt(d): drawn that much smaller, the residual stream
+    # starts as large as the others' (else, tied, every token predicts itself)
+    embed_std = STD_EMBED / math.sqrt(d) if arch == "gemma2" else STD_EMBED
+    w = {"embed": (embed_std * g.standard_normal((V, d))).astype(np.float32)}
     if arch == "gpt2":
         w["pos"] = (STD_EMBED * g.standard_normal((k["n_ctx"], d))).astype(np.float32)
     for i in range(k["n_layers"]):
@@ -205,6 +216,8 @@ def hf_weights(arch: str, qtype: str, untied: bool, seed: int, head_dim: int = N
                           p + "v.b": norm(k["n_kv_heads"] * hd, True)})
             if arch == "qwen3":
                 w.update({p + "q_norm": norm(hd), p + "k_norm": norm(hd)})
+            if arch == "gemma2":         # stored gains: 1 + Gemma's own weight
+                w.update({p + "ln1_post": norm(d), p + "ln2_post": norm(d)})
         else:  # GPT-2 Conv1D layout [in, out]
             w.update({p + "ln1": norm(d), p + "ln1.b": norm(d, True), p + "qkv": lin(d, 3 * d),
                       p + "qkv.b": norm(3 * d, True), p + "o": lin(d, d), p + "o.b": norm(d, True),
@@ -212,6 +225,8 @@ def hf_weights(arch: str, qtype: str, untied: bool, seed: int, head_dim: int = N
                       p + "fc.b": norm(d_ff, True), p + "proj": lin(d_ff, d),
                       p + "proj.b": norm(d, True)})
     w["norm"] = norm(d)
+    if arch == "gemma2":     # logits up to ~10, where the soft-cap at 30 bends them (by ~0.4)
+        w["norm"] *= 12.0
     if arch == "gpt2":
         w["norm.b"] = norm(d, True)
     if untied:
@@ -294,12 +309,18 @@ def write_checkpoint(path: str, name: str, seed: int, pre: str = None) -> str:
         writer.add_head_count_kv(k["n_kv_heads"])
         writer.add_rope_freq_base(theta)
         writer.add_layer_norm_rms_eps(1e-5 if arch == "llama" else 1e-6)
+        if arch == "gemma2":             # SentencePiece's add_dummy_prefix is off for Gemma
+            writer.add_add_space_prefix(False)
         if "head_dim" in opts:           # TextModel: key/value_length when config has head_dim
             writer.add_key_length(k["hd"])
             writer.add_value_length(k["hd"])
         if arch == "llama":              # LlamaModel: rope.dimension_count = head_dim
             writer.add_rope_dimension_count(k["hd"])
             writer.add_vocab_size(len(tokens))
+        if arch == "gemma2":             # Gemma2Model.set_gguf_parameters
+            writer.add_attn_logit_softcapping(50.0)
+            writer.add_final_logit_softcapping(30.0)
+            writer.add_sliding_window(4096)
         if arch == "phi3":               # Phi3MiniModel.set_gguf_parameters
             writer.add_rope_dimension_count(k["d"] // k["n_heads"])
             writer.add_sliding_window(2047)
@@ -360,6 +381,9 @@ def write_checkpoint(path: str, name: str, seed: int, pre: str = None) -> str:
             if arch == "qwen2":
                 for n in "qkv":
                     _add(writer, b + f"attn_{n}.bias", w[p + f"{n}.b"], qtype, g)
+            if arch == "gemma2":
+                _add(writer, b + "post_attention_norm.weight", w[p + "ln1_post"], qtype, g)
+                _add(writer, b + "post_ffw_norm.weight", w[p + "ln2_post"], qtype, g)
             if arch == "qwen3":
                 _add(writer, b + "attn_q_norm.weight", w[p + "q_norm"], qtype, g)
                 _add(writer, b + "attn_k_norm.weight", w[p + "k_norm"], qtype, g)

@@ -84,7 +84,8 @@ def test_cache_names_shapes_and_dtypes(run):
     for name in table:
         if name.startswith("blocks.{i}."):
             if (("rot_" in name and not rope) or ("pre_linear" in name and c.mlp != "swiglu")
-                    or ("_norm.hook" in name and not c.qk_norm)):
+                    or ("_norm.hook" in name and not c.qk_norm)
+                    or ("_post.hook" in name and not c.post_norms)):
                 continue
             expected |= {name.replace("{i}", str(i)) for i in range(c.n_layers)}
     assert set(cache) == expected

@@ -267,6 +267,38 @@ def test_phi3_fused_projections_split_as_phi3_splits_them(tiny, tiny_path, tmp_p
     assert load_model(short).config.n_ctx == 16
 
 
+def test_gemma2_each_difference_from_llama_matters(tiny):
+    """Embeddings x sqrt(d), the norms after attention and feed-forward, the two soft-caps: each
+    left out moves the logits beyond the 1e-4 the reference is met to. The post-norms are
+    hooked, and a compact recording (each half run again) gives the same values."""
+    model, ref = tiny("gemma2_f32"), REF["tiny"]["gemma2_f32"]
+    c, ids = model.config, ref["input_ids"]
+    assert (c.mlp, c.head_dim, c.attn_softcap, c.final_softcap, c.tied_embeddings) == \
+        ("geglu", 256, 50.0, 30.0, True)
+    assert c.embed_scale == pytest.approx(8.0) and c.post_norms
+    logits, cache = model.run_with_cache(ids)
+    np.testing.assert_allclose(logits, np.array(ref["logits"]), atol=1e-4)
+    no_post = copy.deepcopy(model.params)
+    for b in no_post["blocks"]:
+        del b["ln_1_post"], b["ln_2_post"]
+    variants = {"embed_scale": (replace(c, embed_scale=1.0), model.params),
+                "post_norms": (replace(c, post_norms=False), no_post),
+                "attn_softcap": (replace(c, attn_softcap=0.0), model.params),
+                "final_softcap": (replace(c, final_softcap=0.0), model.params)}
+    for what, (cfg, params) in variants.items():
+        diff = np.abs(Model(cfg, params).forward(ids) - logits).max()
+        assert diff > 1e-2, f"{what}: {diff:.3g}"
+    T = len(ids)
+    assert cache["blocks.1.ln1_post.hook_normalized"].shape == (T, c.d_model)
+    np.testing.assert_array_equal(cache["blocks.1.ln2_post.hook_normalized"],
+                                  cache["blocks.1.hook_mlp_out"])
+    _, compact = model.run_with_cache(ids, compact=True)
+    for name in ("blocks.0.ln1_post.hook_normalized", "blocks.0.ln2_post.hook_normalized",
+                 "blocks.1.attn.hook_attn_scores", "logits"):
+        np.testing.assert_array_equal(compact[name], cache[name])
+    assert np.abs(cache["logits"]).max() < 30.0
+
+
 def test_sentencepiece_merges_by_score_not_by_id():
     """pipeline.spm merges the best-scoring pair first, whatever the ids (a tiktoken Encoding
     would merge by id); a character with no piece falls back to its bytes, <unk> without them."""
