@@ -318,8 +318,8 @@ WARMING_REFRESH_SECONDS = 2
 def warming_response(app, key, title, record):
     state = record.get("state", "waiting")
     if state == "ready":
-        # ready in the newer workers, not in this retiring one: close the connection so that
-        # the reload (at once) reaches them
+        # ready in the newer workers, not in this retiring one: the reload (at once) reaches
+        # them once this one retires
         message = f"{title} is ready: this page reloads now."
     elif state == "failed":
         message = f"{title} could not be loaded: {record.get('problem', 'see the server log')}"
@@ -342,8 +342,9 @@ def warming_response(app, key, title, record):
     if state != "failed":
         response.headers["Retry-After"] = str(0 if state == "ready" else WARMING_REFRESH_SECONDS)
     response.headers["Cache-Control"] = "no-store"
-    if state == "ready":
-        response.headers["Connection"] = "close"
+    # ready: the reload reaches the newer workers once this retiring one has closed its idle
+    # connections (serve_worker's retire). Not a Connection header: a WSGI application may not
+    # set a hop-by-hop header (waitress refuses the answer, and the client got a 500).
     return response
 
 
