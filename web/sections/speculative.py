@@ -83,6 +83,9 @@ def alone_run(target, ids: tuple, n_tokens: int, mode: str, seed: int) -> tuple:
     """The target alone with the same seed, from the prompt's shared run: its tokens, once per
     setting (γ does not change it). The template asks for it only where it is shown: greedy
     mode's check in the core, the texts side by side in the spec-rule disclosure."""
+    if MODES[mode] == 0:      # greedy: every draw is the top token, whatever the seed: one
+        seed = 0              # run per prompt and length, not one per seed
+
     def run():
         rng, probs = np.random.default_rng(seed), distribution_at(MODES[mode])
         alone = continue_batch(target, ids, [lambda logits, _: draw(probs(logits), rng)],
