@@ -3,7 +3,8 @@
 The file is read with llama.cpp's own Python reader (the `gguf` package: `GGUFReader`, and
 `gguf.quants.dequantize` for the block formats); nothing here parses GGUF bytes itself.
 
-    metadata   general.architecture ("llama", "qwen2", "qwen3", "phi3", "gemma2" or "gpt2"),
+    metadata   general.architecture ("llama", "qwen2", "qwen3", "phi3", "gemma2", "gemma3" or
+               "gpt2"),
                {arch}.block_count,
                embedding_length, feed_forward_length, attention.head_count(_kv),
                attention.key_length (the head width, when it is not width / heads: Mistral
@@ -18,7 +19,7 @@ The file is read with llama.cpp's own Python reader (the `gguf` package: `GGUFRe
                  blk.N.attn_{q,k,v}.bias (Qwen2)
                  blk.N.attn_{q,k}_norm (Qwen3: a [head width] RMSNorm gain for every head)
                  blk.N.attn_qkv and ffn_up = [gate | up] instead (Phi-3's fused projections)
-                 blk.N.post_attention_norm, post_ffw_norm (Gemma 2; ffn_norm is the one before)
+                 blk.N.post_attention_norm, post_ffw_norm (Gemma 2, 3; ffn_norm: the one before)
                token_embd, position_embd, blk.N.{attn_norm, attn_qkv, attn_output, ffn_norm,
                ffn_up, ffn_down} (.weight and .bias), output_norm, output (GPT-2).
                No output.weight: the unembedding is tied to token_embd.
@@ -62,7 +63,7 @@ from .tokenizer import TokenizerLoadError, _byte_level_encoding
 
 SUPPORTED_TYPES = ("F32", "F16", "BF16", "Q8_0", "Q4_0", "Q4_1", "Q5_0", "Q5_1",
                    "Q2_K", "Q3_K", "Q4_K", "Q5_K", "Q6_K")
-ARCHITECTURES = ("llama", "qwen2", "qwen3", "phi3", "gemma2", "gpt2")
+ARCHITECTURES = ("llama", "qwen2", "qwen3", "phi3", "gemma2", "gemma3", "gpt2")
 
 # Pre-tokenizer regexes by tokenizer.ggml.pre (llama.cpp's names, llama-vocab.cpp).
 #
@@ -198,8 +199,9 @@ def read_config(fields: _Fields, tensors: dict, path: str) -> ModelConfig:
                              f"{n_kv_heads} do not divide the width {d}")
     n_ctx = fields.need(f"{arch}.context_length", int)
     window = fields.get(f"{arch}.attention.sliding_window", None, int)
-    if arch in ("phi3", "gemma2") and window:
-        # Phi-3 (and Gemma 2's every other layer) attends over the last `window` tokens only;
+    if arch in ("phi3", "gemma2", "gemma3") and window:
+        # Phi-3 (and Gemma 2's every other layer, Gemma 3's five in six) attends over the last
+        # `window` tokens only;
         # this engine attends over all of them, the same for prompts no longer than the window:
         # the context it offers
         n_ctx = min(n_ctx, window)
@@ -239,6 +241,14 @@ def read_config(fields: _Fields, tensors: dict, path: str) -> ModelConfig:
         if min(factors) <= 0:
             raise ModelLoadError(f"{path}: tensor 'rope_freqs.weight' holds a factor <= 0")
     gemma = {}
+    if arch == "gemma3":
+        # Gemma 3 as llama.cpp runs it (llm_build_gemma3_iswa): Gemma 2's block without the
+        # soft-caps, with a per-head RMSNorm of queries and keys (Qwen3's), and two RoPE bases:
+        # the file's for every sixth block (global attention), 10000 for the others (sliding
+        # window), as llama.cpp fixes them; 1 / sqrt(d / H) scales the 27B's (62 blocks) queries
+        gemma = dict(embed_scale=math.sqrt(d), post_norms=True, qk_norm=True,
+                     attn_scale=(d / n_heads) ** -0.5 if common["n_layers"] == 62 else 0.0,
+                     rope_theta_local=10000.0, global_every=6)
     if arch == "gemma2":
         # Gemma 2 as llama.cpp runs it (llm_build_gemma2): embeddings x sqrt(d), a norm after
         # attention and after the feed-forward, GELU gating, soft-capped scores and logits; the
@@ -251,11 +261,11 @@ def read_config(fields: _Fields, tensors: dict, path: str) -> ModelConfig:
                      attn_softcap=fields.get("gemma2.attn_logit_softcapping", 0.0, float),
                      final_softcap=fields.get("gemma2.final_logit_softcapping", 0.0, float))
     return ModelConfig(model_type="llama", n_kv_heads=n_kv_heads, head_dim=head_dim,
-                       norm="rms_norm", mlp="geglu" if arch == "gemma2" else "swiglu",
+                       norm="rms_norm", mlp="geglu" if arch.startswith("gemma") else "swiglu",
                        positions="rope", **gemma,
                        rope_theta=fields.get(f"{arch}.rope.freq_base", 10000.0, float),
                        rope_freq_factors=factors, qkv_bias=arch == "qwen2",
-                       qk_norm=arch == "qwen3",
+                       **({"qk_norm": True} if arch == "qwen3" else {}),
                        norm_eps=fields.need(f"{arch}.attention.layer_norm_rms_epsilon", float),
                        **common)
 
@@ -281,7 +291,7 @@ def expected_tensors(c: ModelConfig, arch: str = None) -> dict:
                 b + "ffn_gate.weight": (("blocks", i, "mlp", "w_gate"), (c.d_ff, d)),
                 b + "ffn_up.weight": (("blocks", i, "mlp", "w_up"), (c.d_ff, d)),
                 b + "ffn_down.weight": (("blocks", i, "mlp", "w_down"), (d, c.d_ff))})
-            if arch == "gemma2":         # Gemma2Model: norms after attention and feed-forward
+            if c.post_norms:             # Gemma2Model: norms after attention and feed-forward
                 out.update({
                     b + "post_attention_norm.weight": (("blocks", i, "ln_1_post", "g"), (d,)),
                     b + "post_ffw_norm.weight": (("blocks", i, "ln_2_post", "g"), (d,))})
@@ -506,9 +516,15 @@ def read_metadata(fields: _Fields) -> dict:
                      ("general.quantized_by", "quantized_by"),
                      ("general.organization", "organization"),
                      ("general.size_label", "size_label"), ("general.architecture",
-                                                            "architecture")):
+                                                            "architecture"),
+                     ("tokenizer.chat_template", "chat_template")):   # pipeline/chat.py
         value = fields.get(key)
         if isinstance(value, str) and value:
+            meta[out] = value
+    for key, out in (("tokenizer.ggml.unknown_token_id", "unk_token_id"),
+                     ("tokenizer.ggml.padding_token_id", "pad_token_id")):
+        value = fields.get(key)
+        if isinstance(value, int):
             meta[out] = value
     file_type = fields.get("general.file_type")
     if isinstance(file_type, int):
