@@ -92,6 +92,12 @@ class ModelConfig:
     attn_scale: float = 0.0         # the scores' scale; 0: 1 / sqrt(head_dim)
     attn_softcap: float = 0.0       # Gemma 2: scores -> c tanh(scores / c) before the mask
     final_softcap: float = 0.0      # Gemma 2: logits -> c tanh(logits / c)
+    rope_theta_local: float = 0.0   # Gemma 3: the RoPE base of the sliding-window layers, which
+    global_every: int = 0           #   are all but every global_every-th (Gemma 3: 6)
+
+    def local_layer(self, i) -> bool:
+        """Gemma 3: block i is a sliding-window layer, with RoPE base rope_theta_local."""
+        return bool(self.rope_theta_local and self.global_every and (i + 1) % self.global_every)
     tied_embeddings: bool = True    # unembedding is the transposed token embedding
     bos_token_id: int = None        # token a document starts with (None: not set)
     eos_token_id: int = None        # token that ends a document: generation stops there
@@ -277,9 +283,18 @@ def unembed_logits(normed, unembed, cap=0.0):  # [T, d] -> [T, V] (Gemma 2: soft
     return softcap(normed @ unembed, cap)
 
 
+def layer_rope_cs(positions, n_layers, cfg, inv_freq, inv_freq_local=None):  # -> [(cos, sin)]
+    """Each block's RoPE cos and sin ([T, hd] each): one pair shared by every block, or Gemma 3's
+    two (sliding-window blocks, global blocks)."""
+    cs = rope_cos_sin(positions, inv_freq)                            # 2 x [T, hd]
+    local = rope_cos_sin(positions, inv_freq_local) if inv_freq_local is not None else cs
+    return [local if cfg.local_layer(i) else cs for i in range(n_layers)]
+
+
 def transformer(tokens, positions, wte, blocks, ln_f, unembed, wpe=None, *,
-                cfg, inv_freq, kv, hook):  # [T] -> [T, V]
-    """positions None: run without positional information (no position table, no RoPE)."""
+                cfg, inv_freq, kv, hook, inv_freq_local=None):  # [T] -> [T, V]
+    """positions None: run without positional information (no position table, no RoPE).
+    inv_freq_local: Gemma 3's sliding-window layers' frequencies (cfg.local_layer)."""
     x = wte[tokens]                                                   # [T] -> [T, d]
     if cfg.embed_scale != 1.0:                                        # Gemma: times sqrt(d)
         x = x * np.float32(cfg.embed_scale)
@@ -287,10 +302,11 @@ def transformer(tokens, positions, wte, blocks, ln_f, unembed, wpe=None, *,
     rope_cs = None
     if positions is not None and cfg.positions == "learned":
         x = x + hook("hook_pos_embed", wpe[positions])                # [T, d]
+    layer_cs = [None] * len(blocks)
     if positions is not None and cfg.positions == "rope":
-        rope_cs = rope_cos_sin(positions, inv_freq)                   # 2 x [T, hd]
+        layer_cs = layer_rope_cs(positions, len(blocks), cfg, inv_freq, inv_freq_local)
     for i, (block, kv_layer) in enumerate(zip(blocks, kv)):
-        x = transformer_block(x, **block, cfg=cfg, rope_cs=rope_cs, kv=kv_layer,
+        x = transformer_block(x, **block, cfg=cfg, rope_cs=layer_cs[i], kv=kv_layer,
                               hook=hook.scope(f"blocks.{i}."))
     x = hook("ln_final.hook_normalized", NORMS[cfg.norm](x, **ln_f, eps=cfg.norm_eps))
     return hook("logits", unembed_logits(x, unembed, cfg.final_softcap))   # [T, d] -> [T, V]
@@ -505,7 +521,7 @@ class Model:
         # file, how each weight was stored ({param path: gguf_file.StoredTensor}), its
         # general.* metadata and its tokenizer's pre-tokenizer regex.
         self.file_format, self.stored, self.metadata, self.pat_str = None, {}, {}, None
-        self.inv_freq = None
+        self.inv_freq = self.inv_freq_local = None
         self._n_params = None            # (the params dict counted, its count)
         if config.positions == "rope":
             self.inv_freq = rope_frequencies(config.head_dim, config.rope_theta)
@@ -514,6 +530,8 @@ class Model:
             if config.rope_freq_factors:     # as llama.cpp's ggml_rope_ext divides by them
                 factors = np.asarray(config.rope_freq_factors, np.float32)
                 self.inv_freq = (self.inv_freq / factors).astype(np.float32)
+            if config.rope_theta_local:
+                self.inv_freq_local = rope_frequencies(config.head_dim, config.rope_theta_local)
 
     def __repr__(self):
         return f"Model({self.path!r}, {self.config})"
@@ -549,7 +567,8 @@ class Model:
     def _run(self, tokens, positions, kv, hook, n_layers=None):
         blocks = self.params["blocks"][:n_layers]
         return transformer(tokens, positions, **{**self.params, "blocks": blocks},
-                           cfg=self.config, inv_freq=self.inv_freq, kv=kv, hook=hook)
+                           cfg=self.config, inv_freq=self.inv_freq, kv=kv, hook=hook,
+                           inv_freq_local=self.inv_freq_local)
 
     def forward(self, tokens, *, use_positions=True, n_layers=None):
         """Logits [T, V] for a sequence of token ids.
@@ -569,9 +588,10 @@ class Model:
             return logits, cache
         tokens = self._check(tokens)
         positions = np.arange(len(tokens)) if use_positions else None
-        rope_cs = None
+        layer_cs = [None] * self.config.n_layers
         if positions is not None and self.config.positions == "rope":
-            rope_cs = rope_cos_sin(positions, self.inv_freq)
+            layer_cs = layer_rope_cs(positions, self.config.n_layers, self.config, self.inv_freq,
+                                     self.inv_freq_local)
 
         def rerun(i, half):
             own, block = ActivationCache(), self.params["blocks"][i]
@@ -579,7 +599,7 @@ class Model:
             if half == "attn":
                 attention_half(cache[f"blocks.{i}.hook_resid_pre"], block["ln_1"], block["attn"],
                                block.get("ln_1_post"),
-                               cfg=self.config, rope_cs=rope_cs, kv=NoCache(), hook=hook)
+                               cfg=self.config, rope_cs=layer_cs[i], kv=NoCache(), hook=hook)
             else:
                 ffn_half(cache[f"blocks.{i}.hook_resid_mid"], block["ln_2"], block["mlp"],
                          block.get("ln_2_post"),

@@ -74,6 +74,11 @@ CHECKPOINTS = {
     "gemma2_f32": ("gemma2", "F32", {"spm": True, "head_dim": 256}),
     "gemma2_f16": ("gemma2", "F16", {"spm": True, "head_dim": 256}),
     "gemma2_q8_0": ("gemma2", "Q8_0", {"spm": True, "head_dim": 256}),
+    # Gemma 3 (1B): Gemma 2's block without soft-caps, with q_norm / k_norm, RoPE base 10000 in
+    # the sliding-window blocks and 1e6 in every sixth: six blocks, so that one is global
+    "gemma3_f32": ("gemma3", "F32", {"spm": True, "head_dim": 256}),
+    "gemma3_f16": ("gemma3", "F16", {"spm": True, "head_dim": 256}),
+    "gemma3_q8_0": ("gemma3", "Q8_0", {"spm": True, "head_dim": 256}),
     # Qwen2 / Qwen2.5: q, k, v biases, rows not permuted, tied (0.5B) or untied (7B) unembedding
     "qwen2_f32": ("qwen2", "F32", {"pre": "qwen2"}),
     "qwen2_f16": ("qwen2", "F16", {"pre": "qwen2", "untied": True}),
@@ -83,9 +88,10 @@ CHECKPOINTS = {
     "qwen3_f16": ("qwen3", "F16", {"pre": "qwen2", "head_dim": 128, "untied": True}),
     "qwen3_q8_0": ("qwen3", "Q8_0", {"pre": "qwen2", "head_dim": 128}),
 }
-LLAMA_FAMILY = ("llama", "qwen2", "qwen3", "phi3", "gemma2")
+LLAMA_FAMILY = ("llama", "qwen2", "qwen3", "phi3", "gemma2", "gemma3")
+GEMMA = ("gemma2", "gemma3")
 ROPE_THETA = {"llama": 10000.0, "qwen2": 1000000.0, "qwen3": 1000000.0, "phi3": 10000.0,
-              "gemma2": 10000.0}
+              "gemma2": 10000.0, "gemma3": 1000000.0}
 LLAMA3_THETA = 500000.0
 # Llama 3.1's rope_scaling, but with an original context of 64 (Llama 3.1: 8192) so that at the
 # tiny models' positions the three kinds of pair all occur: kept (wavelength < 64 / 4), scaled
@@ -159,8 +165,8 @@ def dims(arch: str, qtype: str, head_dim: int = None) -> dict:
         return dict(d=64, n_heads=4, n_kv_heads=4, d_ff=256, n_layers=2, n_ctx=1024, hd=16)
     if qtype in K_QUANTS:
         return dict(d=256, n_heads=4, n_kv_heads=2, d_ff=512, n_layers=2, n_ctx=64, hd=64)
-    return dict(d=64, n_heads=4, n_kv_heads=2, d_ff=128, n_layers=2, n_ctx=64,
-                hd=head_dim or 16)
+    return dict(d=64, n_heads=4, n_kv_heads=2, d_ff=128, n_layers=6 if arch == "gemma3" else 2,
+                n_ctx=64, hd=head_dim or 16)
 
 
 def llama3_rope_factors(head_dim: int, theta: float, factor: float, low_freq_factor: float,
@@ -199,7 +205,7 @@ def hf_weights(arch: str, qtype: str, untied: bool, seed: int, head_dim: int = N
 
     # Gemma multiplies the embeddings by sqrt(d): drawn that much smaller, the residual stream
     # starts as large as the others' (else, tied, every token predicts itself)
-    embed_std = STD_EMBED / math.sqrt(d) if arch == "gemma2" else STD_EMBED
+    embed_std = STD_EMBED / math.sqrt(d) if arch in GEMMA else STD_EMBED
     w = {"embed": (embed_std * g.standard_normal((V, d))).astype(np.float32)}
     if arch == "gpt2":
         w["pos"] = (STD_EMBED * g.standard_normal((k["n_ctx"], d))).astype(np.float32)
@@ -214,9 +220,9 @@ def hf_weights(arch: str, qtype: str, untied: bool, seed: int, head_dim: int = N
                 w.update({p + "q.b": norm(k["n_heads"] * hd, True),
                           p + "k.b": norm(k["n_kv_heads"] * hd, True),
                           p + "v.b": norm(k["n_kv_heads"] * hd, True)})
-            if arch == "qwen3":
+            if arch in ("qwen3", "gemma3"):
                 w.update({p + "q_norm": norm(hd), p + "k_norm": norm(hd)})
-            if arch == "gemma2":         # stored gains: 1 + Gemma's own weight
+            if arch in GEMMA:            # stored gains: 1 + Gemma's own weight
                 w.update({p + "ln1_post": norm(d), p + "ln2_post": norm(d)})
         else:  # GPT-2 Conv1D layout [in, out]
             w.update({p + "ln1": norm(d), p + "ln1.b": norm(d, True), p + "qkv": lin(d, 3 * d),
@@ -225,7 +231,7 @@ def hf_weights(arch: str, qtype: str, untied: bool, seed: int, head_dim: int = N
                       p + "fc.b": norm(d_ff, True), p + "proj": lin(d_ff, d),
                       p + "proj.b": norm(d, True)})
     w["norm"] = norm(d)
-    if arch == "gemma2":     # logits up to ~10, where the soft-cap at 30 bends them (by ~0.4)
+    if arch in GEMMA:        # logits up to ~10, where the soft-cap at 30 bends them (by ~0.4)
         w["norm"] *= 12.0
     if arch == "gpt2":
         w["norm.b"] = norm(d, True)
@@ -309,7 +315,7 @@ def write_checkpoint(path: str, name: str, seed: int, pre: str = None) -> str:
         writer.add_head_count_kv(k["n_kv_heads"])
         writer.add_rope_freq_base(theta)
         writer.add_layer_norm_rms_eps(1e-5 if arch == "llama" else 1e-6)
-        if arch == "gemma2":             # SentencePiece's add_dummy_prefix is off for Gemma
+        if arch in GEMMA:                # SentencePiece's add_dummy_prefix is off for Gemma
             writer.add_add_space_prefix(False)
         if "head_dim" in opts:           # TextModel: key/value_length when config has head_dim
             writer.add_key_length(k["hd"])
@@ -321,6 +327,8 @@ def write_checkpoint(path: str, name: str, seed: int, pre: str = None) -> str:
             writer.add_attn_logit_softcapping(50.0)
             writer.add_final_logit_softcapping(30.0)
             writer.add_sliding_window(4096)
+        if arch == "gemma3":             # Gemma3Model.set_gguf_parameters
+            writer.add_sliding_window(512)
         if arch == "phi3":               # Phi3MiniModel.set_gguf_parameters
             writer.add_rope_dimension_count(k["d"] // k["n_heads"])
             writer.add_sliding_window(2047)
@@ -381,10 +389,10 @@ def write_checkpoint(path: str, name: str, seed: int, pre: str = None) -> str:
             if arch == "qwen2":
                 for n in "qkv":
                     _add(writer, b + f"attn_{n}.bias", w[p + f"{n}.b"], qtype, g)
-            if arch == "gemma2":
+            if arch in GEMMA:
                 _add(writer, b + "post_attention_norm.weight", w[p + "ln1_post"], qtype, g)
                 _add(writer, b + "post_ffw_norm.weight", w[p + "ln2_post"], qtype, g)
-            if arch == "qwen3":
+            if arch in ("qwen3", "gemma3"):
                 _add(writer, b + "attn_q_norm.weight", w[p + "q_norm"], qtype, g)
                 _add(writer, b + "attn_k_norm.weight", w[p + "k_norm"], qtype, g)
         else:

@@ -299,6 +299,30 @@ def test_gemma2_each_difference_from_llama_matters(tiny):
     assert np.abs(cache["logits"]).max() < 30.0
 
 
+def test_gemma3_two_rope_bases_and_head_norms(tiny):
+    """Blocks 0-4 turn with RoPE base 10000 (sliding window), block 5 with the file's 1e6; one
+    base for all, or no head norms, moves the logits beyond the reference's 1e-4."""
+    model, ref = tiny("gemma3_f32"), REF["tiny"]["gemma3_f32"]
+    c, ids = model.config, ref["input_ids"]
+    assert [c.local_layer(i) for i in range(6)] == [True] * 5 + [False]
+    assert (c.rope_theta, c.rope_theta_local, c.qk_norm, c.post_norms) == (1e6, 1e4, True, True)
+    assert c.attn_softcap == c.final_softcap == 0.0
+    np.testing.assert_allclose(model.inv_freq_local, rope_frequencies(c.head_dim, 1e4))
+    logits, cache = model.run_with_cache(ids)
+    T = len(ids)
+    assert cache["blocks.5.attn.k_norm.hook_normalized"].shape == (T, c.n_kv_heads, c.head_dim)
+    _, compact = model.run_with_cache(ids, compact=True)
+    for name in ("blocks.4.attn.hook_rot_q", "blocks.5.attn.hook_rot_q"):
+        np.testing.assert_array_equal(compact[name], cache[name])
+    bare = copy.deepcopy(model.params)
+    for b in bare["blocks"]:
+        del b["attn"]["q_norm"], b["attn"]["k_norm"]
+    for cfg, params in ((replace(c, rope_theta_local=0.0), model.params),
+                        (replace(c, rope_theta=1e4), model.params),
+                        (replace(c, qk_norm=False), bare)):
+        assert np.abs(Model(cfg, params).forward(ids) - logits).max() > 1e-2
+
+
 def test_sentencepiece_merges_by_score_not_by_id():
     """pipeline.spm merges the best-scoring pair first, whatever the ids (a tiktoken Encoding
     would merge by id); a character with no piece falls back to its bytes, <unk> without them."""
