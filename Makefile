@@ -17,7 +17,7 @@ export OMP_NUM_THREADS ?= 1
 .PHONY: run test lint setup setup-test chromium redis-server nginx
 
 run: setup
-	$(PY) app.py --host $(HOST) --port $(PORT) $(if $(MODEL),--model $(MODEL))
+	$(PY) app.py --host $(HOST) --port $(PORT) $(if $(MODEL),--model $(MODEL)) $(if $(MODELS_DIR),--models $(MODELS_DIR))
 
 test: setup-test chromium redis-server nginx
 	$(PY) -m pytest -q -rs

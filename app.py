@@ -21,6 +21,7 @@ from pipeline import ModelLoadError
 from web import (
     assets,
     command_line,
+    found,
     glossary,
     limits,
     numbers,
@@ -29,6 +30,7 @@ from web import (
     serving,
     shading,
     shared_answers,
+    chat_stream,
     streaming,
     views,
 )
@@ -71,12 +73,13 @@ def create_app(test_config=None):
     app.register_blueprint(assets.bp)
     assets.init_app(app)
     app.register_blueprint(streaming.bp)
+    app.register_blueprint(chat_stream.bp)     # /chat/stream: the chat section's answer
     classroom.init_app(app)                  # /class: the class in one room (web/classroom/)
 
     # the glossary's definitions, for the `term` macro (templates/macros.html), and the `part`
     # macro's record of what it renders; globals, since the macros are imported without the
     # page's context
-    app.jinja_env.globals.update(glossary=glossary.GLOSSARY, glossary_anchor=glossary.anchor,
+    app.jinja_env.globals.update(glossary=glossary.GLOSSARY, glossary_anchor=views.term_anchor,
                                  keep_part=views.keep_part)
     app.jinja_env.filters.update(numbers.FILTERS)   # fixed, count, agree (web/numbers.py)
 
@@ -86,6 +89,7 @@ def create_app(test_config=None):
                     refresh_trigger=refresh_trigger, figure_dark_inks=DARK_INKS)
 
     serving.init_startup(app)                # a model still warming: a page that says so
+    found.init_app(app)                      # GGUF files on this machine: listed, loaded on choice
     serving.init_app(app)                    # the gate: a 503 at once when too many compute
     security.init_app(app)                   # CSP and the other headers on every response
     shared_answers.init_app(app)             # identical requests computed once (a class at once)

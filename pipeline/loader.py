@@ -43,6 +43,12 @@ def load_model(path: str = None) -> Model:
     return model
 
 
+def gguf_architectures() -> tuple:
+    """The general.architecture values of the .gguf files load_model runs (pipeline.gguf_file):
+    what pipeline.discovery offers, and the reason it gives for the others."""
+    return tuple(gguf_file.ARCHITECTURES)
+
+
 def is_gguf_file(path) -> bool:
     """A path load_model reads as llama.cpp's single file (by its name: .gguf, not a folder)."""
     return bool(path) and str(path).lower().endswith(".gguf") and not os.path.isdir(path)

@@ -88,6 +88,14 @@ def parameter_counts(c: ModelConfig) -> ParamCounts:
     )
 
 
+def float32_memory_bytes(config: ModelConfig, n_params: int, n_tokens: int) -> int:
+    """Bytes the engine holds to run a model: every parameter as float32 (4 bytes: it
+    dequantizes a GGUF file's weights once) plus the KV cache of `n_tokens` positions in float32
+    (pipeline.kvcache.kv_cache_bytes). Activations of one prompt come on top."""
+    from pipeline.kvcache import kv_cache_bytes
+    return 4 * n_params + kv_cache_bytes(config, n_tokens, 4)
+
+
 def _size(node) -> int:  # arrays in a nested dict / list
     if isinstance(node, dict):
         return sum(_size(v) for v in node.values())
