@@ -149,7 +149,7 @@ def test_tokens_to_generate_changes_the_cache_size_shown_beside_it(client, model
         assert m, "no cache size beside the slider"
         text = re.sub(r"\s+", " ", re.sub(r"<[^>]+>", "", m.group(1)))
         expected = kv_cache_bytes(model.config, n_prompt + n_new, 4)
-        assert f"After {n_prompt} prompt tokens and {n_new} generated" in text
+        assert f"After {n_prompt} prompt tokens and {n_new} generated greedily" in text
         assert f"{expected:,} bytes" in text
         shown[n_new] = expected
     assert shown[3] != shown[20]
@@ -184,8 +184,8 @@ def test_the_core_gives_real_models_caches_by_the_formula(client):
     for ctx in ("8192", "1024"):
         page = text_of(client.get(url("/section/kvcache", prompt="It is a truth", kv_ctx=ctx),
                                   headers=HX))
-        said = " ".join(html.unescape(re.sub(r"<[^>]+>", "", re.search(
-            r'<p id="kv-headline">(.*?)</p>', page, re.S).group(1))).split())
+        from web_support import reading_text
+        said = reading_text(re.search(r'<p id="kv-headline">(.*?)</p>', page, re.S).group(1))
         assert f"for one {HEADLINE_CTX:,}-token sequence in 16-bit floats" in said
         for name, kind, kv in (("Llama 2 7B", "multi-head", 32), ("Llama 3 8B", "grouped-query", 8),
                                ("Falcon 7B", "multi-query", 1)):

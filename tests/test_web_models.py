@@ -12,7 +12,7 @@ from pipeline.model import softmax
 from pipeline.sampling import SamplerSettings, final_distribution, sampler
 from web import explainer as explainer_module
 from web.registry import SECTIONS
-from web_support import HX, chip_ids, text_of
+from web_support import HX, chip_ids, reading_text, text_of
 
 SHORT = "the cat sat on the mat"
 
@@ -49,7 +49,8 @@ def test_the_picker_offers_every_model_with_its_card(two):
     for key, lm in ex.models.items():
         assert f"{lm.n_params:,} parameters" in page
         assert lm.card.trained_on in page.replace("&#39;", "'")
-    assert "GGUF file" in page and "safetensors" in page
+    assert "GGUF file" in reading_text(page) and "safetensors" in page
+
 
 
 def test_model_in_the_url_picks_the_model_and_the_page_shows_its_tokens(two):
@@ -183,7 +184,7 @@ def test_smollm2_is_offered_and_its_overview_says_paris(smol):
     assert sampler(settings, seed)(logits, list(ids)) == paris
     drawn_p = float(final_distribution(logits, list(ids), settings)[paris])
     chosen = re.search(r'aria-label="Chosen next token">.*?<span class="tid">(\d+)</span>'
-                       r'.*?after sampler settings <strong>([^<]+)</strong> '
+                       r'.*?sampler p <strong>([^<]+)</strong> '
                        r'<span class="ov-cbasep">\(model p ([^)]+)\)', page, re.S)
     assert chosen, "no chosen token in the overview"
     assert int(chosen.group(1)) == paris

@@ -60,7 +60,7 @@ def chosen_id(page: str) -> int:
 
 def chosen_sampled(page: str) -> tuple:
     """(data-sampled, the text written) of the chosen token's probability."""
-    m = re.search(r'class="ov-note ov-chosen-p" data-sampled="([^"]+)">after sampler settings '
+    m = re.search(r'class="ov-note ov-chosen-p" data-sampled="([^"]+)">sampler p '
                   r'<strong>([^<]+)</strong>', html.unescape(page))
     return float(m.group(1)), m.group(2)
 
@@ -641,10 +641,12 @@ def test_two_probabilities_are_labelled_side_by_side(client):
     page = text_of(client.get(url("/overview"), headers=LIVE))
     head = re.search(r'<div class="ov-cand ov-chead"[^>]*>(.*?)</div>', page).group(1)
     assert re.findall(r'<span class="ov-c\w+">([^<]+)</span>', head) == [
-        "after sampler settings", "model p"]
-    assert re.search(r"after sampler settings <strong>[^<]+</strong> "
+        "sampler p", "model p"]
+    assert re.search(r"sampler p <strong>[^<]+</strong> "
                      r'<span class="ov-cbasep">\(model p [^)]+\)</span>', page)
-    assert "T = 1" not in reading_text(page)
+    said = reading_text(page)
+    assert "T = 1" not in said
+    assert "sampler p: after its settings" in said and "model p: softmax" in said
 
 
 @pytest.mark.parametrize("choose, how", [("greedy", "greedy"),

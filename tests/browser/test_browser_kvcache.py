@@ -70,7 +70,7 @@ def test_tokens_to_generate_changes_the_cache_size_beside_it(page, model, page_e
     after = section.locator("p").filter(has_text=f"After {n_prompt} prompt tokens and")
     expect(after).to_contain_text(f"{kv_cache_bytes(model.config, n_prompt + 16, 4):,} bytes")
     section.get_by_role("slider", name="Tokens to generate").fill("30")
-    expect(after).to_contain_text(f"After {n_prompt} prompt tokens and 30 generated")
+    expect(after).to_contain_text(f"After {n_prompt} prompt tokens and 30 generated greedily")
     expect(after).to_contain_text(f"{kv_cache_bytes(model.config, n_prompt + 30, 4):,} bytes")
     expect(after).to_be_visible()
     assert page_errors == []

@@ -73,7 +73,7 @@ def test_a_student_picks_smollm2_and_sees_paris(page, two_models, page_errors):
     assert model_p == p
     expect(chosen).to_have_text(str(paris))
     expect(overview.get_by_role("list", name="Chosen next token").locator("xpath=..")) \
-        .to_contain_text(f"after sampler settings {pct(drawn_p)} (model p {pct(p)})")
+        .to_contain_text(f"sampler p {pct(drawn_p)} (model p {pct(p)})")
 
     # a suggested prompt runs at once, on the same model
     page.get_by_role("button", name="The quick brown fox jumps over the lazy").click()

@@ -86,14 +86,14 @@ def test_top_k_redraws_the_samplers_bars(page, model, page_errors):
         zeros = sum(1 for t, _ in top_five_pairs(model, ids) if final[t] == 0)
         for i, (t, _) in enumerate(top_five_pairs(model, ids)):
             expect(bars.nth(i).locator(".ov-cprob")).to_have_text(
-                re.compile(r"^\s*after sampler settings\s*" + re.escape(pct(float(final[t])))
+                re.compile(r"^\s*sampler p\s*" + re.escape(pct(float(final[t])))
                            + r"\s*$"))
         expect(overview.locator("li.ov-cand.ov-cut")).to_have_count(zeros)
         token = sampler(settings, OV_SEED)(logits, ids)
         expect(overview.get_by_role("list", name="Chosen next token").locator(".tid")) \
             .to_have_text(str(token))
         expect(overview.locator(".ov-chosen-p")).to_contain_text(
-            f"after sampler settings {pct(float(final[token]))}")
+            f"sampler p {pct(float(final[token]))}")
     assert page_errors == []
 
 
