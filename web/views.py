@@ -14,7 +14,7 @@ the message next to the control and a 4xx status (htmx is configured to swap tho
 from flask import Blueprint, abort, current_app, g, render_template, request
 from markupsafe import Markup
 
-from web import answers, overview as overview_pass
+from web import answers, glossary, overview as overview_pass, precision
 from web.cache import cached_build
 from web.classroom.withheld import withheld
 from web.limits import Deadline, OverBudget
@@ -28,6 +28,7 @@ bp = Blueprint("explainer", __name__)
 # the answers of the predict-first questions, for the places that show them (answer_gate)
 bp.add_app_template_global(answers.next_token_answer)
 bp.add_app_template_global(answers.kv_bytes_answer)
+bp.add_app_template_global(precision.storage_of)
 
 # The page computes what the reader can see: the first sections at once, every other one when
 # it is about to scroll into view (static/app.js asks for it then).
@@ -68,7 +69,18 @@ def render_section(lm, state, s, lazy: bool = False):
         return Markup(render_template("classroom/withheld_section.html", section=s, num=num,
                                       withheld=withheld()))
     ctx = {} if "prompt" in state.errors else build_in_budget(lm, state, s)
-    return Markup(render_template(s.template, lm=lm, state=state, section=s, num=num, **ctx))
+    g.term_scope = s.id + "-"            # its glossary terms' ids are its own (term_anchor)
+    try:
+        return Markup(render_template(s.template, lm=lm, state=state, section=s, num=num, **ctx))
+    finally:
+        g.term_scope = ""
+
+
+def term_anchor(key: str) -> str:
+    """The id of a glossary definition on the page (the `term` macro; a Jinja global): each
+    section marks a term at its own first use, so its ids start with the section's id; the
+    overview's and the tour's (prefix "tour-") have none."""
+    return g.get("term_scope", "") + glossary.anchor(key)
 
 
 def built(lm, state, sections, wanted):
