@@ -205,6 +205,17 @@ def test_the_teachers_panel_serves_the_slide_and_a_phone_gets_the_phone_page(
         student.wait_for_load_state("networkidle")
         expect(student.locator("#tour-now")).to_have_text("2")
         expect(section).to_be_in_viewport()
+        # a compact panel: the poll's title, answer box and button in view inside it, in a
+        # third of the phone's screen (it took 55%), every word of it at 14 px or more
+        panel = student.locator("#class-panel").bounding_box()
+        assert panel["height"] <= 0.36 * 844, f"the class panel is {panel['height']:.0f} px tall"
+        for part in (poll, student.get_by_label("Your answer"),
+                     student.get_by_role("button", name="Send my answer")):
+            b = part.bounding_box()
+            assert panel["y"] - 1 <= b["y"] and b["y"] + b["height"] <= \
+                panel["y"] + panel["height"] + 1, (b, panel)
+        screen = student.evaluate(SCREEN, "#class-panel")
+        assert smallest(screen["sizes"], PHONE_PX) == [], smallest(screen["sizes"], PHONE_PX)
         student.get_by_label("Your answer").fill("door")
         student.get_by_role("button", name="Send my answer").click()
         expect(student.get_by_text("Your answer: door.")).to_be_in_viewport()

@@ -234,6 +234,12 @@ def test_a_phone_shows_the_cache_kinds_generation_and_padding_labels_readable(
             return {text, bar: fill.slice(0, 3).map(c => c * o + 255 * (1 - o))};
           })""")
         assert pads, "no padding drawn in the static batch"
+        # and no bar's label shrunk to fit its bar (plotly scales it down: a 14 px label's box
+        # is ~17 px tall, a shrunk one's a few)
+        tall = page.evaluate("""() => Array.from(document.querySelectorAll('#batching .bartext'))
+          .filter(t => t.getClientRects().length && t.textContent)
+          .map(t => [t.textContent, t.getBoundingClientRect().height])""")
+        assert tall and all(h >= 14 for _, h in tall), tall
 
         def lum(c):
             c = [v / 255 for v in c[:3]]

@@ -59,7 +59,11 @@ def timeline_figure(schedule, title: str, end_ms: float = None) -> str:
         tr["x"].append((t1 - t0) / scale)
         tr["base"].append(t0 / scale)
         tr["y"].append(f"slot {slot}")
-        tr["text"].append("pad" if padding else str(rid))
+        # a bar too short for its label at 14 px on a phone (~280 px for the whole axis) is
+        # left unlabelled, its hover names it: plotly shrank the label to a few unreadable px
+        share = (t1 - t0) / span if span else 1.0
+        tr["text"].append(("pad" if share >= 0.12 else "") if padding
+                          else (str(rid) if share >= 0.04 else ""))
         tr["custom"].append([k0, k1, t0 / scale, t1 / scale])
     data = []
     for (rid, padding), tr in sorted(traces.items(), key=lambda kv: (kv[0][0], kv[0][1])):
