@@ -17,7 +17,7 @@ from markupsafe import Markup
 from web import answers, glossary, overview as overview_pass, precision
 from web.cache import cached_build
 from web.classroom.withheld import withheld
-from web.limits import Deadline, OverBudget
+from web.limits import BUSY_MESSAGE, Busy, Deadline, OverBudget
 from web.registry import (SAMPLER_MOVED, changed_event, readers, section as find_section,
                           sections)
 from web.explainer import choices as model_choices
@@ -46,13 +46,18 @@ def build_in_budget(lm, state, s) -> dict:
     `query.check_time(name)` too late) is rebuilt once with that control's default, and the
     control shows why (web/limits.py). Results are cached per model, prompt and the section's
     own values (web.cache.cached_build): a control that changes one part, or a reload, does
-    not compute the section again."""
+    not compute the section again. A rebuild over its own budget too (the defaults take that
+    long only on a server too busy to compute them now) is a 503 busy answer (web/serving.py),
+    not a 500."""
     builds()[s.id] += 1
     try:
         return cached_build(s, lm, state, request_deadline())
     except OverBudget as e:
         state.reject(e.name, e.message)
+    try:
         return cached_build(s, lm, state, Deadline())      # the rebuild gets a budget of its own
+    except OverBudget:
+        raise Busy(BUSY_MESSAGE) from None
 
 
 def render_section(lm, state, s, lazy: bool = False):
