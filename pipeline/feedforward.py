@@ -5,7 +5,8 @@
     Llama ("swiglu"):   gate = x W_gate                          blocks.{i}.mlp.hook_pre
                         up   = x W_up                            blocks.{i}.mlp.hook_pre_linear
                         post = silu(gate) * up                   blocks.{i}.mlp.hook_post
-    both:               out  = post W_down (+ bias)              blocks.{i}.hook_mlp_out
+    Gemma ("geglu"):    post = gelu(gate) * up, gate and up as Llama's
+    all:                out  = post W_down (+ bias)              blocks.{i}.hook_mlp_out
 
 A "neuron" is one of the d_ff columns of `post`. The functions are pipeline.model's own, so the
 check below compares the engine's cached output with the same formula applied again.
@@ -16,19 +17,22 @@ from pipeline.model import gelu, silu
 from pipeline.ranking import top_k
 
 # The elementwise function applied to hook_pre, per feed-forward kind (ModelConfig.mlp).
-ACTIVATIONS = {"gelu": gelu, "swiglu": silu}
+ACTIVATIONS = {"gelu": gelu, "swiglu": silu, "geglu": gelu}
 
 
 def activation(mlp: str):
-    """The non-linearity of a feed-forward kind: gelu (GPT-2, tanh form) or silu (SwiGLU's
-    gate)."""
+    """The non-linearity of a feed-forward kind: gelu (GPT-2, tanh form; GeGLU's gate) or silu
+    (SwiGLU's gate)."""
     return ACTIVATIONS[mlp]
 
 
 def post_activation(mlp: str, pre, pre_linear=None):  # [..., d_ff] -> [..., d_ff]
-    """gelu(pre), or silu(gate) * up for SwiGLU (pre is the gate, pre_linear the up)."""
+    """gelu(pre), or silu(gate) * up for SwiGLU, gelu(gate) * up for GeGLU (Gemma) (pre is the
+    gate, pre_linear the up)."""
     if mlp == "swiglu":
         return silu(pre) * pre_linear
+    if mlp == "geglu":
+        return gelu(pre) * pre_linear
     return gelu(pre)
 
 

@@ -9,7 +9,7 @@ norm functions and weights, so `logit_lens(model, cache)[k]` equals
 """
 import numpy as np
 
-from pipeline.model import NORMS
+from pipeline.model import NORMS, unembed_logits
 
 
 def residual_stream(cache: dict, n_layers: int) -> np.ndarray:  # -> [N + 1, T, d]
@@ -31,12 +31,13 @@ def residual_norms(cache: dict, n_layers: int) -> tuple:
 
 
 def unembed(model, x) -> np.ndarray:  # [..., d] -> [..., V]
-    """The model's final norm, then its unembedding: the last two steps of its forward pass."""
+    """The model's final norm, then its unembedding (and Gemma 2's soft-cap): the last steps of
+    its forward pass."""
     c, p = model.config, model.params
     normed = NORMS[c.norm](x, **p["ln_f"], eps=c.norm_eps)
     # one [rows, d] x [d, V] product: a stacked [N + 1, T', d] operand would be N + 1 separate
     # products, each reading the whole unembedding (113 MB for SmolLM2)
-    flat = normed.reshape(-1, normed.shape[-1]) @ p["unembed"]
+    flat = unembed_logits(normed.reshape(-1, normed.shape[-1]), p["unembed"], c.final_softcap)
     return flat.reshape(*normed.shape[:-1], flat.shape[-1])
 
 

@@ -30,10 +30,14 @@ PARAMS = (
     Param("ffn_neuron", "Neuron", default="", max_chars=12),
 )
 
+GATED = ("swiglu", "geglu")          # gate and up multiplied (Llama's SiLU, Gemma's GELU)
 FORMULAS = {
     "swiglu": dict(name="SwiGLU", function="silu",
                    pre="gate = x · W_gate", post="post = silu(gate) × up",
                    definition="silu(z) = z · sigmoid(z) = z / (1 + e^−z)"),
+    "geglu": dict(name="GeGLU", function="gelu",
+                  pre="gate = x · W_gate", post="post = gelu(gate) × up",
+                  definition="gelu(z) = ½ · z · (1 + tanh(√(2/π) · (z + 0.044715 · z³)))"),
     "gelu": dict(name="GELU", function="gelu",
                  pre="pre = x · W_fc + b_fc", post="post = gelu(pre)",
                  definition="gelu(z) = ½ · z · (1 + tanh(√(2/π) · (z + 0.044715 · z³)))"),
@@ -67,7 +71,7 @@ def build(lm, state) -> dict:
     column = post_all[:, neuron]                                                # [T]
     biggest = float(np.abs(column).max()) or 1.0
     return dict(
-        model_name=lm.name, formula=FORMULAS[cfg.mlp], mlp=cfg.mlp, swiglu=cfg.mlp == "swiglu",
+        model_name=lm.name, formula=FORMULAS[cfg.mlp], mlp=cfg.mlp, swiglu=cfg.mlp in GATED,
         d_model=cfg.d_model, d_ff=cfg.d_ff, n_layers=cfg.n_layers, layer=layer, token=t,
         n_tokens=T, tokens=tokens, neuron=neuron,
         row_error=formula_error(cfg.mlp, pre, up, post),
