@@ -425,6 +425,41 @@ def test_pretokenizer_pattern_of_a_gguf_path(tiny, tiny_path, tmp_path):
         directory_pattern(fresh)
 
 
+def test_the_loaders_import_no_circle():
+    """pipeline's modules, as the import graph of their own `from .x` / `from pipeline.x` lines
+    (function-level ones included), have no cycle: gguf_file -> loader -> gguf_file was one."""
+    import ast
+    pkg = os.path.join(os.path.dirname(TESTS_DIR), "pipeline")
+    graph = {}
+    for name in os.listdir(pkg):
+        if name.endswith(".py") and name != "__init__.py":
+            tree = ast.parse(open(os.path.join(pkg, name), encoding="utf-8").read())
+            deps = set()
+            for node in ast.walk(tree):
+                if isinstance(node, ast.ImportFrom):
+                    mod = node.module or ""
+                    if node.level == 1 and mod:
+                        deps.add(mod.split(".")[0])
+                    elif node.level == 1:                   # from . import gguf_file
+                        deps |= {a.name for a in node.names}
+                    elif mod.startswith("pipeline."):
+                        deps.add(mod.split(".")[1])
+            graph[name[:-3]] = deps
+    assert {"gguf_file", "loader", "tokenizer", "spm", "errors"} <= set(graph)
+    state = {}
+
+    def visit(m, path):
+        state[m] = "open"
+        for d in graph.get(m, ()):
+            assert state.get(d) != "open", " -> ".join(path + [d])
+            if d not in state:
+                visit(d, path + [d])
+        state[m] = "done"
+    for m in graph:
+        if m not in state:
+            visit(m, [m])
+
+
 def test_hf_directory_is_safetensors():
     from engine_support import fixture_names, get_model
     if not fixture_names():
