@@ -254,3 +254,43 @@ def test_a_phone_shows_the_cache_kinds_generation_and_padding_labels_readable(
         assert low == [], low
     finally:
         context.close()
+
+
+# --- the overview on a page: its Tokens box and the bars' headings --------------------------
+# Every chip of the Tokens box that shows shows whole; the bars' column headings' texts (their
+# drawn letters, a Range's boxes: a heading may overflow its own box) do not meet.
+OVERVIEW = """() => {
+  const box = document.querySelector('.ov-chips-box'), b = box.getBoundingClientRect();
+  const top = b.top + box.clientTop, bottom = top + box.clientHeight;
+  const cut = Array.from(box.querySelectorAll('.chip')).map(c => [c.textContent.trim(), c.getBoundingClientRect()])
+    .filter(([t, r]) => r.bottom > top + 1 && r.top < bottom - 1 && (r.top < top - 1 || r.bottom > bottom + 1))
+    .map(([t, r]) => `${t}: ${Math.round(r.top)}-${Math.round(r.bottom)} in ${Math.round(top)}-${Math.round(bottom)}`);
+  const heads = Array.from(document.querySelectorAll('.ov-chead > span')).filter(s => s.textContent.trim())
+    .map(s => { const range = document.createRange(); range.selectNodeContents(s);
+                return [s.textContent, Array.from(range.getClientRects())]; });
+  const meet = [];
+  for (let i = 0; i < heads.length; i++) for (let j = i + 1; j < heads.length; j++)
+    for (const p of heads[i][1]) for (const q of heads[j][1])
+      if (p.left < q.right - 0.5 && q.left < p.right - 0.5 && p.top < q.bottom - 0.5 && q.top < p.bottom - 0.5)
+        meet.push([heads[i][0], heads[j][0]]);
+  return {shown: box.querySelectorAll('.chip').length, rows: box.clientHeight, cut, heads: heads.length, meet};
+}"""
+
+
+@pytest.mark.parametrize("width, height", [(1280, 900), (390, 844)])
+@pytest.mark.parametrize("key", MODELS)
+def test_the_overviews_tokens_show_whole_and_its_headings_apart(
+        browser, both_models, key, width, height):
+    context = browser.new_context(viewport={"width": width, "height": height},
+                                  is_mobile=width < 500, has_touch=width < 500)
+    try:
+        page = context.new_page()
+        page.set_default_navigation_timeout(180_000)
+        page.goto(both_models + f"/?model={key}")
+        expect(page.get_by_role("group", name="The pass's tokens, the latest in view")
+               ).to_be_visible()
+        seen = page.evaluate(OVERVIEW)
+        assert seen["shown"] >= 5 and seen["heads"] == 2, seen
+        assert seen["cut"] == [] and seen["meet"] == [], seen
+    finally:
+        context.close()
