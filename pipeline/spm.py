@@ -86,10 +86,6 @@ class SentencePieceBPE:
     def special_tokens_set(self) -> set:
         return set(self.special)
 
-    @property
-    def eot_token(self):
-        return next((i for t, i in self.special.items() if t == "</s>"), None)
-
     def token_byte_values(self) -> list:
         return list(self._mergeable_ranks)
 
@@ -124,6 +120,7 @@ class SentencePieceBPE:
 
     def encode(self, text: str, allowed_special=frozenset(), disallowed_special="all") -> list:
         allowed = set(self.special) if allowed_special == "all" else set(allowed_special)
+        allowed &= set(self.special)                     # only the vocabulary's own
         disallowed = (set(self.special) - allowed if disallowed_special == "all"
                       else set(disallowed_special))
         for t in disallowed:

@@ -337,6 +337,19 @@ def test_sentencepiece_merges_by_score_not_by_id():
     assert spm.decode([1, 6, 7]) == "a\u00e9" and spm.decode_single_token_bytes(6) == b"\xc3"
 
 
+def test_sentencepiece_vocabulary_refused_when_incomplete(tiny_path, tmp_path):
+    src = tiny_path("llama_spm_f32")
+    assert_refused(rewrite(src, tmp_path / "noscores.gguf", drop_key="tokenizer.ggml.scores"),
+                   "missing metadata key", "tokenizer.ggml.scores")
+    short = rewrite(src, tmp_path / "short.gguf",
+                    edit_keys={"tokenizer.ggml.scores": lambda scores: scores[:-1]})
+    assert_refused(short, "tokens / scores / token_type", "426 / 425 / 426")
+    tok = load_model(src).tokenizer                 # allowed_special: the vocabulary's own only
+    assert tok.encode("<s>a<|x|>", allowed_special={"<s>", "<|x|>"})[0] == 1
+    with pytest.raises(ValueError, match="special token"):
+        tok.encode("a</s>")
+
+
 @pytest.mark.parametrize("name", TINY)
 def test_parameter_formula_counts_the_loaded_arrays(tiny, name):
     model = tiny(name)
@@ -557,16 +570,18 @@ def test_smollm2_tokenizer_matches():
 # --- bad files ------------------------------------------------------------------------------------
 
 def rewrite(src, dst, arch=None, drop_tensor=None, drop_key=None, add_tensors=None,
-            add_keys=None):
+            add_keys=None, edit_keys=None):
     """A copy of a GGUF file with its architecture renamed, or a tensor or key left out, or
-    tensors ({name: float32 array}) or keys ({key: str or int}) added."""
+    tensors ({name: float32 array}) or keys ({key: str or int}) added, or keys' values changed
+    ({key: function of the value})."""
     r = gguf.GGUFReader(src)
     w = gguf.GGUFWriter(dst, arch or r.fields["general.architecture"].contents())
     for key, field in r.fields.items():
         if key.startswith("GGUF.") or key in ("general.architecture", drop_key):
             continue
         sub = field.types[-1] if field.types[0] == gguf.GGUFValueType.ARRAY else None
-        w.add_key_value(key, field.contents(), field.types[0], sub_type=sub)
+        value = (edit_keys or {}).get(key, lambda x: x)(field.contents())
+        w.add_key_value(key, value, field.types[0], sub_type=sub)
     for key, value in (add_keys or {}).items():
         (w.add_uint32 if isinstance(value, int) else w.add_string)(key, value)
     for name, x in (add_tensors or {}).items():
