@@ -660,3 +660,5 @@ def test_a_section_that_generates_says_how_in_its_heading(client, choose, how):
     assert 'hx-target="#generation"' in select and 'hx-swap="outerHTML"' in select
     kv = text_of(client.get(url("/section/kvcache"), headers=HX))
     assert '<small class="how" id="kvcache-how">(greedy generation)</small>' in kv
+    q = text_of(client.get(url("/section/quantization"), headers=HX))
+    assert '<small class="how" id="quantization-how">(greedy texts)</small>' in q
