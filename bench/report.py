@@ -85,7 +85,8 @@ def browser(r) -> list:
 
 
 def load_tests(runs) -> list:
-    lines = ["**A class on 127.0.0.1** (`bench/load_test.py`; the script's client threads share the "
+    lines = ["**A class on 127.0.0.1** (`bench/load_test.py`; the script's client threads "
+             "share the "
              "2 cores with the server; the server's memory is the Pss of the server process and "
              "its workers at the end of the run, pages shared by the forked workers counted "
              "once):", "",
@@ -133,7 +134,8 @@ def overview_step(r) -> list:
     shown = r.get("shown_ms") or []
     if not shown:
         return []
-    return [f"**\"Next token\" in the overview{on(r)}**, click to the new token on screen, {len(shown)} "
+    return [f"**\"Next token\" in the overview{on(r)}**, click to the new token on screen, "
+            f"{len(shown)} "
             f"steps: median {statistics.median(shown):.0f} ms, worst {max(shown):.0f} ms "
             f"({provenance(r)}).", ""]
 
@@ -259,8 +261,8 @@ def demand(runs) -> list:
         for m, pm in sorted(r["per_model"].items()):
             per.append(f"{m}: {pm['ms_per_request']:.0f} ms, {pm['cores_needed']:.2f}")
             top = sorted(pm["per_kind"].items(), key=lambda kv: -kv[1]["share"])[:3]
-            costly.append(f"{m}: " + ", ".join(f"{k} {v['mean_ms']:.0f} ms ({100 * v['share']:.0f} %)"
-                                                for k, v in top))
+            costly.append(f"{m}: " + ", ".join(
+                f"{k} {v['mean_ms']:.0f} ms ({100 * v['share']:.0f} %)" for k, v in top))
         lines.append(f"| {r['students']} students ({r['smollm2_students']} on SmolLM2), "
                      f"{r['prompts']} prompts, {r['class_seconds']:.0f} s | "
                      f"**{r['cores_needed']:.2f}** ({r['cores']}) | {'; '.join(per)} | "

@@ -1,7 +1,7 @@
 """The inference engine: a real transformer in NumPy (see pipeline.model), loaded from a
 Hugging Face style directory (pipeline.loader)."""
-from .loader import DEFAULT_MODEL_DIR, ModelLoadError, load_model
 from .kvcache import KVCache
+from .loader import DEFAULT_MODEL_DIR, ModelLoadError, load_model
 from .model import Model, ModelConfig
 
 __all__ = ["load_model", "Model", "ModelConfig", "ModelLoadError", "KVCache",

@@ -29,7 +29,6 @@ from pipeline.generation import decode_loop, finish_reason
 from pipeline.sampling import SamplerSettings, sampler
 from pipeline.tokenizer import id_bytes
 
-
 # --- the requests ---------------------------------------------------------------------------
 
 @dataclass(frozen=True)
@@ -92,11 +91,11 @@ def generate_requests(model, prompts, max_new: int, seeds, temperature: float = 
     out = [[] for _ in prompts]
     stop = ["limit"] * len(prompts)
     kvs = [model.new_kv_cache() for _ in prompts]
-    logits = [model.prefill(list(i), kv)[-1] for i, kv in zip(ids, kvs)]
+    logits = [model.prefill(list(i), kv)[-1] for i, kv in zip(ids, kvs, strict=True)]
     running = list(range(len(prompts)))
     while running:
         still = []
-        for r, row in zip(running, logits):
+        for r, row in zip(running, logits, strict=True):
             token = int(samples[r](row, history[r]))
             history[r].append(token)
             out[r].append(token)
@@ -109,7 +108,8 @@ def generate_requests(model, prompts, max_new: int, seeds, temperature: float = 
         running = still
         if running:
             logits = model.decode_batch([out[r][-1] for r in running], [kvs[r] for r in running])
-    return tuple(Generation(p, i, tuple(o), s) for p, i, o, s in zip(prompts, ids, out, stop))
+    return tuple(Generation(p, i, tuple(o), s)
+                 for p, i, o, s in zip(prompts, ids, out, stop, strict=True))
 
 
 def make_queue(generations, n_requests: int, gap_ms: float) -> list:
@@ -145,7 +145,7 @@ def measure_step_costs(model, prompts_ids, max_batch: int, rounds: int = 7) -> S
             t0 = time.perf_counter()
             model.decode_batch(tokens, kvs)
             samples[b].append((time.perf_counter() - t0) * 1000.0)
-            for kv, src in zip(kvs, base):
+            for kv, src in zip(kvs, base, strict=False):   # kvs: the first b of base
                 kv.truncate(len(src))       # every round times the same cache length
     return StepCosts(tuple(float(np.median(samples[b])) for b in caches),
                      tuple(tuple(samples[b]) for b in caches),

@@ -52,7 +52,7 @@ def learn_bpe(text: str, n_merges: int, pat_str: str = GPT2_PAT, record_top: int
     pair_counts = Counter()
     where = defaultdict(set)                                 # pair -> indices of words holding it
     for wi, seq in enumerate(seqs):
-        for pair in zip(seq, seq[1:]):
+        for pair in zip(seq, seq[1:], strict=False):
             pair_counts[pair] += freqs[wi]
             where[pair].add(wi)
 
@@ -74,13 +74,14 @@ def learn_bpe(text: str, n_merges: int, pat_str: str = GPT2_PAT, record_top: int
         merges.append(Merge(new_id, vocab[a], vocab[b], count, top))
         for wi in list(where[(a, b)]):
             seq, f = seqs[wi], freqs[wi]
-            for pair in zip(seq, seq[1:]):                   # forget this word's old pairs
+            # forget this word's old pairs
+            for pair in zip(seq, seq[1:], strict=False):
                 pair_counts[pair] -= f
                 if pair_counts[pair] <= 0:
                     del pair_counts[pair]
                 where[pair].discard(wi)
             seq = seqs[wi] = merge_pair(seq, a, b, new_id)
-            for pair in zip(seq, seq[1:]):                   # and count its new ones
+            for pair in zip(seq, seq[1:], strict=False):                   # and count its new ones
                 pair_counts[pair] += f
                 where[pair].add(wi)
         del where[(a, b)]

@@ -448,7 +448,7 @@ def read_tokenizer(fields: _Fields, path: str, vocab_rows: int = 0):
     bytes that are not in valid UTF-8 or are control characters). tiktoken needs every byte, so
     those get ids past the model's rows (`vocab_rows`): such text encodes, and the engine
     refuses the id, where llama.cpp and transformers drop the byte silently."""
-    from gguf import TokenType          # here: importing gguf takes ~0.1 s, only GGUF users pay
+    from gguf import TokenType  # here: importing gguf takes ~0.1 s, only GGUF users pay
     model = fields.need("tokenizer.ggml.model", str)
     if model == "llama":
         return read_sentencepiece(fields, path), SPM_PAT
@@ -480,7 +480,7 @@ def read_tokenizer(fields: _Fields, path: str, vocab_rows: int = 0):
     # Control and user-defined tokens are matched whole (tiktoken's special tokens), as
     # llama.cpp and transformers do; _byte_level_encoding also makes special every token that
     # neither a byte nor a merge produces.
-    added = {t: i for i, (t, k) in enumerate(zip(tokens, types))
+    added = {t: i for i, (t, k) in enumerate(zip(tokens, types, strict=False))
              if k in (TokenType.CONTROL, TokenType.USER_DEFINED)}
     name = os.path.splitext(os.path.basename(path))[0]
     try:

@@ -155,7 +155,7 @@ def cache_vs_recompute(model, prompt_ids, n_new: int, capacity: int = 64, start=
                             max_abs_diff=float(np.max(np.abs(c - full[n - 1]))),
                             same_argmax=nxt == int(np.argmax(full[n - 1])), nbytes=nbytes,
                             allocated_nbytes=alloc, capacity=cap)
-                  for c, (n, nxt, nbytes, alloc, cap) in zip(cached, rows))
+                  for c, (n, nxt, nbytes, alloc, cap) in zip(cached, rows, strict=True))
     return Check(tuple(int(t) for t in prompt_ids), steps)
 
 

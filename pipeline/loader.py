@@ -182,7 +182,8 @@ def read_safetensors_header(path: str) -> tuple:
         if not 0 <= begin <= end <= data_size:
             raise ModelLoadError(f"{path}: tensor {name!r} lies outside the file "
                                  "(truncated or corrupt)")
-        if dtype in DTYPES and end - begin != int(np.prod(shape)) * np.dtype(DTYPES[dtype]).itemsize:
+        if dtype in DTYPES and \
+                end - begin != int(np.prod(shape)) * np.dtype(DTYPES[dtype]).itemsize:
             raise ModelLoadError(f"{path}: tensor {name!r} has {end - begin} bytes, "
                                  f"not what {dtype} {list(shape)} needs")
         info["shape"] = shape

@@ -80,7 +80,8 @@ def word_order_differences(model, a, b, use_positions=True):
     logits_b, cache_b = model.run_with_cache(list(b), use_positions=use_positions)
     n = model.config.n_layers
     rows = []
-    for (name, ra), (_, rb) in zip(residual_stream(cache_a, n), residual_stream(cache_b, n)):
+    for (name, ra), (_, rb) in zip(residual_stream(cache_a, n), residual_stream(cache_b, n),
+                                   strict=True):
         if positions:
             diff = float(np.abs(ra[positions] - rb[positions]).max())
             scale = float(np.abs(ra[positions]).max())

@@ -50,7 +50,7 @@ def _llama(hidden, intermediate, layers, heads, kv_heads, vocab, ctx, theta, tie
         cfg["head_dim"] = head_dim
     if scaling:
         cfg["rope_scaling"] = dict(zip(("factor", "low_freq_factor", "high_freq_factor",
-                                        "original_max_position_embeddings"), scaling),
+                                        "original_max_position_embeddings"), scaling, strict=True),
                                    rope_type="llama3")
     return cfg
 

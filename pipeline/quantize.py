@@ -466,7 +466,8 @@ def decode_block(type_name: str, raw: bytes) -> StoredBlock:
     Q4_1 packs two codes a byte: byte j holds code j in its low 4 bits and code j + 16 in its
     high 4 bits. The float32 arithmetic is gguf.quants.dequantize's ((d * q) + m)."""
     if type_name not in BLOCK_FORMATS:
-        raise ValueError(f"{type_name} blocks are not decoded here (only {', '.join(BLOCK_FORMATS)})")
+        raise ValueError(f"{type_name} blocks are not decoded here "
+                         f"(only {', '.join(BLOCK_FORMATS)})")
     n, size = BLOCK_FORMATS[type_name]
     raw = bytes(raw)
     if len(raw) != size:

@@ -332,7 +332,7 @@ def speculative_generate(target: Model, draft, prompt, max_new_tokens: int, gamm
         t2 = time.perf_counter()
         # 3. accept in order until the first rejection
         proposals, extra = [], None
-        for i, (d, q) in enumerate(zip(drafts, qs)):
+        for i, (d, q) in enumerate(zip(drafts, qs, strict=True)):
             p = probs(logits[i])
             accepted, u, extra = accept_or_resample(d, p, q, rng)
             proposals.append(Proposal(d, float(q[d]), float(p[d]), u, accepted))

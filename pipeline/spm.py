@@ -52,7 +52,7 @@ class SentencePieceBPE:
             self.vocab.setdefault(t, i)
         self.byte_ids = {}                                   # byte value -> id of <0xXX>
         self._bytes = []                                     # id -> what it decodes to
-        for i, (t, k) in enumerate(zip(self.tokens, self.types)):
+        for i, (t, k) in enumerate(zip(self.tokens, self.types, strict=False)):
             m = _BYTE_TOKEN.fullmatch(t) if k == BYTE else None
             if m:
                 self.byte_ids.setdefault(int(m.group(1), 16), i)
@@ -63,13 +63,13 @@ class SentencePieceBPE:
                 self._bytes.append(t.replace(SPACE, " ").encode("utf-8"))
         self.unk_id = unk_id if unk_id is not None else next(
             (i for i, k in enumerate(self.types) if k == UNKNOWN), None)
-        self.special = {t: i for i, (t, k) in enumerate(zip(self.tokens, self.types))
+        self.special = {t: i for i, (t, k) in enumerate(zip(self.tokens, self.types, strict=False))
                         if k in (CONTROL, USER_DEFINED) and t}
         # bytes -> id for the ordinary pieces (a BPE replay's view; <0xXX> only where no piece
         # spells that byte)
         self._mergeable_ranks = {}
         for kind in (NORMAL, BYTE):
-            for i, (b, k) in enumerate(zip(self._bytes, self.types)):
+            for i, (b, k) in enumerate(zip(self._bytes, self.types, strict=False)):
                 if k == kind:
                     self._mergeable_ranks.setdefault(b, i)
 

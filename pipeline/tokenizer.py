@@ -275,7 +275,8 @@ def load_tokenizer(directory: str, name: str = None) -> tiktoken.Encoding:
                              f"{TOKENIZER_JSON}")
 
 
-# ---- what a BPE replay needs from a loaded tokenizer -----------------------------------------------
+# ---- what a BPE replay needs from a loaded tokenizer
+# -----------------------------------------------
 
 def mergeable_ranks(tokenizer) -> dict:
     """token bytes -> rank (= token id), from tiktoken's public API.

@@ -8,6 +8,7 @@ A module that imports a fixture from another file makes a fixture of its own (se
 that module), so modules take these by name only. tests/browser/conftest.py serves its own app,
 warmed as the real server warms it, and overrides `model` for the browser tests. Plain helpers
 (url, text_of, table_rows, ...) live in tests/web_support.py."""
+import os
 import shutil
 import subprocess
 import threading
@@ -75,6 +76,19 @@ def server(app):
     thread.start()
     yield srv.effective_port
     srv.close()
+
+
+@pytest.fixture()
+def aof_redis(tmp_path):
+    """A killable redis-server started with the README's persistence options
+    (tests/redis_server_support.py): this test's own."""
+    from redis_server_support import RedisServer
+    if shutil.which("redis-server") is None:
+        pytest.skip(NO_REDIS)
+    os.makedirs(tmp_path / "redis")
+    server = RedisServer(tmp_path / "redis").start()
+    yield server
+    server.close()
 
 
 @pytest.fixture(scope="session")

@@ -20,9 +20,9 @@ import re
 import gguf
 import numpy as np
 
+from fixture_text import PRIDE_OPENING
 from pipeline.bpe import ENDOFTEXT, learn_bpe, ranks_from_merges
 from pipeline.tokenizer import BYTE_TO_CHAR
-from fixture_text import PRIDE_OPENING
 
 TRAIN_TEXT = PRIDE_OPENING + """\
 Chapter 1, page 1: 1813, 1,000 pounds; 4,000 or 5,000 a year -- 10% of 50,000 is 5,000.
@@ -135,7 +135,7 @@ def sentencepiece_tables() -> tuple:
     for _ in range(SPM_MERGES):
         pairs = {}
         for w in words:
-            for a, b in zip(w, w[1:]):
+            for a, b in zip(w, w[1:], strict=False):
                 pairs[(a, b)] = pairs.get((a, b), 0) + 1
         if not pairs:
             break

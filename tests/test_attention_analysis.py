@@ -4,11 +4,21 @@ import numpy as np
 import pytest
 
 from engine_support import all_models, get_model
-from pipeline.attention_analysis import (attention_row, first_token_score, head_measures,
-                                         induction_score, induction_targets, kv_groups,
-                                         previous_token_score, same_token_score,
-                                         softmax_of_scores, stack_layers, strongest_heads,
-                                         masked_as_nan, block_mean)
+from pipeline.attention_analysis import (
+    attention_row,
+    block_mean,
+    first_token_score,
+    head_measures,
+    induction_score,
+    induction_targets,
+    kv_groups,
+    masked_as_nan,
+    previous_token_score,
+    same_token_score,
+    softmax_of_scores,
+    stack_layers,
+    strongest_heads,
+)
 from pipeline.model import softmax
 
 PROMPT = [11, 40, 7, 200, 33, 40, 150, 2, 99, 64, 11, 5, 120, 40, 3, 70]

@@ -1,11 +1,20 @@
 """pipeline/batching.py: schedules worked out by hand, invariants on random queues, the paged
 allocator's arithmetic, and the real generations and step timings behind the section."""
 import pytest
-from hypothesis import given, settings, strategies as st
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from engine_support import get_model
-from pipeline.batching import (Request, blocks_for, generate_request, generate_requests,
-                               make_queue, measure_step_costs, page_snapshots, simulate)
+from pipeline.batching import (
+    Request,
+    blocks_for,
+    generate_request,
+    generate_requests,
+    make_queue,
+    measure_step_costs,
+    page_snapshots,
+    simulate,
+)
 from pipeline.generation import decode_loop
 from pipeline.sampling import SamplerSettings, sampler
 
@@ -93,12 +102,12 @@ def check_invariants(s, q):
         ids = [rid for rid in step.slots if rid is not None]
         assert len(ids) == len(set(ids)) == step.rows             # one slot per request
         assert step.end_ms > step.start_ms
-        for rid, pad in zip(step.slots, step.padding):
+        for rid, pad in zip(step.slots, step.padding, strict=True):
             if rid is not None and not pad:
                 served[rid] += 1
                 assert step.start_ms >= q[rid].arrival_ms         # never before it arrives
     assert served == {r.id: r.length for r in q}                  # exactly its length
-    for a, b in zip(s.steps, s.steps[1:]):
+    for a, b in zip(s.steps, s.steps[1:], strict=False):
         assert b.start_ms >= a.end_ms                             # steps do not overlap
     for r in q:
         assert s.done_ms[r.id] >= s.steps[s.last_step[r.id]].end_ms

@@ -4,8 +4,7 @@ import os
 import pytest
 import tiktoken
 
-from pipeline.bpe import (GPT2_PAT, bpe_replay, learn_bpe, pretokenize, ranks_from_merges,
-                          segment)
+from pipeline.bpe import GPT2_PAT, bpe_replay, learn_bpe, pretokenize, ranks_from_merges, segment
 from pipeline.tokenizer import load_tokenizer
 
 DEFAULT_MODEL = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "models", "austen")
@@ -78,7 +77,7 @@ def test_bpe_replay_ends_where_tiktoken_does(default_tokenizer):
         assert last_merge is None
         assert [ranks[p] for p in final_parts] == enc.encode_ordinary(word), word
         # each step merges exactly one adjacent pair
-        for (parts, i), (after, _) in zip(steps, steps[1:]):
+        for (parts, i), (after, _) in zip(steps, steps[1:], strict=False):
             assert after == parts[:i] + [parts[i] + parts[i + 1]] + parts[i + 2:]
 
 

@@ -2,8 +2,8 @@
 ETags, polls answered once per student, the reveal's model side from the sections' own builds,
 403 for students, validation, caps, the join rate limit and expiry deleting answers."""
 import math
-import urllib.parse
 import re
+import urllib.parse
 
 import numpy as np
 import pytest
@@ -26,7 +26,7 @@ class Clock:
         return self.t
 
 
-def make_app(model, tmp_path, store="sqlite", **limits):  # noqa: F811
+def make_app(model, tmp_path, store="sqlite", **limits):
     from app import create_app
     clock = Clock()
     app = create_app({"MODEL": model, "TESTING": True, "WARM_CACHES": False,
@@ -37,7 +37,7 @@ def make_app(model, tmp_path, store="sqlite", **limits):  # noqa: F811
 
 
 @pytest.fixture()
-def app(model, tmp_path):  # noqa: F811
+def app(model, tmp_path):
     app, clock = make_app(model, tmp_path)
     app.clock = clock
     with app.app_context():
@@ -73,7 +73,8 @@ def test_start_gives_an_unguessable_code_a_teacher_cookie_and_a_qr_code(app):
     r = teacher.post("/class/new", json={"query": QUERY})
     code = r.json["code"]
     assert re.fullmatch(f"[{codes.ALPHABET}]{{7}}", code)
-    assert r.json["join_url"].endswith(f"/class/{code}") and r.json["shown"] == code[:4] + " " + code[4:]
+    assert r.json["join_url"].endswith(f"/class/{code}")
+    assert r.json["shown"] == code[:4] + " " + code[4:]
     cookie = r.headers["Set-Cookie"]
     assert cookie.startswith(f"cls_t={code}.") and "HttpOnly" in cookie
     assert "SameSite=Strict" in cookie and "Path=/class" in cookie
@@ -94,22 +95,25 @@ def test_join_by_code_or_link_then_follow_with_etags(app):
     typed = code[:3].lower() + "-" + code[3:].lower()
     r = student.get("/class", query_string={"code": typed})
     assert r.status_code == 303
-    assert r.headers["Location"] == f"/?{teacher.get(f'/class/{code}/state').json['query']}#class={code}"
+    query = teacher.get(f"/class/{code}/state").json["query"]
+    assert r.headers["Location"] == f"/?{query}#class={code}"
     cookie = r.headers["Set-Cookie"]
-    assert re.match(r"cls_s=[A-Za-z0-9_-]{22};", cookie) and "HttpOnly" in cookie and "SameSite=Lax" in cookie
+    assert re.match(r"cls_s=[A-Za-z0-9_-]{22};",
+                    cookie) and "HttpOnly" in cookie and "SameSite=Lax" in cookie
     again = student.get(f"/class/{code}")                     # the link: the same student
     assert again.status_code == 303
     first = student.get(f"/class/{code}/state")
     assert first.json["members"] == 1 and first.json["member"] and not first.json["teacher"]
     etag = first.headers["ETag"]
     assert student.get(f"/class/{code}/state", headers={"If-None-Match": etag}).status_code == 304
-    assert teacher.post(f"/class/{code}/state", json={"query": "tour=9&present=1"}).status_code == 200
+    assert teacher.post(f"/class/{code}/state",
+                        json={"query": "tour=9&present=1"}).status_code == 200
     changed = student.get(f"/class/{code}/state", headers={"If-None-Match": etag})
     assert changed.status_code == 200 and changed.json["query"] == "tour=9&present=1"
     assert changed.headers["ETag"] != etag
 
 
-def test_a_wrong_code_gets_a_clear_page_and_attempts_are_rate_limited(model, tmp_path):  # noqa: F811
+def test_a_wrong_code_gets_a_clear_page_and_attempts_are_rate_limited(model, tmp_path):
     app, _ = make_app(model, tmp_path, join_failures=3)
     _, code = start(app)
     guesser = client_at(app, "192.0.2.7")
@@ -181,7 +185,7 @@ def test_every_poll_kind_reveals_the_sections_own_answer(app, kind):
         guesses = [poll["choices"][0]] * 2 + [poll["choices"][1]]
     else:
         guesses = {"text": ["wife", "Wife ", "husband"], "number": ["1", "1", "2"]}[poll["input"]]
-    for s, g in zip(students, guesses):
+    for s, g in zip(students, guesses, strict=True):
         assert s.post(f"/class/{code}/polls/{pid}/answer", json={"answer": g}).status_code == 200
     assert teacher.get(f"/class/{code}/state").json["poll"]["answered"] == 3
     r = teacher.post(f"/class/{code}/polls/{pid}/reveal", json={})
@@ -199,7 +203,7 @@ def test_next_token_reveal_puts_the_class_beside_the_models_probabilities(app):
     teacher, code = start(app)
     students = joined(app, code, 4)
     pid = teacher.post(f"/class/{code}/polls", json={"kind": "next-token"}).json["id"]
-    for s, g in zip(students, ["wife", " Wife", "house", "<b>x</b>"]):
+    for s, g in zip(students, ["wife", " Wife", "house", "<b>x</b>"], strict=True):
         s.post(f"/class/{code}/polls/{pid}/answer", json={"answer": g})
     students[2].post(f"/class/{code}/polls/{pid}/answer", json={"answer": "wife"})   # changed
     out = teacher.post(f"/class/{code}/polls/{pid}/reveal", json={}).json
@@ -234,7 +238,8 @@ def test_answers_are_validated(app):
     assert post(student, "").status_code == 422
     assert post(student, "a\x00b").status_code == 422
     assert post(outsider, "3").status_code == 403
-    assert student.post(f"/class/{code}/polls/{pid + 1}/answer", json={"answer": "3"}).status_code == 409
+    assert student.post(f"/class/{code}/polls/{pid + 1}/answer",
+                        json={"answer": "3"}).status_code == 409
     assert post(student, "1,024").json == {"answer": "1024", "changed": False}
     assert post(student, "12").json == {"answer": "12", "changed": True}
     pid2 = teacher.post(f"/class/{code}/polls", json={"kind": "beam-vs-greedy"}).json["id"]
@@ -244,7 +249,7 @@ def test_answers_are_validated(app):
     assert teacher.post(f"/class/{code}/polls", json={"kind": "nope"}).status_code == 422
 
 
-def test_caps_from_web_limits(model, tmp_path):  # noqa: F811
+def test_caps_from_web_limits(model, tmp_path):
     app, _ = make_app(model, tmp_path, sessions=2, members=2, polls=2, answers=3)
     teacher, code = start(app)
     start(app)
@@ -266,7 +271,7 @@ def test_caps_from_web_limits(model, tmp_path):  # noqa: F811
     assert teacher.get(f"/class/{code}/state").json["poll"]["answered"] == 1
 
 
-def test_expiry_deletes_the_session_and_its_answers(model, tmp_path):  # noqa: F811
+def test_expiry_deletes_the_session_and_its_answers(model, tmp_path):
     app, clock = make_app(model, tmp_path, idle_seconds=600)
     teacher, code = start(app)
     students = joined(app, code, 2)
@@ -286,15 +291,17 @@ def test_expiry_deletes_the_session_and_its_answers(model, tmp_path):  # noqa: F
     assert store.counts() == {"sessions": 0, "members": 0, "polls": 0, "answers": 0}
 
 
-def test_the_redis_store_serves_the_same_routes(model, tmp_path, redis_url):  # noqa: F811
+def test_the_redis_store_serves_the_same_routes(model, tmp_path, redis_url):
     app, _ = make_app(model, tmp_path, store=redis_url)
     with app.app_context():
         teacher, code = start(app)
         students = joined(app, code, 3)
         pid = teacher.post(f"/class/{code}/polls", json={"kind": "next-token"}).json["id"]
-        for s, g in zip(students, ["wife", "wife", "man"]):
-            assert s.post(f"/class/{code}/polls/{pid}/answer", json={"answer": g}).status_code == 200
-        assert students[0].post(f"/class/{code}/polls", json={"kind": "n-tokens"}).status_code == 403
+        for s, g in zip(students, ["wife", "wife", "man"], strict=True):
+            assert s.post(f"/class/{code}/polls/{pid}/answer",
+                          json={"answer": g}).status_code == 200
+        assert students[0].post(f"/class/{code}/polls",
+                                json={"kind": "n-tokens"}).status_code == 403
         out = teacher.post(f"/class/{code}/polls/{pid}/reveal", json={}).json
         assert out["total"] == 3 and [g["count"] for g in out["groups"]] == [2, 1]
         assert app.extensions["classroom"].store.kind == "redis"
@@ -336,9 +343,11 @@ def test_the_top_prob_poll_keeps_the_exact_value_it_judges_by(app):
     teacher, code = start(app)
     student, = joined(app, code, 1)
     pid = teacher.post(f"/class/{code}/polls", json={"kind": "top-prob"}).json["id"]
-    lm, state, ctx = model_answer(app, "top-prob", teacher.get(f"/class/{code}/state").json["query"])
+    lm, state, ctx = model_answer(app, "top-prob",
+                                  teacher.get(f"/class/{code}/state").json["query"])
     exact = 100 * float(ctx["rows"][0].p1)
     guess = f"{exact:.0f}"                      # the whole percent nearest the model's value
-    assert student.post(f"/class/{code}/polls/{pid}/answer", json={"answer": guess}).status_code == 200
+    assert student.post(f"/class/{code}/polls/{pid}/answer",
+                        json={"answer": guess}).status_code == 200
     out = teacher.post(f"/class/{code}/polls/{pid}/reveal", json={}).json
     assert out["model_answer"] == round(exact, 1) and out["right"] == 1

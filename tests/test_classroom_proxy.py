@@ -10,8 +10,8 @@ import time
 
 import pytest
 
-from tests.proxy_support import NO_NGINX, Cluster, nginx_exe
 from tests.classroom_support import NO_REDIS
+from tests.proxy_support import NO_NGINX, Cluster, nginx_exe
 from web.classroom import codes
 from web.limits import CLASSROOM
 

@@ -4,13 +4,23 @@ are not guessed through any route, answers mean what was typed, and the teacher 
 class (several sessions per browser, a cookie renewed while the lesson goes on)."""
 import pytest
 
-from tests.test_classroom_api import app, client_at, joined, make_app, start  # noqa: F401
+from tests.test_classroom_api import client_at, joined, make_app, start
 from web.cache import cached_build
 from web.classroom import polls
 from web.classroom.views import teacher_view
 from web.registry import section, sections
 
 NOTE = "Withheld until the reveal."
+
+
+@pytest.fixture()
+def app(model, tmp_path):
+    """The app of a class (test_classroom_api.make_app: its own store and clock), in its
+    context."""
+    app, clock = make_app(model, tmp_path)
+    app.clock = clock
+    with app.app_context():
+        yield app
 
 
 def every_route(client, query):
@@ -100,7 +110,7 @@ def test_a_member_exploring_sees_the_reason_and_the_overview_keeps_the_prompt_bo
 
 # --- one voice per person ------------------------------------------------------------------
 
-def test_one_address_is_a_few_voices_not_a_class(model, tmp_path):  # noqa: F811
+def test_one_address_is_a_few_voices_not_a_class(model, tmp_path):
     app, _ = make_app(model, tmp_path, members=10)
     teacher, code = start(app)
     prankster_joins = []
@@ -120,7 +130,7 @@ def test_one_address_is_a_few_voices_not_a_class(model, tmp_path):  # noqa: F811
     assert (out["total"], out["joined"]) == (5, 10)       # answered, of joined
 
 
-def test_sessions_per_address_and_sessions_nobody_joined_end_sooner(model, tmp_path):  # noqa: F811
+def test_sessions_per_address_and_sessions_nobody_joined_end_sooner(model, tmp_path):
     app, clock = make_app(model, tmp_path, unjoined_idle_seconds=600, idle_seconds=7200)
     script = client_at(app, "203.0.113.5")
     made = [script.post("/class/new", json={"query": ""}) for _ in range(5)]
@@ -139,7 +149,7 @@ def test_sessions_per_address_and_sessions_nobody_joined_end_sooner(model, tmp_p
 
 # --- guessing ------------------------------------------------------------------------------
 
-def test_unknown_codes_count_on_every_route_and_lock_every_route(model, tmp_path):  # noqa: F811
+def test_unknown_codes_count_on_every_route_and_lock_every_route(model, tmp_path):
     app, _ = make_app(model, tmp_path, join_failures=4)
     teacher, code = start(app)
     guesser = client_at(app, "192.0.2.50")
@@ -154,7 +164,7 @@ def test_unknown_codes_count_on_every_route_and_lock_every_route(model, tmp_path
     assert client_at(app, "192.0.2.51").get(f"/class/{code}/state").status_code == 200
 
 
-def test_a_class_that_just_ended_is_not_a_wrong_code(model, tmp_path):  # noqa: F811
+def test_a_class_that_just_ended_is_not_a_wrong_code(model, tmp_path):
     app, _ = make_app(model, tmp_path, join_failures=3)
     teacher, code = start(app)
     phone = client_at(app, "192.0.2.60")
@@ -167,7 +177,7 @@ def test_a_class_that_just_ended_is_not_a_wrong_code(model, tmp_path):  # noqa: 
     assert phone.get(f"/class/{code2}").status_code == 303          # not locked out
 
 
-def test_a_code_with_characters_codes_never_use_says_so_and_is_not_a_try(model, tmp_path):  # noqa: F811
+def test_a_code_with_characters_codes_never_use_says_so_and_is_not_a_try(model, tmp_path):
     app, _ = make_app(model, tmp_path, join_failures=2)
     _, code = start(app)
     phone = client_at(app, "192.0.2.70")

@@ -134,7 +134,7 @@ def test_sqlite_expiry_deletes_the_session_with_its_answers(tmp_path):
     assert store.counts() == {"sessions": 0, "members": 0, "polls": 0, "answers": 0}
 
 
-def test_redis_expiry_deletes_every_key_of_the_session(tmp_path, redis_url):  # noqa: F811
+def test_redis_expiry_deletes_every_key_of_the_session(tmp_path, redis_url):
     store = make_store("redis", tmp_path, idle=0.4, redis_url=redis_url)
     code = started(store, now=time.time())
     pid = store.open_poll(code, "a", SPEC, time.time(), BIG)
@@ -149,7 +149,7 @@ def test_redis_expiry_deletes_every_key_of_the_session(tmp_path, redis_url):  # 
     assert store.session(code, time.time()) is None
 
 
-def test_redis_changes_reach_another_instance_through_pub_sub(tmp_path, redis_url):  # noqa: F811
+def test_redis_changes_reach_another_instance_through_pub_sub(tmp_path, redis_url):
     one = make_store("redis", tmp_path, idle=3600, redis_url=redis_url)
     other = type(one)(redis_url, 3600, prefix=one.prefix)            # a second app instance
     code = started(one)

@@ -5,7 +5,7 @@ import os
 import pytest
 
 from pipeline import DEFAULT_MODEL_DIR, load_model
-from pipeline.costs import (CostTable, Timing, fmt_ms, measure_costs, price_speculative)
+from pipeline.costs import CostTable, Timing, fmt_ms, measure_costs, price_speculative
 from web_support import has_default_model
 
 TEXT = "It is a truth universally acknowledged, that a single man in possession"

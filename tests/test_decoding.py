@@ -7,10 +7,10 @@ import math
 import numpy as np
 import pytest
 
+from engine_support import get_model
 from pipeline.decoding import beam_search, length_penalised, sequence_logprobs
 from pipeline.generation import decode_loop
 from pipeline.model import log_softmax, softmax
-from engine_support import get_model
 
 
 def test_log_softmax_is_the_log_of_softmax_and_does_not_underflow():
@@ -101,7 +101,7 @@ def test_continue_batch_gives_what_generate_gives_one_at_a_time():
     s = SamplerSettings(temperature=1.1, top_p=0.95)
     got = continue_batch(lm, ids, [greedy, sampler(s, 1), sampler(s, 2)], 7)
     assert got[0].tokens == [p.token for p in decode_loop(lm, ids, 7)]
-    for seed, cont in zip((1, 2), got[1:]):
+    for seed, cont in zip((1, 2), got[1:], strict=False):
         assert cont.tokens == [p.token for p in decode_loop(lm, ids, 7, sample=sampler(s, seed))]
         lps = sequence_logprobs(lm, ids, cont.tokens)
         np.testing.assert_allclose(cont.logprobs, lps, atol=5e-4)

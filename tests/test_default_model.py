@@ -124,6 +124,6 @@ def test_cli_generates_with_no_model_flag():
                           "It is a truth universally acknowledged"], cwd=ROOT,
                          capture_output=True, text=True, timeout=60)
     assert out.returncode == 0, out.stderr
-    expected = load_model().tokenizer.decode([p.token for p in decode_loop(load_model(), 
+    expected = load_model().tokenizer.decode([p.token for p in decode_loop(load_model(),
         load_model().tokenizer.encode("It is a truth universally acknowledged"), 8)])
     assert expected.strip() and expected.strip() in out.stdout

@@ -4,8 +4,15 @@ import numpy as np
 import pytest
 
 from pipeline import DEFAULT_MODEL_DIR, load_model
-from pipeline.embedding_space import (analogy, analogy_vector, cosine_neighbours,
-                                      neighbours_of_tokens, pca_2d, rank_of, unit_rows)
+from pipeline.embedding_space import (
+    analogy,
+    analogy_vector,
+    cosine_neighbours,
+    neighbours_of_tokens,
+    pca_2d,
+    rank_of,
+    unit_rows,
+)
 from web_support import has_default_model
 
 
@@ -67,7 +74,7 @@ def test_neighbours_of_many_tokens_at_once_equal_one_at_a_time(wte):
     ids = [tok.encode(" man")[0], tok.encode(",")[0], 0, len(W) - 1, 7, 7]
     together = neighbours_of_tokens(unit, ids, 12)
     assert len(together) == len(ids)
-    for token, (nids, sims) in zip(ids, together):
+    for token, (nids, sims) in zip(ids, together, strict=True):
         alone_ids, alone_sims = cosine_neighbours(unit, unit[token], 12, exclude=(token,))
         np.testing.assert_allclose(sims, alone_sims, atol=1e-6)
         assert token not in nids and len(nids) == 12

@@ -17,7 +17,7 @@ MODELS = all_models()
 PROMPT = [11, 40, 7, 200, 33, 40, 150, 2, 99, 64, 11, 5, 120, 40, 3, 70]
 
 
-def tokens_for(model, n=len(PROMPT)):
+def tokens_for(model, n=None):
     return [t % model.config.vocab_size for t in PROMPT][:n]
 
 
@@ -165,7 +165,7 @@ def test_decode_batch_equals_decoding_each_alone(model):
     prompts = [tokens_for(model, n) for n in (3, 9, 14)]
     nexts = [5, 17, 2]
     alone, kvs = [], []
-    for prompt, nxt in zip(prompts, nexts):
+    for prompt, nxt in zip(prompts, nexts, strict=True):
         kv = model.new_kv_cache()
         model.prefill(prompt, kv)
         kvs.append(model.new_kv_cache())
@@ -176,7 +176,7 @@ def test_decode_batch_equals_decoding_each_alone(model):
     assert np.abs(batch - np.stack(alone)).max() <= 1e-4
     assert [len(kv) for kv in kvs] == [4, 10, 15]
     again = model.decode_batch([1, 1, 1], kvs)  # and a second step, from the updated caches
-    for prompt, nxt, row in zip(prompts, nexts, again):
+    for prompt, nxt, row in zip(prompts, nexts, again, strict=True):
         assert np.abs(row - model.forward(prompt + [nxt, 1])[-1]).max() <= 1e-4
 
 
@@ -270,7 +270,7 @@ def test_compact_recording_is_read_safely_from_threads(model):
     for t in threads:
         t.join()
     for n in range(1, 4):
-        assert all(a is b for a, b in zip(got[0], got[n]))
+        assert all(a is b for a, b in zip(got[0], got[n], strict=True))
 
 
 @pytest.mark.parametrize("compact", [False, True])

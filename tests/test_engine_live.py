@@ -61,7 +61,8 @@ def test_llama_matches_transformers_bf16_and_sharded(tmp_path, kv_heads):
     # The reference: float32 math on the bf16-rounded weights. Reloaded rather than cast back,
     # because casting the model also rounds its RoPE inv_freq buffer (a 1e-3 logit change).
     model = transformers.LlamaForCausalLM.from_pretrained(tmp_path / "bf16", dtype=torch.float32)
-    assert np.abs(load_model(str(tmp_path / "bf16")).forward(TOKENS) - hf_logits(model)).max() < 1e-4
+    ours = load_model(str(tmp_path / "bf16")).forward(TOKENS)
+    assert np.abs(ours - hf_logits(model)).max() < 1e-4
 
 
 def test_llama3_rope_scaling_matches_transformers(tmp_path):

@@ -41,7 +41,8 @@ def load_error(directory) -> str:
 
 def test_copy_loads(model_copy):
     model = load_model(str(model_copy))
-    np.testing.assert_array_equal(model.forward([1, 2, 3]), get_model(source_name()).forward([1, 2, 3]))
+    np.testing.assert_array_equal(model.forward([1, 2, 3]),
+                                  get_model(source_name()).forward([1, 2, 3]))
 
 
 def test_default_path_is_models_austen():
@@ -170,7 +171,8 @@ def test_bfloat16_and_float16_weights_become_float32(model_copy, tmp_path):
     np.testing.assert_array_equal(model.forward([3, 1, 4, 1, 5]), reference)
 
     # float16 holds these small tensors' values only approximately: close, not equal
-    write_safetensors(model_copy / "model.safetensors", {k: v.astype(np.float16) for k, v in exact.items()},
+    write_safetensors(model_copy / "model.safetensors",
+                      {k: v.astype(np.float16) for k, v in exact.items()},
                       {k: "F16" for k in exact})
     assert np.abs(load_model(str(model_copy)).forward([3, 1, 4, 1, 5]) - reference).max() < 0.1
 
@@ -209,7 +211,8 @@ def test_gpt2_layout_with_and_without_the_transformer_prefix(tmp_path):
     flipped = {(k[len("transformer."):] if prefixed else "transformer." + k): v
                for k, v in tensors.items()}
     save_file(flipped, str(dst / "model.safetensors"))
-    np.testing.assert_array_equal(load_model(str(dst)).forward([1, 2, 3]), original.forward([1, 2, 3]))
+    np.testing.assert_array_equal(load_model(str(dst)).forward([1, 2, 3]),
+                                  original.forward([1, 2, 3]))
     name = next(k for k in flipped if k.endswith("h.1.attn.c_attn.weight"))
     flipped[name] = flipped[name].T.copy()  # stored (out, in) by mistake: a shape error
     save_file(flipped, str(dst / "model.safetensors"))

@@ -6,8 +6,15 @@ import pytest
 
 import pipeline.model
 from engine_support import all_models, get_model
-from pipeline.feedforward import (activation, activation_curve, formula_error, histogram,
-                                  post_activation, top_neurons, top_tokens)
+from pipeline.feedforward import (
+    activation,
+    activation_curve,
+    formula_error,
+    histogram,
+    post_activation,
+    top_neurons,
+    top_tokens,
+)
 
 PROMPT = [11, 40, 7, 200, 33, 40, 150, 2, 99, 64, 11, 5, 120, 40, 3, 70]
 

@@ -3,8 +3,14 @@ import numpy as np
 import pytest
 
 from engine_support import all_models, get_model
-from pipeline.generation import (TextStream, decode_loop, finish_reason, generation_steps,
-                                 most_new_tokens, top_candidates)
+from pipeline.generation import (
+    TextStream,
+    decode_loop,
+    finish_reason,
+    generation_steps,
+    most_new_tokens,
+    top_candidates,
+)
 from pipeline.model import softmax
 
 PROMPT = "It is a truth universally acknowledged, that a single man in possession"
@@ -146,7 +152,7 @@ def test_text_stream_holds_back_a_split_character():
     assert "".join(outputs) + stream.flush() == text
     # a character cut off at the end becomes one replacement character when the stream ends
     cut = TextStream(model.tokenizer)
-    first_emoji_byte = next(i for i, p in zip(ids, pieces) if p.startswith(b"\xf0"))
+    first_emoji_byte = next(i for i, p in zip(ids, pieces, strict=False) if p.startswith(b"\xf0"))
     assert cut.push(first_emoji_byte) == "" and cut.flush() == "\ufffd"
 
 
@@ -169,7 +175,7 @@ def test_a_loop_started_from_the_prompts_recording_is_the_same_loop(name):
     plain = list(decode_loop(model, ids, 6, stop_at_eos=False, record=True))
     started = list(decode_loop(model, ids, 6, stop_at_eos=False, record=True, start=start))
     assert [p.token for p in started] == [p.token for p in plain]
-    for a, b in zip(started, plain):
+    for a, b in zip(started, plain, strict=True):
         np.testing.assert_array_equal(a.logits, b.logits)
         assert a.phase == b.phase and a.n_context == b.n_context
     assert np.isnan(started[0].forward_seconds) and np.isnan(started[0].step_seconds)

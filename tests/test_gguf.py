@@ -20,8 +20,16 @@ import pytest
 import regex
 
 import pipeline.gguf_file as gguf_file
-from gguf_support import (CHECKPOINTS, LLAMA3_SCALING, LLAMA3_THETA, TESTS_DIR, hf_weights,
-                          permute_rope_rows, smollm2_path, write_checkpoint)
+from gguf_support import (
+    CHECKPOINTS,
+    LLAMA3_SCALING,
+    LLAMA3_THETA,
+    TESTS_DIR,
+    hf_weights,
+    permute_rope_rows,
+    smollm2_path,
+    write_checkpoint,
+)
 from pipeline import ModelLoadError, load_model
 from pipeline.bpe import GPT2_PAT
 from pipeline.generation import decode_loop
@@ -157,7 +165,7 @@ def test_rope_unpermute_inverts_llama_cpp_permute_and_matters(tiny):
             b["attn"]["w_k"] = np.ascontiguousarray(permute_rope_rows(b["attn"]["w_k"].T, 2).T)
         diff = np.abs(model.forward(ref["input_ids"]) - np.array(ref["logits"])).max()
     finally:
-        for b, a in zip(model.params["blocks"], saved):
+        for b, a in zip(model.params["blocks"], saved, strict=True):
             b["attn"] = a
     assert diff > 0.1
 

@@ -5,10 +5,22 @@ import pytest
 
 from engine_support import all_models, get_model
 from pipeline.generation import decode_loop
-from pipeline.kvcache import (BYTES_PER_VALUE, KVCache, attention_kind, cache_vs_recompute,
-                              context_lengths, kv_bytes_per_token, kv_cache_bytes)
-from pipeline.published import (KV_ONLY, PUBLISHED, AttentionShape, attention_config,
-                                falcon_attention)
+from pipeline.kvcache import (
+    BYTES_PER_VALUE,
+    KVCache,
+    attention_kind,
+    cache_vs_recompute,
+    context_lengths,
+    kv_bytes_per_token,
+    kv_cache_bytes,
+)
+from pipeline.published import (
+    KV_ONLY,
+    PUBLISHED,
+    AttentionShape,
+    attention_config,
+    falcon_attention,
+)
 
 MODELS = all_models()          # the default model and every fixture in tests/fixtures/models
 
@@ -37,7 +49,7 @@ def test_formula_equals_nbytes_token_by_token(model):
 
 def test_formula_equals_nbytes_after_a_batched_decode(model):
     kvs = [model.new_kv_cache() for _ in range(3)]
-    for n, kv in zip((2, 5, 3), kvs):
+    for n, kv in zip((2, 5, 3), kvs, strict=True):
         model.prefill(prompt_for(model, n), kv)
     model.decode_batch([1, 2, 3], kvs)
     assert [kv.nbytes for kv in kvs] == [kv_cache_bytes(model.config, n, 4) for n in (3, 6, 4)]

@@ -6,9 +6,15 @@ import numpy as np
 import pytest
 
 from pipeline import load_model
-from pipeline.positions import (reordered_positions, rope_angles, rope_at,
-                                rope_relative_scores, same_multiset, sinusoidal_encoding,
-                                word_order_differences)
+from pipeline.positions import (
+    reordered_positions,
+    rope_angles,
+    rope_at,
+    rope_relative_scores,
+    same_multiset,
+    sinusoidal_encoding,
+    word_order_differences,
+)
 from web_support import has_default_model
 
 GPT2 = "tests/fixtures/models/gpt2"

@@ -7,8 +7,7 @@ import os
 import numpy as np
 import pytest
 
-from pipeline import load_model
-from pipeline import quantize
+from pipeline import load_model, quantize
 from pipeline.generation import decode_loop
 from pipeline.published import PUBLISHED
 from pipeline.sizes import parameter_counts
@@ -136,7 +135,7 @@ def test_bytes_of_one_matrix_by_hand():
 @pytest.mark.parametrize("s", SCHEMES, ids=lambda s: s.name)
 def test_model_bytes_equal_the_formula_and_the_arrays(s, austen):
     qmodel = quantize.quantize_model(austen, s)
-    for name, qm in qmodel.matrices.items():
+    for _name, qm in qmodel.matrices.items():
         d_in, d_out = qm.shape
         groups = quantize.n_groups(d_in, d_out, s)
         assert qm.nbytes == quantize.quantized_bytes(d_in * d_out, groups, s)
@@ -260,7 +259,8 @@ def test_levels_histogram_counts_every_weight_over_a_range_that_holds_every_leve
     assert edges[0] == min(col.min(), levels.min()) and edges[-1] == max(col.max(), levels.max())
     # each weight is counted in the bin that holds it
     assert np.array_equal(counts, [((col >= a) & ((col < b) if i < 39 else (col <= b))).sum()
-                                   for i, (a, b) in enumerate(zip(edges[:-1], edges[1:]))])
+                                   for i, (a, b)
+                                   in enumerate(zip(edges[:-1], edges[1:], strict=True))])
 
 
 # --- a big model's path: dequantized on the fly, greedy checked in one pass --------------------
@@ -394,7 +394,8 @@ def test_weight_change_of_a_lossless_scheme():
     once = quantize.quantize_model(model, quantize.INT8)
     again = quantize.quantize_model(once.model, quantize.INT8)
     change = quantize.weight_change(once.model, again)
-    assert change["n_weights"] == sum(w.size for w in quantize.linear_weights(model.params).values())
+    assert change["n_weights"] == sum(w.size for w in
+                                      quantize.linear_weights(model.params).values())
     first = quantize.weight_change(model, once)
     assert 0 < first["relative_rms"] < 0.01
     assert change["relative_rms"] <= first["relative_rms"]

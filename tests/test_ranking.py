@@ -1,4 +1,5 @@
-"""pipeline.ranking.top_k: the one top-k of the app, equal to a stable sort of the negated values."""
+"""pipeline.ranking.top_k: the one top-k of the app, equal to a stable sort of the negated
+values."""
 import numpy as np
 import pytest
 
@@ -59,7 +60,8 @@ def test_the_pipeline_uses_it_with_the_same_results_as_before():
     assert top_neurons(row, 5).tolist() == np.argsort(-np.abs(row), kind="stable")[:5].tolist()
     scores = rng.random((4, 6))
     flat = np.argsort(-scores.reshape(-1), kind="stable")[:3]
-    assert [(l, h) for l, h, _ in strongest_heads(scores, 3)] == [(i // 6, i % 6) for i in flat]
+    assert [(layer, h) for layer, h, _ in strongest_heads(scores, 3)] == \
+        [(i // 6, i % 6) for i in flat]
     W = unit_rows(rng.standard_normal((200, 16)).astype(np.float32))
     ids, sims = cosine_neighbours(W, W[5], 8, exclude=(5,))
     all_sims = W @ W[5]

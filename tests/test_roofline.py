@@ -4,8 +4,17 @@ import numpy as np
 import pytest
 
 from pipeline.published import published
-from pipeline.roofline import (HARDWARE, Work, attainable, decode_work, hardware,
-                               model_costs, prefill_work, roof_curve, roofline)
+from pipeline.roofline import (
+    HARDWARE,
+    Work,
+    attainable,
+    decode_work,
+    hardware,
+    model_costs,
+    prefill_work,
+    roof_curve,
+    roofline,
+)
 
 
 def test_roofline_takes_the_slower_of_compute_and_memory():
@@ -25,7 +34,8 @@ def test_roof_curve_bends_at_the_ridge():
     below, above = xs < h.ridge, xs >= h.ridge
     assert np.allclose(ys[below], xs[below] * h.bandwidth)              # memory-bound slope
     assert np.all(ys[above] == h.peak_flops)                            # flat compute roof
-    for x, y in zip(xs, ys):                                            # the same as one point
+    # the same as one point
+    for x, y in zip(xs, ys, strict=True):
         assert attainable(float(x), h.peak_flops, h.bandwidth) == pytest.approx(y)
 
 
@@ -130,6 +140,7 @@ def test_memory_capacities_are_the_data_sheets_binary_gigabytes():
 
 def test_the_machine_copy_is_256_mib():
     import inspect
+
     from pipeline.roofline import Machine, measure_machine
     assert inspect.signature(measure_machine).parameters["copy_bytes"].default == 256 * 2 ** 20
     assert "256 MiB" in inspect.getsource(Machine)

@@ -5,13 +5,24 @@ import math
 import numpy as np
 import pytest
 
+from engine_support import get_model
 from pipeline.generation import decode_loop
 from pipeline.model import softmax
 from pipeline.sampling import (
-    SamplerSettings, apply_repetition_penalty, apply_temperature, draw, final_distribution,
-    inverse_cdf, min_p_keep, sample_next, sampler, sampling_stages, top_k_keep, top_p_keep)
+    SamplerSettings,
+    apply_repetition_penalty,
+    apply_temperature,
+    draw,
+    final_distribution,
+    inverse_cdf,
+    min_p_keep,
+    sample_next,
+    sampler,
+    sampling_stages,
+    top_k_keep,
+    top_p_keep,
+)
 from pipeline.statistics import chi_square_sf, goodness_of_fit
-from engine_support import get_model
 
 P = np.array([0.4, 0.3, 0.15, 0.1, 0.05], dtype=np.float32)   # a known distribution
 LOGITS = np.log(P)
@@ -167,7 +178,7 @@ def test_kept_masks_only_shrink_and_removed_tokens_have_zero_probability():
     logits = rng.normal(0, 3, 500).astype(np.float32)
     s = SamplerSettings(repetition_penalty=1.5, temperature=0.7, top_k=50, top_p=0.9, min_p=0.02)
     stages = sampling_stages(logits, list(range(0, 500, 7)), s)
-    for before, after in zip(stages, stages[1:]):
+    for before, after in zip(stages, stages[1:], strict=False):
         assert not (after.kept & ~before.kept).any()
         assert (after.probs[~after.kept] == 0).all()
         assert math.isclose(float(after.probs.sum()), 1.0, rel_tol=1e-5)

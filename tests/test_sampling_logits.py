@@ -1,5 +1,6 @@
 """pipeline/sampling.py as the logits section uses it: softmax with temperature against the
-engine's softmax, entropy against hand-computed cases, monotonic in T, mass counts vs brute force."""
+engine's softmax, entropy against hand-computed cases, monotonic in T, mass counts vs brute
+force."""
 import numpy as np
 import pytest
 
@@ -42,8 +43,8 @@ def test_higher_temperature_flattens_monotonically(logits):
     dists = [softmax_with_temperature(logits, float(t)) for t in temps]
     entropies = [entropy_bits(p) for p in dists]
     tops = [float(p.max()) for p in dists]
-    assert all(b >= a - 1e-9 for a, b in zip(entropies, entropies[1:]))
-    assert all(b <= a + 1e-9 for a, b in zip(tops, tops[1:]))
+    assert all(b >= a - 1e-9 for a, b in zip(entropies, entropies[1:], strict=False))
+    assert all(b <= a + 1e-9 for a, b in zip(tops, tops[1:], strict=False))
     assert entropies[-1] > entropies[0] + 1                                 # a real change
     assert entropies[-1] < np.log2(len(logits))                             # never uniform
 

@@ -7,7 +7,7 @@ from tests.test_classroom_api import joined, make_app, start
 from web.views import builds
 
 
-def test_sixty_identical_page_loads_are_computed_once_and_none_is_refused(model, tmp_path):  # noqa: F811
+def test_sixty_identical_page_loads_are_computed_once_and_none_is_refused(model, tmp_path):
     from app import create_app
     app = create_app({"MODEL": model, "TESTING": True, "WARM_CACHES": False,
                       "PROBE_ENCODINGS": False, "GATE_SLOTS": 1, "GATE_WAITING": 0,
@@ -43,7 +43,7 @@ def test_sixty_identical_page_loads_are_computed_once_and_none_is_refused(model,
             gate.release()
 
 
-def test_a_shared_answer_keeps_the_headers_of_every_answer_and_no_cookie(model, tmp_path):  # noqa: F811
+def test_a_shared_answer_keeps_the_headers_of_every_answer_and_no_cookie(model, tmp_path):
     app, _ = make_app(model, tmp_path)
     with app.app_context():
         c = app.test_client()
@@ -60,7 +60,7 @@ def test_a_shared_answer_keeps_the_headers_of_every_answer_and_no_cookie(model, 
         assert part.get_data() != first.get_data()
 
 
-def test_what_a_member_is_withheld_is_not_what_others_are_served(model, tmp_path):  # noqa: F811
+def test_what_a_member_is_withheld_is_not_what_others_are_served(model, tmp_path):
     app, _ = make_app(model, tmp_path)
     with app.app_context():
         teacher, code = start(app)

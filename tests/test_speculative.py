@@ -9,8 +9,7 @@ import numpy as np
 import pytest
 import tiktoken
 
-from pipeline import load_model
-from pipeline import speculative
+from pipeline import load_model, speculative
 from pipeline.generation import decode_loop
 from pipeline.model import Model, softmax
 from pipeline.sampling import draw

@@ -5,9 +5,14 @@ import math
 import numpy as np
 import pytest
 
-from pipeline.model import softmax
-from pipeline.tiling import (fast_memory_elements, plain_attention, plain_traffic,
-                             tiled_attention, tiled_traffic, tiles_computed)
+from pipeline.tiling import (
+    fast_memory_elements,
+    plain_attention,
+    plain_traffic,
+    tiled_attention,
+    tiled_traffic,
+    tiles_computed,
+)
 
 
 def qkv(T, hd, seed=0, scale=1.0):
@@ -69,7 +74,7 @@ def test_the_online_softmax_ends_at_the_rows_max_and_sum():
     assert steps[-1].l == pytest.approx(np.exp(s - s.max()).sum(), rel=1e-5)
     assert steps[0].rescale == 0.0                        # nothing was summed before
     assert all(0 < st.rescale <= 1 for st in steps[1:])
-    assert all(a.m <= b.m for a, b in zip(steps, steps[1:]))
+    assert all(a.m <= b.m for a, b in zip(steps, steps[1:], strict=False))
 
 
 @pytest.mark.parametrize("T,bq,bk", [(1, 1, 1), (10, 3, 4), (26, 8, 8), (31, 1, 7), (64, 16, 4),

@@ -8,8 +8,15 @@ import random
 import pytest
 
 from pipeline.bpe import GPT2_PAT
-from pipeline.tokenizer import (BYTE_TO_CHAR, TokenizerLoadError, is_tiktoken_dir, load_tokenizer,
-                                mergeable_ranks, pretokenizer_pattern, token_bytes)
+from pipeline.tokenizer import (
+    BYTE_TO_CHAR,
+    TokenizerLoadError,
+    is_tiktoken_dir,
+    load_tokenizer,
+    mergeable_ranks,
+    pretokenizer_pattern,
+    token_bytes,
+)
 
 TESTS = os.path.dirname(os.path.abspath(__file__))
 FIXTURES = os.path.join(TESTS, "fixtures", "models")

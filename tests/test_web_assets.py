@@ -17,7 +17,7 @@ import plotly.offline
 import pytest
 from flask import Flask, Response, jsonify
 
-from web import assets, streaming
+from web import assets
 from web_support import HX, every_section, text_of
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))

@@ -10,14 +10,13 @@ import numpy as np
 import pytest
 
 from engine_support import get_model
-from pipeline.attention_analysis import (attention_row, head_measures, stack_layers,
-                                         strongest_heads)
+from pipeline.attention_analysis import attention_row, head_measures, stack_layers, strongest_heads
 from pipeline.model import softmax
 from web.figures.attention import THUMB_MASKED, THUMB_PALETTE
 from web.forward import prompt_run
 from web.loaded import LoadedModel
 from web.sections import attention
-from web_support import HX, every_section, error_message, table_rows, text_of, url
+from web_support import HX, error_message, every_section, table_rows, text_of, url
 
 PROMPT = "Mr. Darcy bowed to Elizabeth, and Elizabeth smiled at Mr. Darcy."
 
@@ -141,14 +140,16 @@ def test_the_chosen_head_is_the_one_outlined_and_labelled(client, model, layer, 
     assert len(labels) == len(thumbs)
     assert [x for x in labels if "chosen" in x] == ([f"head {chosen[0][1]}<br>chosen"]
                                                     if head != "mean" else [])
-    assert re.search(rf'<div class="att-layer chosen" role="group" aria-label="layer {layer}"', page)
+    assert re.search(rf'<div class="att-layer chosen" role="group" aria-label="layer {layer}"',
+                     page)
     # a click on a thumbnail asks for the whole section with that layer and head
-    assert f'hx-vals=\'{{"att_layer": "1", "att_head": "4"}}\' ' in page
+    assert 'hx-vals=\'{"att_layer": "1", "att_head": "4"}\' ' in page
 
 
 def test_large_views_are_the_heads_scores_and_weights_with_the_mask_grey(client, model):
     run = run_of(model)
-    page = text_of(client.get(url("/", prompt=PROMPT, att_layer=1, att_head=6, att_token=4), headers=every_section()))
+    page = text_of(client.get(url("/", prompt=PROMPT, att_layer=1, att_head=6, att_token=4),
+                              headers=every_section()))
     scores_fig, pattern_fig, _ = figures_of(page)
     T = len(run.ids)
     masked = ~np.tri(T, T, dtype=bool)
@@ -182,7 +183,7 @@ def test_strongest_heads_are_named_with_their_numbers(client, model):
     assert measures["induction"] is not None                # "Mr. Darcy" and "Elizabeth" repeat
     items = re.findall(r"<li><strong>([\w-]+) heads:</strong>(.*?)</li>", page, re.S)
     assert [k for k, _ in items] == ["Previous-token", "First-token", "Same-token", "Induction"]
-    for (_, text), kind in zip(items, ["previous", "first", "same", "induction"]):
+    for (_, text), kind in zip(items, ["previous", "first", "same", "induction"], strict=True):
         named = ", ".join(f"layer {i} head {h} ({v:.2f})"
                           for i, h, v in strongest_heads(measures[kind], 3))
         assert " ".join(text.split()) == named

@@ -10,7 +10,7 @@ from pipeline.costs import fmt_ms
 from pipeline.kvcache import kv_cache_bytes
 from web.measured import cost_table
 from web.sections import batching
-from web_support import HX, every_section, error_message, table_rows, text_of, url
+from web_support import HX, error_message, every_section, table_rows, text_of, url
 
 
 def default_lm(client):
@@ -60,7 +60,7 @@ def test_policy_table_is_the_simulation(client, model, n, slots, gap):
     assert f"<strong>{cont.throughput:.1f} tokens/s</strong>" in page
     rows = table_rows(page, "Requests under both policies")
     assert [int(r[0]) for r in rows] == list(range(n))
-    for row, req in zip(rows, cont.requests):
+    for row, req in zip(rows, cont.requests, strict=True):
         assert row[6] == f"{cont.done_ms[req.id] - req.arrival_ms:.1f} ms"
         assert row[4] == f"{static.done_ms[req.id] - req.arrival_ms:.1f} ms"
 
@@ -138,7 +138,8 @@ def test_a_chosen_step_is_shown(client, model):
 ])
 def test_bad_values_get_a_message_and_a_4xx(client, query, name, status, message):
     for path, headers in (("/", {}), ("/section/batching", HX)):
-        r = client.get(url(path, **query), headers={**headers, **every_section()} if headers else every_section())
+        r = client.get(url(path, **query),
+                       headers={**headers, **every_section()} if headers else every_section())
         assert r.status_code == status
         assert message in error_message(text_of(r), name)
 
@@ -172,7 +173,7 @@ def test_a_timeline_past_10_s_is_drawn_in_seconds(client):
     assert run.makespan_ms < 10_000 and "ms" in in_ms["layout"]["xaxis"]["title"]["text"]
     assert in_s["layout"]["xaxis"]["title"]["text"] == "time (s, measured step costs)"
     assert in_s["layout"]["xaxis"]["range"] == pytest.approx([0, 20.4])
-    for a, b in zip(in_ms["data"], in_s["data"]):
+    for a, b in zip(in_ms["data"], in_s["data"], strict=True):
         assert b["base"] == pytest.approx([x / 1000 for x in a["base"]])
         assert b["x"] == pytest.approx([x / 1000 for x in a["x"]])
     assert in_s["layout"]["title"]["text"].endswith(f"{run.makespan_ms / 1000:.1f} s")

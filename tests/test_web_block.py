@@ -13,7 +13,7 @@ from pipeline.published import PUBLISHED
 from pipeline.sizes import counted_from_arrays, parameter_counts
 from web.forward import prompt_run
 from web.sections.block import parts_of
-from web_support import HX, every_section, error_message, table_rows, text_of, url
+from web_support import HX, error_message, every_section, text_of, url
 
 PROMPT = "Elizabeth could not help smiling at Mr. Darcy, and"
 
@@ -246,7 +246,8 @@ def check_lens_against_reference(page, model, prompt, pos=None):
     assert rows[0][0] == "embeddings only (0 blocks)"
     assert rows[-1][0] == f"after {N} of {N} blocks = the model's output"
     assert [r[-1].rsplit(", ", 1)[0] for r in rows] == [f"rank {r:,}" for r in ranks]
-    for row, p in zip(rows, probs):              # the probability as computed, never a false 0
+    # the probability as computed, never a false 0
+    for row, p in zip(rows, probs, strict=True):
         shown = row[-1].rsplit(", ", 1)[1]
         assert shown != "0%" and shown.endswith("%")
         assert float(shown[:-1]) == pytest.approx(100 * p, rel=0.06), (shown, p)

@@ -11,7 +11,8 @@ from web import measured as measured_module
 from web.cache import Memo, cached_build, memoized, model_key
 from web.measured import cost_table, stamp
 from web.params import Param, Query, parse_state
-from web.registry import all_params, section as find_section
+from web.registry import all_params
+from web.registry import section as find_section
 from web_support import HX, every_section, text_of, url
 
 PROMPTS = ("Elizabeth walked to Netherfield", "Mr. Darcy looked at her and said nothing at all")
@@ -113,10 +114,10 @@ def counted(model, monkeypatch):
     """A new app on the same model (its own caches: nothing measured yet, as in a fresh
     process), in whose context the test runs, and the count of calls of each measuring
     function: (app, counts)."""
-    from app import create_app
     import pipeline.costs
     import pipeline.roofline
-    from web.sections import batching, speculative
+    from app import create_app
+    from web.sections import speculative
     counts = {}
     fresh = None
 
@@ -193,6 +194,7 @@ def test_a_worker_forked_after_warm_shows_the_parents_measurement(app):
 
 def forked_worker_shows_the_parents_measurement(app):
     import multiprocessing
+
     from web.registry import SECTIONS
     lm = app.extensions["explainer"].default_model
     for t in threading.enumerate():            # no other thread may hold a lock at the fork

@@ -31,7 +31,7 @@ def check(pairs: list):
         assert c == f"c{chip_colour(i)}", (i, c)
         colours[i].add(c)
     assert all(len(c) == 1 for c in colours.values())
-    neighbours = [(a, b) for a, b in zip(pairs, pairs[1:]) if a[0] != b[0]]
+    neighbours = [(a, b) for a, b in zip(pairs, pairs[1:], strict=False) if a[0] != b[0]]
     if len(neighbours) >= 6:
         assert sum(a[1] != b[1] for a, b in neighbours) >= 0.6 * len(neighbours)
 

@@ -70,7 +70,7 @@ def test_one_decode_step_has_one_value_on_the_whole_page(loaded, rendered):
     client, lm, _ = loaded
     seen = collections.defaultdict(set)             # (what, at) -> {value}
     where = collections.defaultdict(set)            # (what, at) -> {section}
-    for (prompt, sid), page in rendered.items():
+    for (_prompt, sid), page in rendered.items():
         for what, at, ms, text in quotes(page):
             seen[what, at].add(ms)
             where[what, at].add(sid)
@@ -90,7 +90,7 @@ def test_every_quoted_time_is_the_tables(loaded, rendered):
     client, lm, _ = loaded
     table = cost_table(lm)
     read = {"one decode step": table.decode_at, "a prefill": table.prefill_at}
-    for (prompt, sid), page in rendered.items():
+    for (_prompt, sid), page in rendered.items():
         found = quotes(page)
         assert found, sid
         for what, at, ms, text in found:

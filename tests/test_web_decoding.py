@@ -13,7 +13,7 @@ from pipeline.decoding import beam_search, sequence_logprobs
 from pipeline.generation import decode_loop
 from pipeline.sampling import SamplerSettings, sampler
 from web.sections.decoding import EXAMPLE_NEW, EXAMPLE_WIDTH, OPENINGS
-from web_support import error_message, text_of, url, table_rows
+from web_support import error_message, table_rows, text_of, url
 
 PROMPT = "Elizabeth could not help smiling at"
 
@@ -29,7 +29,7 @@ def test_final_beams_are_beam_searchs(client, model, width, new, alpha):
     search = beam_search(model, ids, width, new, length_penalty=alpha)
     rows = table_rows(page, "Final beams", headers=True)
     assert len(rows) == len(search.final)
-    for i, (row, h) in enumerate(zip(rows, search.final)):
+    for i, (row, h) in enumerate(zip(rows, search.final, strict=True)):
         assert row[:4] == [str(i + 1), model.tokenizer.decode(list(h.tokens)).strip(),
                            str(len(h.tokens)), f"{h.total:.3f}"]
         assert row[5] == f"{h.score:.3f}"
@@ -46,13 +46,13 @@ def test_final_beams_are_beam_searchs(client, model, width, new, alpha):
         len(figure["data"][6]["x"]) + sum(bottom["customdata"]) == len(search.nodes)
     assert len(bottom["x"]) == len(set(bottom["x"]))              # one dot per step at most
     plus = {x: int(t[1:]) for x, t in zip(figure["data"][-1].get("x", []),
-                                          figure["data"][-1].get("text", []))}
-    assert dict(zip(bottom["x"], bottom["customdata"])) == plus
+                                          figure["data"][-1].get("text", []), strict=False)}
+    assert dict(zip(bottom["x"], bottom["customdata"], strict=True)) == plus
     # every kept or finished proposal is a box on its node holding its total, the edges under it
     boxes = figure["layout"]["annotations"][1:]
     assert len(boxes) == len(kept)
     shown = [re.sub(r"<[^>]+>|\u202f", " ", b["text"]).split()[-1] for b in boxes]
-    assert sorted(zip([b["x"] for b in boxes], shown)) == \
+    assert sorted(zip([b["x"] for b in boxes], shown, strict=True)) == \
         sorted((n.step, f"{n.total:.2f}") for n in kept)
 
 
@@ -151,7 +151,8 @@ def test_samples_are_drawn_only_while_their_disclosure_is_open(client):
     a sampling control does not ask this section for anything; open, they are there, and a
     sampling control fetches them again."""
     closed = text_of(client.get(url("/section/decoding", prompt=PROMPT), headers=HX_SAMPLES))
-    assert 'id="dec-samples-wait"' in closed and 'hx-trigger="toggle from:closest details"' in closed
+    assert 'id="dec-samples-wait"' in closed
+    assert 'hx-trigger="toggle from:closest details"' in closed
     assert "sample, seed" not in closed and 'id="decoding-refresh"' not in closed
     opened = text_of(client.get(url("/section/decoding", prompt=PROMPT, open="dec-beams"),
                                 headers=HX_SAMPLES))

@@ -10,8 +10,15 @@ import pytest
 from engine_support import get_model
 from pipeline import quantize
 from pipeline.published import published
-from pipeline.roofline import (HARDWARE, Machine, compute_bound_from, model_costs,
-                               prefill_work, roofline, weight_scheme)
+from pipeline.roofline import (
+    HARDWARE,
+    Machine,
+    compute_bound_from,
+    model_costs,
+    prefill_work,
+    roofline,
+    weight_scheme,
+)
 from pipeline.sizes import parameter_counts
 from web.sections import generation
 from web_support import HX, text_of, url, without_definitions
@@ -129,7 +136,8 @@ def test_generation_verdict_follows_this_server_s_ridge(client, monkeypatch, roo
     monkeypatch.setattr(generation, "machine", lambda: roof)
     prompt = f"Emma was {prefill} and {decode}"         # a prompt of its own for each roof
     text = plain(text_of(client.get(url("/section/generation", prompt=prompt), headers=HX)))
-    m = re.search(r"On this server's roofline \(a ridge of ([\d.]+) operations per byte: .*?\), the "
+    m = re.search(r"On this server's roofline \(a ridge of ([\d.]+) operations per byte: "
+                  r".*?\), the "
                   r"prefill of (\d+) tokens does ([\d.]+) operations per byte: (\w+)-bound"
                   r"( \(too few tokens to reuse each weight enough\))?; the decode step does "
                   r"([\d.]+): (\w+)-bound\.", text)

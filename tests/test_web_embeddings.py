@@ -48,11 +48,11 @@ def test_neighbour_table_is_the_pipelines(client, model):
     rows = table_rows(page, "Nearest neighbours")
     assert [int(r[1]) for r in rows] == distinct
     unit = unit_rows(model.params["wte"])
-    for row, i in zip(rows, distinct):
+    for row, i in zip(rows, distinct, strict=True):
         nids, sims = cosine_neighbours(unit, unit[i], 3, exclude=(i,))
         shown = re.findall(r"(\d+) (-?\d\.\d{3})", row[2])
         assert [(int(a), b) for a, b in shown] == [(int(n), f"{s:.3f}") for n, s in
-                                                    zip(nids, sims)]
+                                                    zip(nids, sims, strict=True)]
 
 
 def test_a_new_prompt_computes_neighbours_only_for_tokens_not_seen_before(client, model):
@@ -73,7 +73,7 @@ def test_a_new_prompt_computes_neighbours_only_for_tokens_not_seen_before(client
         nids, sims = cosine_neighbours(unit, unit[i], 3, exclude=(i,))
         shown = re.findall(r"(\d+) (-?\d\.\d{3})", row[2])
         assert [(int(a), b) for a, b in shown] == [(int(n), f"{s:.3f}") for n, s in
-                                                    zip(nids, sims)]
+                                                    zip(nids, sims, strict=True)]
 
 
 def test_cosine_matrix_raw_rows_and_map_are_the_models(client, model):
@@ -93,7 +93,8 @@ def test_cosine_matrix_raw_rows_and_map_are_the_models(client, model):
     assert [c[1] for c in marked["customdata"]] == far.tolist()
     assert f"({len(far):,})" in marked["name"]
     assert [c[0] for c in highlight["customdata"]] == list(dict.fromkeys(ids))
-    np.testing.assert_allclose(array(highlight["x"]), coords[list(dict.fromkeys(ids)), 0], atol=1e-3)
+    np.testing.assert_allclose(array(highlight["x"]), coords[list(dict.fromkeys(ids)), 0],
+                               atol=1e-3)
     assert f"{explained[0] * 100:.1f}%</strong> and" in page
     # the text says what the map shows: the long rows beyond its edge counted in the arrow's
     # note, the rest drawn as crosses inside it; together, every long row
@@ -179,7 +180,8 @@ def test_analogy_table_is_the_pipelines(client, model):
     rows = table_rows(page, "Analogy results")
     a, b, c = (tok.encode(" " + w)[0] for w in ("his", "he", "she"))
     ids, sims = analogy(unit_rows(model.params["wte"]), a, b, c, section.ANALOGY_TOP)
-    assert [(int(r[2]), r[3]) for r in rows] == [(int(i), f"{s:.3f}") for i, s in zip(ids, sims)]
+    assert [(int(r[2]), r[3]) for r in rows] == \
+        [(int(i), f"{s:.3f}") for i, s in zip(ids, sims, strict=True)]
     assert "This one works" in page and "a, b and c themselves are\n    left out" in page
     assert f"(id {a})" in page and f"(id {b})" in page and f"(id {c})" in page
 
@@ -252,7 +254,8 @@ def test_smollm2_vocabulary_map_is_a_density_of_every_token(smol_app):
     assert len(r.data) < 600_000                   # a dot per token was 2.1 MB
     vocab = figures(page)[1]
     density, near, highlight = vocab["data"]
-    assert density["type"] == "heatmap" and "shade: tokens per cell" in vocab["layout"]["title"]["text"]
+    assert density["type"] == "heatmap"
+    assert "shade: tokens per cell" in vocab["layout"]["title"]["text"]
     counts = np.round(10 ** np.nan_to_num(array(density["z"]).astype(np.float64), nan=-np.inf))
     assert counts.sum() == density["meta"]["count"] == 49_152 == lm.model.config.vocab_size
     # the prompt's tokens where pca_2d puts them, and each one's 2 nearest neighbours

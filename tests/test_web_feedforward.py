@@ -12,7 +12,7 @@ from engine_support import get_model
 from pipeline.feedforward import histogram, top_neurons, top_tokens
 from pipeline.model import gelu, silu
 from web.figures.feedforward import CURVE_PLOT_PX
-from web_support import HX, every_section, error_message, table_rows, text_of, url
+from web_support import error_message, every_section, table_rows, text_of, url
 
 PROMPT = "Mr. Darcy bowed to Elizabeth, and Elizabeth smiled at Mr. Darcy."
 
@@ -41,13 +41,14 @@ def neuron_values(page, neuron):
 @pytest.mark.parametrize("layer,t", [(0, 4), (3, 9)])
 def test_top_neurons_are_the_caches(client, model, layer, t):
     cache = cache_of(model)
-    page = text_of(client.get(url("/", prompt=PROMPT, ffn_layer=layer, ffn_token=t), headers=every_section()))
+    page = text_of(client.get(url("/", prompt=PROMPT, ffn_layer=layer, ffn_token=t),
+                              headers=every_section()))
     b = f"blocks.{layer}.mlp."
     gate, up, post = (cache[b + n][t] for n in ("hook_pre", "hook_pre_linear", "hook_post"))
     rows = table_rows(page, "Most active neurons")
     want = top_neurons(post, 10)
     assert [int(r[0]) for r in rows] == want.tolist()
-    for r, n in zip(rows, want):
+    for r, n in zip(rows, want, strict=True):
         assert r[1:] == ["%.4f" % gate[n], "%.4f" % silu(gate)[n], "%.4f" % up[n],
                          "%.4f" % post[n]]
     share = 100 * np.abs(post[want]).sum() / np.abs(post).sum()
@@ -62,7 +63,8 @@ def test_top_neurons_are_the_caches(client, model, layer, t):
 
 def test_the_curve_carries_the_real_values(client, model):
     cache = cache_of(model)
-    page = text_of(client.get(url("/", prompt=PROMPT, ffn_layer=2, ffn_token=5), headers=every_section()))
+    page = text_of(client.get(url("/", prompt=PROMPT, ffn_layer=2, ffn_token=5),
+                              headers=every_section()))
     curve, hist = figures_of(page)
     gate = cache["blocks.2.mlp.hook_pre"][5]
     line, dots, top = curve["data"]
@@ -76,7 +78,8 @@ def test_the_curve_carries_the_real_values(client, model):
 
 
 def test_neuron_numbers_on_the_curve_do_not_crowd(client, model):
-    page = text_of(client.get(url("/", prompt=PROMPT, ffn_layer=2, ffn_token=5), headers=every_section()))
+    page = text_of(client.get(url("/", prompt=PROMPT, ffn_layer=2, ffn_token=5),
+                              headers=every_section()))
     _, dots, top = figures_of(page)[0]["data"]
     xs, ys = decoded(top["x"]), decoded(top["y"])
     named = [k for k, t in enumerate(top["text"]) if t]
@@ -114,7 +117,8 @@ def test_formula_check_is_stated(client, model):
 
 def test_choosing_a_neuron(client, model):
     cache = cache_of(model)
-    page = text_of(client.get(url("/", prompt=PROMPT, ffn_layer=1, ffn_neuron=700), headers=every_section()))
+    page = text_of(client.get(url("/", prompt=PROMPT, ffn_layer=1, ffn_neuron=700),
+                              headers=every_section()))
     assert neuron_values(page, 700) == ["%.3f" % v for v in cache["blocks.1.mlp.hook_post"][:, 700]]
 
 

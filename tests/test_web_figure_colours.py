@@ -142,7 +142,7 @@ def _open_everything(client, section: str, **params) -> str:
 
 
 @pytest.fixture(scope="module")
-def austen_figures(app):  # noqa: F811
+def austen_figures(app):
     c = app.test_client()
     return {s: [(s, f) for f in figures_of(_open_everything(c, s))] for s in SECTION_IDS}
 
@@ -163,7 +163,7 @@ def test_the_poll_chart_has_the_class_in_draws_and_the_model_in_model_p():
     assert ROLE_OF_BAR == {"class": "DRAWS", "model": "MODEL_P"}
 
 
-def test_the_overview_bars_are_the_sampler_and_model_colours(app):  # noqa: F811
+def test_the_overview_bars_are_the_sampler_and_model_colours(app):
     """static/style.css draws the overview's top-5 bars: thick the sampler's p, thin the model's
     softmax at T = 1, in those roles' colours (CSS custom properties named after the roles)."""
     import os
@@ -187,7 +187,7 @@ def smol_client(smol_app):
     return smol_app.test_client()
 
 
-def test_the_whole_page_draws_every_role_in_its_colour(app):  # noqa: F811
+def test_the_whole_page_draws_every_role_in_its_colour(app):
     """The page as it first loads: the overview's figures and every section's, together."""
     figs = [("page", f) for f in figures_of(text_of(app.test_client().get("/")))]
     assert len(figs) >= 5

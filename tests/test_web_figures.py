@@ -12,12 +12,12 @@ import numpy as np
 import plotly.graph_objects as go
 import pytest
 
+from test_web_embeddings import array
 from web.figures import DIVERGING, TICK_SIZE, TITLE_SIZE, base_layout, signed_colours
 from web.figures.attention import MASKED
 from web.figures.positions import TWILIGHT
 from web.registry import SECTIONS
 from web_support import HX, text_of
-from test_web_embeddings import array
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SECTION_IDS = [s.id for s in SECTIONS]
@@ -29,7 +29,7 @@ def figures_of(page: str) -> list:
 
 
 @pytest.fixture(scope="module")
-def pages(app):  # noqa: F811
+def pages(app):
     c = app.test_client()
     return {s.id: text_of(c.get(f"/section/{s.id}", headers=HX)) for s in SECTIONS}
 
@@ -65,7 +65,8 @@ def test_every_figure_is_valid_plotly_in_the_page_style(pages, section):
             if axis.get("type") == "log":
                 # ticks at powers of ten only (dtick n: every n-th decade), never minor labels
                 dtick = axis.get("dtick")
-                assert (isinstance(dtick, int) and dtick >= 1) or axis.get("tickmode") == "array", where
+                assert (isinstance(dtick,
+                                   int) and dtick >= 1) or axis.get("tickmode") == "array", where
         for trace in fig["data"]:
             # every colour bar, a heatmap's own (shown unless showscale is false) or a marker's
             bars = [trace.get("colorbar")] if trace["type"] == "heatmap" or "colorbar" in trace \
@@ -117,7 +118,8 @@ def test_base_layout_gives_every_title_one_size_and_one_alignment():
         want = title if isinstance(title, dict) else dict(text=title)
         assert got["text"] == want["text"]
         assert got["font"]["size"] == TITLE_SIZE
-        assert (got["x"], got["xanchor"], got["xref"], got["pad"]["l"]) == (0, "left", "container", 10)
+        assert (got["x"], got["xanchor"], got["xref"],
+                got["pad"]["l"]) == (0, "left", "container", 10)
         for key in ("y", "yref", "yanchor"):
             assert got.get(key) == want.get(key)
         assert got["pad"].get("t") == want.get("pad", {}).get("t")
@@ -243,8 +245,7 @@ def test_long_axis_titles_are_two_short_lines():
 # --- Colour roles: one colour, one meaning, in neighbouring sections
 
 def test_greedy_and_accepted_and_the_highlight_are_distinct_roles(pages):
-    from web.figures import ACCEPTED, CHOICE, HIGHLIGHT, ROLE_NAMES, ROLES
-    from web.figures import decoding, speculative
+    from web.figures import ACCEPTED, CHOICE, HIGHLIGHT, ROLE_NAMES, ROLES, decoding, speculative
     assert len({ACCEPTED, CHOICE, HIGHLIGHT}) == 3
     assert decoding.GREEDY == CHOICE != ACCEPTED and decoding.BEST == HIGHLIGHT
     parts = {key: ROLES[role] for key, _, role in speculative.PARTS}

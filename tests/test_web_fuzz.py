@@ -17,11 +17,12 @@ import time
 import urllib.parse
 
 import pytest
-from hypothesis import HealthCheck, given, settings, strategies as st
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
-from web.registry import SECTIONS, all_params
-from web_support import HX, text_of
 from test_web_hardening import assert_inert
+from web.registry import SECTIONS, all_params
+from web_support import HX
 
 PROFILE = os.environ.get("HYPOTHESIS_PROFILE", "ci")
 # examples per route: CI keeps the whole file near a minute on 2 cores (the page renders every
@@ -49,7 +50,8 @@ def other_get_routes(app) -> list:
     out = []
     for rule in app.url_map.iter_rules():
         if "GET" not in rule.methods or rule.endpoint == "static" \
-                or rule.endpoint.startswith("assets.") or rule.rule in ("/", "/section/<section_id>"):
+                or rule.endpoint.startswith("assets.") \
+                or rule.rule in ("/", "/section/<section_id>"):
             continue
         if not rule.arguments:
             out.append(rule.rule)

@@ -6,14 +6,14 @@ import re
 import numpy as np
 import pytest
 
+from pipeline.costs import LENGTHS
 from pipeline.generation import TextStream, decode_loop
 from pipeline.model import softmax
 from pipeline.sampling import SamplerSettings, sampler
 from web import streaming
-from pipeline.costs import LENGTHS
 from web.measured import cost_table, stamp
 from web.sections import generation
-from web_support import HX, every_section, chip_ids, error_message, table_rows, text_of, url
+from web_support import HX, chip_ids, error_message, every_section, table_rows, text_of, url
 
 PROMPT = "Mr. Darcy looked at Elizabeth and said"
 
@@ -36,7 +36,7 @@ def test_each_step_shows_the_sequence_and_the_models_candidates(client, model, s
     top = np.argsort(-probs, kind="stable")[:5]
     rows = table_rows(page, "Top candidates at this step")
     assert [int(r[1]) for r in rows] == [int(i) for i in top]
-    for row, i in zip(rows, top):
+    for row, i in zip(rows, top, strict=True):
         assert float(row[2].rstrip(" %")) == pytest.approx(100 * probs[i], abs=0.006)
     assert "← chosen" in rows[0][0]                        # greedy picks the most probable
     caption = re.sub(r"\s+", " ", html.unescape(re.sub(r"<[^>]+>", "", page.split(
@@ -161,7 +161,8 @@ def test_stream_answers_503_when_every_slot_is_taken(client):
 
 
 def test_generate_button_streams_the_state_on_the_page(client):
-    page = text_of(client.get(url("/", prompt=PROMPT, gen_max="12", gen_pace="0"), headers=every_section()))
+    page = text_of(client.get(url("/", prompt=PROMPT, gen_max="12", gen_pace="0"),
+                              headers=every_section()))
     m = re.search(r'class="gen-start" data-stream-url="([^"]+)"', page)
     assert m
     r = client.get(html.unescape(m.group(1)))
@@ -225,7 +226,7 @@ def test_prefill_and_decode_are_read_from_the_cost_table(client, model):
     # the whole table is listed, each entry its median and range
     rows = table_rows(page, "The cost table: prefill and decode")
     assert [r[0] for r in rows] == [str(m) for m in lengths]
-    for row, m in zip(rows, lengths):
+    for row, m in zip(rows, lengths, strict=True):
         assert row[1].startswith(f"{table.prefill_at(m).shown} ms")
         assert row[2].startswith(f"{table.decode_at(m).shown} ms")
         assert table.decode_at(m).how() in row[2]
@@ -238,7 +239,8 @@ def test_the_sampler_of_the_sampling_section_drives_the_loop_and_the_stream(clie
     ids = model.tokenizer.encode_ordinary(PROMPT)
     expected = [p.token for p in decode_loop(model, ids, 12, sample=sampler(settings, 7))]
     assert expected != greedy_tokens(model, PROMPT, 12)          # it is not greedy
-    page = text_of(client.get(url("/section/generation", gen_step="11", **query), headers=every_section()))
+    page = text_of(client.get(url("/section/generation", gen_step="11", **query),
+                              headers=every_section()))
     assert chip_ids(page, "Sequence at this step") == ids + expected
     assert "temperature 0.9, top-k 40, top-p 0.95, min-p 0; seed 7" in page
     events = sse_events(text_of(client.get(url("/generate/stream", **query))))
@@ -289,7 +291,6 @@ def test_a_prompt_between_the_tables_lengths_is_interpolated_and_says_so(client,
 def test_the_stepped_run_starts_from_the_prompts_shared_run(client, model, monkeypatch):
     """The loop's steps are the ones a prefill would give, but the prompt is not run again: its
     times are not shown (the page's one measurement is), so it starts from the prompt's run."""
-    from pipeline.generation import generation_steps
     prompt = "Mr. Darcy looked at Elizabeth and"
     from web.registry import sections
     lm = client.application.extensions["explainer"].default_model
@@ -310,7 +311,8 @@ def test_the_stepped_run_starts_from_the_prompts_shared_run(client, model, monke
     monkeypatch.undo()
     shown = chip_ids(page.get_data(as_text=True), "Sequence at this step")
     ids = model.tokenizer.encode_ordinary(prompt)
-    assert shown[:len(ids)] == ids and shown[len(ids):] == greedy_tokens(model, prompt, 5)[:len(shown) - len(ids)]
+    assert shown[:len(ids)] == ids
+    assert shown[len(ids):] == greedy_tokens(model, prompt, 5)[:len(shown) - len(ids)]
 
 
 def test_a_sampled_loop_follows_the_sampling_sections_changes(client):
@@ -344,10 +346,12 @@ def test_a_loop_past_the_time_budget_says_so_next_to_its_limit(client, model, mo
     page = client.get(url("/section/generation", prompt=prompt, gen_max=150,
                           gen_choose="greedy"), headers=HX)
     assert budgets and page.status_code == 422
-    assert "more than the 0.001 s of computing one request" in error_message(page.get_data(as_text=True), "gen_max")
+    assert "more than the 0.001 s of computing one request" in error_message(
+        page.get_data(as_text=True), "gen_max")
     text = page.get_data(as_text=True)
     default = next(p.default for p in generation.PARAMS if p.name == "gen_max")
-    last = int(re.search(r'hx-vals=\'\{"gen_step": "(\d+)"\}\'[^>]*>To the last token', text).group(1))
+    last = int(re.search(r'hx-vals=\'\{"gen_step": "(\d+)"\}\'[^>]*>To the last token',
+                         text).group(1))
     run = greedy_tokens(model, prompt, default)
     assert last == len(run) - 1 and len(run) <= default < 150      # the default's loop
     assert len(budgets) == 1                          # the rebuild had a budget of its own

@@ -394,6 +394,7 @@ def _run_app(*args, env=None):
 
 def _copy_model(tmp_path, skip=()):
     import shutil
+
     from pipeline import DEFAULT_MODEL_DIR
     d = tmp_path / "model"
     d.mkdir()
@@ -493,7 +494,7 @@ def test_every_reference_to_an_id_exists_and_ids_are_unique(page_dom):
 def test_headings_go_down_one_level_at_a_time(page_dom):
     levels = [int(n.tag[1]) for n in page_dom.nodes if re.fullmatch(r"h[1-6]", n.tag)]
     assert levels[0] == 1 and levels.count(1) == 1
-    for before, after in zip(levels, levels[1:]):
+    for before, after in zip(levels, levels[1:], strict=False):
         assert after <= before + 1, f"h{before} followed by h{after}"
 
 

@@ -1,16 +1,17 @@
 """The KV-cache section shows the measured run of the live model and the formula's numbers."""
+import html
 import re
 
 import numpy as np
 import pytest
 
 from pipeline.kvcache import cache_vs_recompute, kv_cache_bytes
-from pipeline.published import PUBLISHED, KV_ONLY
+from pipeline.published import KV_ONLY, PUBLISHED
 from web.figures.kvcache import human_bytes
 from web.forward import prompt_ids
 from web.measured import cost_table, stamp
 from web.sections import kvcache
-from web_support import HX, every_section, error_message, table_rows, text_of, url
+from web_support import HX, error_message, every_section, table_rows, text_of, url
 
 PROMPT = "Elizabeth walked to Netherfield"
 
@@ -75,7 +76,8 @@ def test_step_times_are_the_cost_tables_at_lengths_where_they_grow(app, client):
 
 
 def test_a_second_render_shows_the_same_measurement(client):
-    a = text_of(client.get(url("/section/kvcache", prompt=PROMPT, kv_new=3), headers=every_section()))
+    a = text_of(client.get(url("/section/kvcache", prompt=PROMPT, kv_new=3),
+                           headers=every_section()))
     b = text_of(client.get(url("/", prompt=PROMPT, kv_new=3), headers=every_section()))
     assert a in b
 
@@ -85,7 +87,7 @@ def test_published_table_is_the_formula(client, ctx):
     page = text_of(client.get(url("/section/kvcache", kv_ctx=ctx), headers=HX))
     rows = table_rows(page, "KV cache of published models")
     assert len(rows) == len(PUBLISHED) + len(KV_ONLY)
-    for row, p in zip(rows, PUBLISHED + KV_ONLY):
+    for row, p in zip(rows, PUBLISHED + KV_ONLY, strict=True):
         c = p.config
         assert row[0].startswith(p.name)
         assert ("(window" in row[0]) == (ctx > c.n_ctx)
@@ -163,7 +165,8 @@ def test_the_step_after_the_prompt_is_the_table_at_the_prompts_length(client, mo
     n = len(model.tokenizer.encode_ordinary(prompt))
     table = cost_table(client.application.extensions["explainer"].default_model)
     assert n not in table.decode and n + 1 not in table.prefill
-    page = re.sub(r"\s+", " ", text_of(client.get(url("/section/kvcache", prompt=prompt), headers=HX)))
+    page = re.sub(r"\s+", " ",
+                  text_of(client.get(url("/section/kvcache", prompt=prompt), headers=HX)))
     now = re.search(r'id="kv-now">(.*?)</p>', page).group(1)
     cached, uncached = table.decode_at(n), table.prefill_at(n + 1)
     assert (f"one decode step at {n} tokens, from the cost table: <strong>{cached.shown} ms"

@@ -11,7 +11,7 @@ from pipeline.model import softmax
 from pipeline.sampling import entropy_bits, softmax_with_temperature, tokens_holding_mass
 from web.sampler_settings import DEFAULT_TEMPERATURE
 from web.sections.logits import CANDIDATES
-from web_support import HX, every_section, error_message, table_rows, text_of, url
+from web_support import HX, error_message, every_section, table_rows, text_of, url
 
 PROMPT = "Elizabeth could not help smiling at Mr. Darcy, and"
 
@@ -35,7 +35,7 @@ def test_table_is_the_models_scores_and_probabilities(client, model, temp):
     rows = table_rows(page, "Highest-scoring next tokens")
     top = np.argsort(-logits)[:10]
     assert [int(row[2]) for row in rows] == [int(i) for i in top]
-    for row, i in zip(rows, top):
+    for row, i in zip(rows, top, strict=True):
         assert row[3] == f"{logits[i]:.3f}"
         assert row[4] == f"{100 * p1[i]:.2f}%" and row[5] == f"{100 * pt[i]:.2f}%"
     assert strong(page, "lg-top-p") == f"{100 * pt.max():.2f}%"

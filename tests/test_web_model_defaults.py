@@ -63,9 +63,9 @@ def test_sampling_defaults_leave_several_tokens_drawable_on_smollm2(smol):
 
 def test_tiling_defaults_cut_smollm2s_prompt_into_several_tiles_and_rescale(smol):
     app, lm = smol
+    from pipeline.tiling import tiles_computed
     from web.forward import prompt_run
     from web.sections.tiling import rescaling_row
-    from pipeline.tiling import tiles_computed
     with app.app_context():
         run = prompt_run(lm, lm.default_prompt)
     T = len(run.ids)

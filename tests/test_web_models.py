@@ -9,7 +9,7 @@ import pytest
 
 from engine_support import get_model, model_dir
 from pipeline.model import softmax
-from pipeline.sampling import SamplerSettings, final_distribution, sampler
+from pipeline.sampling import final_distribution, sampler
 from web import explainer as explainer_module
 from web.registry import SECTIONS
 from web_support import HX, chip_ids, reading_text, text_of
@@ -46,7 +46,7 @@ def test_the_picker_offers_every_model_with_its_card(two):
     page = text_of(two.test_client().get("/"))
     links = picker_links(page)
     assert set(links) == {"(default)", "llama-gqa", "llama-q4-1"}
-    for key, lm in ex.models.items():
+    for lm in ex.models.values():
         assert f"{lm.n_params:,} parameters" in page
         assert lm.card.trained_on in page.replace("&#39;", "'")
     assert "GGUF file" in reading_text(page) and "safetensors" in page
@@ -123,7 +123,7 @@ def test_each_model_has_its_own_caches(two):
     runs = ex.caches.memos("prompt runs")
     assert len(runs) >= len(ex.models)                 # one LRU per model
     with two.app_context():
-        for key, lm in ex.models.items():
+        for lm in ex.models.values():
             run = prompt_run(lm, SHORT)
             assert run.logits.shape[1] == lm.model.config.vocab_size
             np.testing.assert_allclose(run.logits, lm.model.forward(list(run.ids)), atol=1e-4)

@@ -19,7 +19,7 @@ from web.params import PROMPT
 from web.registry import SECTIONS
 from web.sampler_settings import DEFAULT_TEMPERATURE
 from web.sections.sampling import PARAMS as SAMPLING_PARAMS
-from web_support import HX, chip_ids, error_message, reading_text, ordered_list, text_of, url
+from web_support import HX, chip_ids, error_message, ordered_list, reading_text, text_of, url
 
 LIVE = {**HX, "HX-Target": "overview-live", "HX-Trigger": "ov-next"}
 # the page's one sampler (the Sampling section's parameters) when the URL sets none of them
@@ -123,7 +123,7 @@ def check_pass(page: str, model, sequence: list, n_prompt: int, settings=DEFAULT
     step = list(generation_steps(model, sequence, 1, n_top=5, stop_at_eos=False))[0]
     got = top_five(page)
     assert [i for i, _ in got] == [i for i, _ in step.top]
-    for (_, p), (_, q) in zip(got, step.top):
+    for (_, p), (_, q) in zip(got, step.top, strict=True):
         assert p == pytest.approx(q, abs=2e-6)
     # beside them, what the overview's sampler draws from (pipeline.sampling), for the same ids
     logits = next(decode_loop(model, sequence, 1, stop_at_eos=False)).logits
@@ -243,7 +243,7 @@ def test_top_k_changes_the_bars_at_the_default_temperature(client, model):
     assert top_five(cut) == top_five(default)
     before, after = list(sampled(default).values()), list(sampled(cut).values())
     assert after[3:] == [0.0, 0.0] and all(p > 0 for p in before)
-    assert all(a > b for a, b in zip(after[:3], before[:3]))
+    assert all(a > b for a, b in zip(after[:3], before[:3], strict=False))
     assert sum(after[:3]) == pytest.approx(1.0, abs=1e-5)
     assert cut.count("ov-cut") == 2 and "ov-cut" not in default
     # and top-p too
@@ -292,8 +292,8 @@ def test_page_holds_the_overview_and_its_map(client):
     r = client.get(url("/", prompt="Emma was"), headers=HX)
     body = text_of(r)
     assert re.search(r'<section id="overview"[^>]*hx-swap-oob="true"', body)
-    assert chip_ids(body, "Tokens of the pass") == list(
-        client.application.extensions["explainer"].default_model.tokenizer.encode_ordinary("Emma was"))
+    tokenizer = client.application.extensions["explainer"].default_model.tokenizer
+    assert chip_ids(body, "Tokens of the pass") == list(tokenizer.encode_ordinary("Emma was"))
 
 
 @pytest.mark.parametrize("query, status, name, words", [
@@ -361,7 +361,8 @@ def test_hostile_text_stays_text(client):
     assert "<img src=x" not in page and "<script>alert" not in page
     assert "&lt;img src=x onerror=alert(1)&gt;" in page       # the overview's text box
     # the thumbnails' labels go through web.figures.label (Plotly draws a little HTML): the
-    # embedding strip's (the last tokens: "pt", ">") and the attention heatmap's (every token: "<", "im", ...)
+    # embedding strip's (the last tokens: "pt", ">") and the attention heatmap's (every token: "<",
+    # "im", ...)
     for plot, escaped in (("ov-embed-plot", "&gt;"), ("ov-attn-plot", "&lt;")):
         fig = html.unescape(re.search(rf'id="{plot}" data-figure="([^"]*)"', page).group(1))
         assert "<img" not in fig and "<script" not in fig and escaped in fig
@@ -385,7 +386,6 @@ def test_end_of_text_ends_the_loop(model):
     import dataclasses
 
     from app import create_app
-    ids = list(model.tokenizer.encode_ordinary(PROMPT.default))
     greedy_tokens = expected_sequence(model, PROMPT.default, 2)[-2:]   # the default sampler's
     eos_model = copy.copy(model)
     eos_model.config = dataclasses.replace(model.config, eos_token_id=greedy_tokens[1])
@@ -446,14 +446,17 @@ def test_the_text_grows_with_each_step(client, model):
     the model's tokenizer from the chips' ids, the new ones marked)."""
     page = text_of(client.get(url("/overview", prompt=PROMPT.default, ov_steps=2), headers=LIVE))
     prompt = list(model.tokenizer.encode_ordinary(PROMPT.default))
-    new = [int(i) for i in re.findall(r'<li class="chip [^"]*ov-new"[^>]*>.*?<span class="tid">(\d+)</span>',
-                                      ordered_list(page, "Tokens of the pass"))]
+    new = [int(i) for i in re.findall(
+        r'<li class="chip [^"]*ov-new"[^>]*>.*?<span class="tid">(\d+)</span>',
+        ordered_list(page, "Tokens of the pass"))]
     assert len(new) == 2 and new == expected_sequence(model, PROMPT.default, 2)[len(prompt):]
     whole = model.tokenizer.decode(prompt + new)
     added = whole[len(model.tokenizer.decode(prompt)):]
-    box = re.search(r'<p class="ov-clamp ov-grown" dir="auto" id="ov-text">(.*?)</p>', page, re.S).group(1)
+    box = re.search(r'<p class="ov-clamp ov-grown" dir="auto" id="ov-text">(.*?)</p>', page,
+                    re.S).group(1)
     assert html.unescape(re.sub(r"<[^>]+>", "", box)) == whole
-    assert html.unescape(re.search(r'<mark class="ov-gen"[^>]*>(.*?)</mark>', box, re.S).group(1)) == added
+    assert html.unescape(re.search(r'<mark class="ov-gen"[^>]*>(.*?)</mark>', box,
+                                   re.S).group(1)) == added
     assert "after step 2: the prompt" in page
     assert chosen_id(page) == expected_sequence(model, PROMPT.default, 3)[-1]
     # the prompt alone: the Text box is the prompt, nothing marked
@@ -556,7 +559,8 @@ def test_the_top_token_waits_for_the_logits_prediction(client, model):
         assert {a for _, a in gates} == {answer}
         top = int(np.argmax(model.forward(model.tokenizer.encode_ordinary(prompt))[-1]))
         assert html.unescape(answer) == model.tokenizer.decode([top]).strip()
-        assert 'class="ov-reveal linkish" aria-label="show the top 5 now, without a guess">show</button>' in page
+        assert ('class="ov-reveal linkish" aria-label="show the top 5 now, without a guess">'
+                'show</button>') in page
     stepped = text_of(client.get(url("/overview", prompt=prompt, ov_steps=1), headers=LIVE))
     assert "data-answer-of" not in stepped and "ov-gate" not in stepped
 

@@ -13,7 +13,7 @@ from pipeline import quantize
 from pipeline.generation import decode_loop
 from pipeline.published import published
 from web.params import PROMPT
-from web_support import HX, every_section, MARKS, error_message, reading_text, text_of, url
+from web_support import HX, MARKS, error_message, every_section, reading_text, text_of, url
 
 
 def marks_to_text(inner: str) -> str:
@@ -118,7 +118,7 @@ def test_calculator_rows_are_the_formula(client, bits):
         p = published(name)
         shown = rows[name]
         assert len(shown) == 3                 # only this section's columns: 16, 8, `bits` bits
-        for cell, s in zip(shown, (None, quantize.INT8, quantize.grouped(bits, 64))):
+        for cell, s in zip(shown, (None, quantize.INT8, quantize.grouped(bits, 64)), strict=True):
             memory = quantize.weight_memory(p.config, p.reported_params, s)
             assert cell == f"{memory.total_bytes / 1e9:.2f} GB"
     assert rows["Llama 3 8B"][0] == "16.06 GB"               # 8,030,261,248 x 2 bytes
@@ -172,7 +172,8 @@ def test_state_round_trips_through_the_url(client):
     assert '<option value="128" selected>' in page
     assert '<option value="blocks.3.mlp.w_up" selected>' in page
     # the defaults are left out
-    assert client.get("/section/quantization", headers=every_section()).headers["HX-Push-Url"] == "/"
+    assert client.get("/section/quantization",
+                      headers=every_section()).headers["HX-Push-Url"] == "/"
     assert client.get(url("/section/quantization", q_group=32, q_matrix="blocks.0.mlp.w_down"),
                       headers=HX).headers["HX-Push-Url"] == "/"
 
@@ -315,7 +316,8 @@ def test_what_each_scheme_does_to_the_prompt_is_run_only_while_shown(client, mod
     ran = []
     for name in ("prompt_logits", "greedy_tokens"):
         original = getattr(section, name)
-        monkeypatch.setattr(section, name, lambda *a, _f=original, _n=name: ran.append(_n) or _f(*a))
+        monkeypatch.setattr(section, name, lambda *a, _f=original,
+                            _n=name: ran.append(_n) or _f(*a))
     closed = text_of(client.get(url("/section/quantization", prompt=prompt, q_group=128),
                                 headers=HX))
     assert ran == [] and "Quantized models compared" not in closed
@@ -344,19 +346,19 @@ def test_the_default_scheme_shows_what_quantizing_costs(client, model, windows):
     change, change4 = (held.perplexity / float_held.perplexity - 1,
                        held4.perplexity / float_held.perplexity - 1)
     assert change > 0.01 and change > 3 * change4
-    from web.explainer import AUSTEN_PROMPTS      # the page's prompt without one in the URL
+    from web.explainer import AUSTEN_PROMPTS  # the page's prompt without one in the URL
     ids = model.tokenizer.encode_ordinary(AUSTEN_PROMPTS[0])
     greedy = [p.token for p in decode_loop(model, ids, GREEDY_TOKENS)]
     quantized = [p.token for p in decode_loop(qm.model, ids, GREEDY_TOKENS)]
     assert quantized != greedy
-    first = next(i for i, (a, b) in enumerate(zip(quantized, greedy)) if a != b)
+    first = next(i for i, (a, b) in enumerate(zip(quantized, greedy, strict=False)) if a != b)
     page = text_of(client.get(url("/section/quantization", open="q-measured"), headers=HX))
     text = re.sub(r"\s+", " ", html.unescape(re.sub(r"<[^>]+>", " ", page)))
     assert f"{held.perplexity:.2f} ({default.name})" in text
     assert re.search(rf"{default.name} ?: differs from token {first + 1} on", text)
     assert (f"Perplexity: {100 * change:+.1f}% with {default.name}, "
             f"{100 * change4:+.1f}% with {four.name}") in text
-    assert f"""hx-vals='{{"q_bits": "4"}}'>try 4 bits</button>""" in page
+    assert """hx-vals='{"q_bits": "4"}'>try 4 bits</button>""" in page
     assert (f"At 4 bits this model hardly changes ({100 * change4:+.1f}%, "
             f"{float_held.perplexity:.2f} → {held4.perplexity:.2f})") in text
 

@@ -5,11 +5,16 @@ import re
 import numpy as np
 import pytest
 
-from web.measured import cost_table, stamp
-
 from pipeline.published import published
-from pipeline.roofline import (decode_work, hardware, model_costs, prefill_work, roofline,
-                               weight_scheme)
+from pipeline.roofline import (
+    decode_work,
+    hardware,
+    model_costs,
+    prefill_work,
+    roofline,
+    weight_scheme,
+)
+from web.measured import cost_table, stamp
 from web_support import HX, error_message, text_of, url
 
 
@@ -78,7 +83,7 @@ def test_y_axis_labels_every_power_of_ten_with_its_si_prefix(client):
     ys = [y for trace in fig["data"] for y in trace["y"]]
     assert axis["tickvals"][0] <= min(ys) and axis["tickvals"][-1] >= max(ys)
     prefix = {0: "", 3: "k", 6: "M", 9: "G", 12: "T", 15: "P"}
-    for value, text in zip(axis["tickvals"], axis["ticktext"]):
+    for value, text in zip(axis["tickvals"], axis["ticktext"], strict=True):
         e = round(np.log10(value))
         assert value == 10.0 ** e and text == f"{10 ** (e % 3)}{prefix[e - e % 3]}"
     assert "1P" in axis["ticktext"]                         # the MI300X's roof is above 1 PFLOP/s

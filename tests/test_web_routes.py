@@ -1,6 +1,5 @@
 """Routes: the page and each section's fragment agree; every bad value is a 4xx with a message
 shown next to its control; state round-trips through the URL; nothing third-party from a CDN."""
-import collections
 import re
 import urllib.parse
 

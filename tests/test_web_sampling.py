@@ -13,7 +13,7 @@ from pipeline.sampling import SamplerSettings, draw, sample_next, sampling_stage
 from pipeline.statistics import goodness_of_fit
 from web.sections.sampling import EXAMPLE, PARAMS, drawn_tv_distance, pct, shown_tokens
 from web.tokens import plain
-from web_support import every_section, error_message, table_rows, text_of, url
+from web_support import error_message, every_section, table_rows, text_of, url
 
 PROMPT = "Elizabeth was very much surprised; she had not expected to see Mr. Darcy"
 STAGES = ["model", "repetition penalty", "temperature", "top-k", "top-p", "min-p"]
@@ -61,7 +61,7 @@ def test_stage_table_is_the_pipelines_distribution(client, model, query):
     rows = table_rows(page, "Distribution after each stage", headers=True)
     names = [plain(model.tokenizer.decode_single_token_bytes(t)) for t in shown]
     assert [row[0] for row in rows[:len(shown)]] == names
-    for row, t in zip(rows, shown):
+    for row, t in zip(rows, shown, strict=False):
         assert row[1:] == [pct(st.probs[t]) if st.kept[t] else "removed" for st in stages]
     others = np.ones(len(logits), dtype=bool)
     others[shown] = False
@@ -183,7 +183,7 @@ def test_total_variation_is_measured_over_the_drawn_groups(client, model):
     others[shown] = False
     groups_n = [int(counts[t]) for t in shown] + [int(counts[others].sum())]
     groups_p = [float(final[t]) for t in shown] + [float(final[others].sum())]
-    tv = 0.5 * sum(abs(c / 2000 - p) for c, p in zip(groups_n, groups_p))
+    tv = 0.5 * sum(abs(c / 2000 - p) for c, p in zip(groups_n, groups_p, strict=True))
     assert math.isclose(drawn_tv_distance(groups_n, groups_p), tv)
     assert re.search(r'id="tv">.*?<strong>%s</strong>' % re.escape(f"{tv:.4f}"), page, re.S)
 
@@ -192,7 +192,8 @@ def test_a_disclosure_named_in_the_url_is_open(client):
     closed = text_of(client.get(url("/section/sampling")))
     assert re.search(r'<details class="deeper" id="deeper-sp-many" data-deeper="sp-many">', closed)
     page = text_of(client.get(url("/section/sampling", open="sp-many")))
-    assert re.search(r'<details class="deeper" id="deeper-sp-many" data-deeper="sp-many" open>', page)
+    assert re.search(r'<details class="deeper" id="deeper-sp-many" data-deeper="sp-many" open>',
+                     page)
 
 
 def test_plotly_labels_escape_markup_with_references_plotly_decodes():
@@ -236,7 +237,8 @@ def figures_of(page: str) -> list:
 
 def stage_bars_of(page: str) -> list:
     """The bars of the stage table's token rows: per row, per stage, (width %, colour) or None."""
-    table = re.search(r'aria-label="Distribution after each stage"(.*?)</table>', page, re.S).group(1)
+    table = re.search(r'aria-label="Distribution after each stage"(.*?)</table>', page,
+                      re.S).group(1)
     rows = []
     for tr in re.findall(r"<tr><th scope=\"row\"><q class=\"pair\">.*?</tr>", table, re.S):
         rows.append([(float(m.group(1)), m.group(2)) if (m := re.search(
@@ -270,9 +272,9 @@ def test_stage_bars_share_one_scale_the_tallest_bar(client, model, query):
     top = max(h for row in want for h, _ in filter(None, row))
     bars = stage_bars_of(page)
     assert len(bars) == len(shown)
-    for got_row, want_row in zip(bars, want):
+    for got_row, want_row in zip(bars, want, strict=True):
         assert [b is None for b in got_row] == [w is None for w in want_row]
-        for got, w in zip(got_row, want_row):
+        for got, w in zip(got_row, want_row, strict=True):
             if w is not None:
                 assert got[1] == w[1] and abs(got[0] - 100 * w[0] / top) <= 0.051
     assert max(w for row in bars for w, _ in filter(None, row)) == 100.0

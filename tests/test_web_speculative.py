@@ -1,6 +1,7 @@
 """The speculative-decoding section: its numbers are the pipeline's (rerun here with the same
 seed), greedy mode shows the target's own greedy text, the predicted speed-up is the measured run
-priced from the cost table, bad values are 4xx with messages, state round-trips through the URL, and a
+priced from the cost table, bad values are 4xx with messages, state round-trips through the URL, and
+a
 missing or mismatched draft model gives a clear message."""
 import html
 import json
@@ -13,7 +14,7 @@ import pytest
 from pipeline import load_model
 from pipeline.generation import decode_loop
 from pipeline.speculative import speculative_generate
-from web_support import HX, every_section, MARKS, error_message, text_of, url
+from web_support import HX, MARKS, error_message, every_section, text_of, url
 
 
 def marks_to_text(inner: str) -> str:
@@ -66,7 +67,7 @@ def figure_steps(page: str) -> dict:
     bars = next(f for f in figures
                 if f["layout"]["xaxis"]["title"]["text"] == "tokens read in one pass")
     trace = bars["data"][0]
-    return {int(x): t for x, t in zip(trace["x"], trace["text"])}
+    return {int(x): t for x, t in zip(trace["x"], trace["text"], strict=True)}
 
 
 def test_the_prediction_is_the_measured_run_priced_from_the_cost_table(client, app):
@@ -155,8 +156,10 @@ def test_outcome_of_every_chip(client, model, draft):
 
 BAD = [
     ({"sp_mode": "beam"}, "sp_mode", 422, "Decoding must be one of sample, greedy; got 'beam'."),
-    ({"sp_gamma": "0"}, "sp_gamma", 422, "Draft tokens per round (γ) must be between 1 and 8; got 0."),
-    ({"sp_gamma": "9"}, "sp_gamma", 422, "Draft tokens per round (γ) must be between 1 and 8; got 9."),
+    ({"sp_gamma": "0"}, "sp_gamma", 422,
+     "Draft tokens per round (γ) must be between 1 and 8; got 0."),
+    ({"sp_gamma": "9"}, "sp_gamma", 422,
+     "Draft tokens per round (γ) must be between 1 and 8; got 9."),
     ({"sp_gamma": "2.5"}, "sp_gamma", 400, "Draft tokens per round (γ) must be a whole number"),
     ({"sp_tokens": "3"}, "sp_tokens", 422, "New tokens must be between 4 and 48; got 3."),
     ({"sp_tokens": "100000"}, "sp_tokens", 422, "New tokens must be between 4 and 48"),
@@ -168,7 +171,8 @@ BAD = [
 @pytest.mark.parametrize("query,name,status,message", BAD)
 def test_bad_values_get_a_message_next_to_their_control(client, query, name, status, message):
     for path, headers in (("/", {}), ("/section/speculative", HX)):
-        r = client.get(url(path, **query), headers={**headers, **every_section()} if headers else every_section())
+        r = client.get(url(path, **query),
+                       headers={**headers, **every_section()} if headers else every_section())
         assert r.status_code == status
         assert error_message(text_of(r), name).startswith(message)
 
@@ -213,7 +217,8 @@ def test_a_draft_with_another_tokenizer_is_told_to_the_operator(model, caplog):
     from app import create_app
     with caplog.at_level("WARNING"):
         app = create_app({"MODEL": model, "TESTING": True, "WARM_CACHES": False,
-                          "DRAFT_MODEL_PATH": os.path.join(ROOT, "tests/fixtures/models/llama_mha")})
+                          "DRAFT_MODEL_PATH": os.path.join(ROOT,
+                                                           "tests/fixtures/models/llama_mha")})
     assert ("the draft model cannot serve this model: the draft's vocabulary has 320 tokens, "
             "the target's 4,096") in caplog.text
     text = re.sub(r"\s+", " ", html.unescape(re.sub(r"<[^>]+>", "", text_of(
@@ -310,7 +315,7 @@ def test_smollm2_numbers_are_the_pipelines_prompt_lookup(smol, mode, gamma, toke
              re.findall(r'<span class="sp-found">(.*?)</span>', page, re.S)]
     assert [f.startswith("nothing found") for f in found] == [r.lookup.n == 0
                                                              for r in run.rounds]
-    for f, r in zip(found, run.rounds):
+    for f, r in zip(found, run.rounds, strict=True):
         if r.lookup.n:
             assert f.endswith(f"({r.lookup.n} token{'s' if r.lookup.n > 1 else ''}) "
                               f"at {r.lookup.at}")

@@ -28,7 +28,7 @@ def test_the_tiled_run_matches_the_engine_and_the_traffic_formulas(client, model
     assert "query head 5 (it reads key/value head 1)" in text
     tiled = tiled_traffic(T, 32, 4, 6).total * 4
     plain = plain_traffic(T, 32).total * 4
-    assert f"tiled, 4 × 6 tiles" in text
+    assert "tiled, 4 × 6 tiles" in text
     assert re.search(rf"4 × 6 tiles .*? {tiled:,} ", text)
     assert re.search(rf"P stored \({T} × {T} each\) .*? {plain:,} ", text)
 

@@ -3,7 +3,8 @@ import re
 import time
 
 import pytest
-from hypothesis import HealthCheck, given, settings, strategies as st
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from pipeline.bpe import learn_bpe, pretokenize, segment
 from web import encodings
@@ -201,7 +202,8 @@ def test_probe_never_hangs_and_never_raises(monkeypatch):
     assert found[0].encoding is None and "not available" in found[0].problem
 
 
-@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=40, deadline=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(st.text(max_size=60))
 def test_any_text_is_tokens_or_a_clean_4xx(client, model, prompt):
     r = client.get(url("/section/tokenization", prompt=prompt.encode("utf-8", "surrogatepass")),

@@ -177,7 +177,8 @@ def greedy(model, prompt, n=30):
 def svg_curve(curve, title):
     w, h, pad = 640, 320, 48
     xs = [p["tokens_seen"] / 1e6 for p in curve]
-    series = {"train": [p["train_loss"] for p in curve], "held-out": [p["heldout_loss"] for p in curve]}
+    series = {"train": [p["train_loss"] for p in curve],
+              "held-out": [p["heldout_loss"] for p in curve]}
     lo = math.floor(min(min(v) for v in series.values()))
     hi = math.ceil(max(max(v) for v in series.values()))
     X = lambda x: pad + (w - 2 * pad) * x / max(xs)  # noqa: E731
@@ -195,8 +196,8 @@ def svg_curve(curve, title):
         parts.append(f'<text x="{pad - 6}" y="{Y(v) + 4}" text-anchor="end">{v}</text>')
     for t in range(0, int(max(xs)) + 1, max(1, int(max(xs)) // 8)):
         parts.append(f'<text x="{X(t)}" y="{h - pad + 16}" text-anchor="middle">{t}</text>')
-    for (name, ys), color, ly in zip(series.items(), ("#1f77b4", "#d62728"), (40, 58)):
-        pts = " ".join(f"{X(x):.1f},{Y(y):.1f}" for x, y in zip(xs, ys))
+    for (name, ys), color, ly in zip(series.items(), ("#1f77b4", "#d62728"), (40, 58), strict=True):
+        pts = " ".join(f"{X(x):.1f},{Y(y):.1f}" for x, y in zip(xs, ys, strict=True))
         parts.append(f'<polyline points="{pts}" fill="none" stroke="{color}" stroke-width="2"/>')
         parts.append(f'<text x="{w - pad - 80}" y="{ly}" fill="{color}">{name}</text>')
     parts.append("</svg>")
@@ -215,7 +216,8 @@ def measure(directory, train_ids, held_ids):
 
 def main():
     from pipeline.tokenizer import load_tiktoken_dir
-    main_dir, draft_dir = os.path.join(ROOT, "models/austen"), os.path.join(ROOT, "models/austen-draft")
+    main_dir, draft_dir = os.path.join(ROOT,
+                                       "models/austen"), os.path.join(ROOT, "models/austen-draft")
     corpus_dir = os.path.join(ROOT, "data/corpus")
     enc = load_tiktoken_dir(main_dir)
     train_ids = token_ids(enc, os.path.join(corpus_dir, "train.txt"))
@@ -367,7 +369,7 @@ def write_cards(main_dir, draft_dir, results, facts):
             + " or are not in the novel:", "",
             "| source | prompt ends | original | model's top-1 | rank (austen) | rank (draft) |",
             "|---|---|---|---|---|---|"]
-    for row, drow in zip(main_r["famous"], draft_r["famous"]):
+    for row, drow in zip(main_r["famous"], draft_r["famous"], strict=True):
         tail = row["prompt"][-48:].replace("|", "\\|")
         out.append(f"| {famous_source(row, facts)} | \u2026{tail} | `{row['expected']}` | "
                    f"`{row['top1']}` | {row['rank']} | {drow['rank']} |")

@@ -101,7 +101,7 @@ class XDRReader:
             attrs = self.item()
             names = attrs.get("names") if isinstance(attrs, dict) else None
             if names and kind == 19:
-                value = dict(zip(names, value))
+                value = dict(zip(names, value, strict=False))
         return value
 
 

@@ -205,7 +205,8 @@ def main():
     while True:
         elapsed = time.time() - t0
         frac = min(elapsed / budget, 1.0)
-        lr = args.lr * min(1.0, (step + 1) / warmup) * (0.1 + 0.9 * 0.5 * (1 + math.cos(math.pi * frac)))
+        lr = args.lr * min(1.0,
+                           (step + 1) / warmup) * (0.1 + 0.9 * 0.5 * (1 + math.cos(math.pi * frac)))
         for g in opt.param_groups:
             g["lr"] = lr
         starts = rng.integers(0, len(train) - CONTEXT - 1, args.batch)

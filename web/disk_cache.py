@@ -9,7 +9,8 @@ The data dir is the server's --data-dir (default data/classroom, which .gitignor
 Keys. A model is named by the SHA-256 of its file (a .gguf) or of its directory's files (names
 and bytes), never by its path: a changed file is a new model, a moved one the same. The code
 version is a hash of the code that computes what is kept (CODE: pipeline/, web/sections/,
-web/measured.py...): a change there starts a new directory (the old ones can be deleted). A measurement's key also holds
+web/measured.py...): a change there starts a new directory (the old ones can be deleted). A
+measurement's key also holds
 this machine's identity (host name, CPU, cores, NumPy version, BLAS threads): a data dir copied to
 another machine measures again. Keys that name a model loaded without a path (tests) are not
 kept.

@@ -11,8 +11,12 @@ from typing import NamedTuple
 
 import numpy as np
 
-from pipeline.sampling import (entropy_bits, softmax_with_temperature, tokens_holding_mass,
-                               top_p_keep)
+from pipeline.sampling import (
+    entropy_bits,
+    softmax_with_temperature,
+    tokens_holding_mass,
+    top_p_keep,
+)
 
 
 class Nucleus(NamedTuple):

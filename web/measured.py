@@ -5,7 +5,8 @@ made once per model (the sections' `warm`, which app.py runs before the worker p
 so every worker shows the same one; in a single process, the first request that needs it), and
 every render shows the same numbers with the time they were taken. The times of the model's
 passes are one table per model (cost_table: pipeline.costs); where a time depends on the
-prompt's length, a prompt's point is interpolated between the table's lengths, and says so. Measurements run one at a time, so two of them never share the cores and disturb
+prompt's length, a prompt's point is interpolated between the table's lengths, and says so.
+Measurements run one at a time, so two of them never share the cores and disturb
 each other.
 """
 import threading

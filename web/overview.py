@@ -199,8 +199,8 @@ def residual_bars(cache: dict, n_layers: int) -> list:
     labels = ["in"] + [f"after {i + 1}" for i in range(n_layers)]
     values = [float(np.linalg.norm(cache[n][-1])) for n in names]
     top = max(values) or 1.0
-    return [dict(label=l, name=n, value=v, width=round(100 * v / top, 1))
-            for l, n, v in zip(labels, names, values)]
+    return [dict(label=label, name=n, value=v, width=round(100 * v / top, 1))
+            for label, n, v in zip(labels, names, values, strict=True)]
 
 
 def kv_picture(norms, cfg) -> dict:
@@ -293,7 +293,8 @@ def build(lm, state) -> dict:
     att_layer, att_head = attention_choice(state, cfg)
     embed_figure = figures.embeddings_thumbnail(embed, [c for c in chips[first_row:]], first_row)
     return dict(
-        ov_steps=steps, ov_most=most, ov_limit=OV_LIMIT, ov_finish=finish, ov_seed=seed, sampler_names=SHOWN_SAMPLER,
+        ov_steps=steps, ov_most=most, ov_limit=OV_LIMIT, ov_finish=finish, ov_seed=seed,
+        sampler_names=SHOWN_SAMPLER,
         settings=settings, n_prompt=run.n_prompt, T=T, cfg=cfg,
         family="GPT-2-style" if cfg.model_type == "gpt2" else "Llama-style",
         norm_name="RMSNorm" if cfg.norm == "rms_norm" else "LayerNorm",

@@ -18,7 +18,8 @@ parameters names them: `reads=` (the Sampling section's SAMPLER, say); with
 """
 import importlib
 
-from web.overview import PARAMS as OVERVIEW_PARAMS, SAMPLER_NAMES as OVERVIEW_SAMPLER
+from web.overview import PARAMS as OVERVIEW_PARAMS
+from web.overview import SAMPLER_NAMES as OVERVIEW_SAMPLER
 from web.params import PROMPT
 from web.tour import PAGE_PARAMS
 

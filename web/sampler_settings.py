@@ -47,7 +47,7 @@ def default_settings(lm) -> tuple:
     """(SamplerSettings, seed) of the page's sampler at this model's defaults (its card's own,
     LoadedModel.default_of): what the overview, the Sampling section and a sampled generation
     loop use when the URL sets none of them."""
-    from web.sections.sampling import PARAMS          # the Params are declared there only
+    from web.sections.sampling import PARAMS  # the Params are declared there only
     v = {p.name: lm.default_of(p) for p in PARAMS}
     return (SamplerSettings(repetition_penalty=v["s_rep"], temperature=v["s_temp"],
                             top_k=v["s_topk"], top_p=v["s_topp"], min_p=v["s_minp"]),

@@ -59,7 +59,6 @@ from web.disk_cache import DiskCache
 from web.params import parse_query_string
 from web.registry import sections
 
-
 # --- the gate: at most GATE_SLOTS requests compute at once per process --------------------------
 
 # Endpoints that never compute (the class's follow polls and answers: web/classroom/views.py)

@@ -12,7 +12,6 @@ order. The prompt's text is written here; each section's text is its registry en
                    shows the same depth
 """
 import re
-
 from dataclasses import dataclass
 
 from web.glossary import mark_first_uses
@@ -52,7 +51,7 @@ def tour_steps(sections) -> list:
     steps = [PROMPT_STEP] + [(s.id, s.title, s.tour) for s in sections]
     pieces = mark_first_uses(text for _, _, text in steps)
     return [Step(i + 1, target, title, text, tuple(p))
-            for i, ((target, title, text), p) in enumerate(zip(steps, pieces))]
+            for i, ((target, title, text), p) in enumerate(zip(steps, pieces, strict=True))]
 
 
 def page_context(state, sections) -> dict:

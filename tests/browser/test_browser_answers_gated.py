@@ -93,7 +93,7 @@ def test_no_answer_is_shown_before_its_question_is_answered(page, both_models, k
     # answered (here: skipped) in Logits, every place of that answer is shown
     logits = page.locator("#logits")
     logits.get_by_role("button", name="Just show me").click()
-    expect(page.locator(f'.gated[data-answer-of="next-token"]')).to_have_count(0)
+    expect(page.locator('.gated[data-answer-of="next-token"]')).to_have_count(0)
     assert page.evaluate(SHOWN, needles(answer)) != []
     # the KV cache's bytes stay hidden until their own question is answered
     assert page.evaluate(SHOWN, [text(f"{per_token:,} bytes per token")]) == []

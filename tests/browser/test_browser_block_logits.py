@@ -42,7 +42,8 @@ def test_clicking_block_parts_shows_their_tensors(page, model, page_errors):
     k = cache["blocks.2.attn.hook_k"][:, 1]
     expect(block.locator("#blk-max")).to_have_text(f"{k.max():.4f}")
     expect(page).to_have_url(re.compile(r"blk_layer=2.*blk_part=k.*blk_head=5"))
-    block.locator("#deeper-blk-tensor > summary").click()   # the tensor's heatmap, as a reader opens it
+    # the tensor's heatmap, as a reader opens it
+    block.locator("#deeper-blk-tensor > summary").click()
     expect(block.locator("#deeper-blk-tensor .plot .main-svg").first).to_be_attached()
     page.reload()
     expect(caption).to_contain_text("blocks.2.attn.hook_k")

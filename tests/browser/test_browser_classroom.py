@@ -8,6 +8,7 @@ from playwright.sync_api import expect
 
 from web.tokens import plain
 
+
 def model_top(live_app):
     """The model's first next token for the default prompt, as the logits section writes it."""
     lm = live_app.extensions["explainer"].default_model
@@ -63,7 +64,7 @@ def test_a_teacher_and_three_students(browser, live_server, live_app, class_stor
         teacher.get_by_role("button", name=re.compile("^Class menu")).click()
         teacher.get_by_label("Class poll").select_option(label="The next token")
         teacher.get_by_role("button", name="Open the poll").click()
-        for s, guess in zip(students, ["wife", "house", "Wife"]):
+        for s, guess in zip(students, ["wife", "house", "Wife"], strict=True):
             expect(s.get_by_text("Class poll: The next token")).to_be_visible()
             s.get_by_label("Your answer").fill(guess)
             s.get_by_role("button", name="Send my answer").click()

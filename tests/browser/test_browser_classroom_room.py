@@ -8,7 +8,6 @@ import uuid
 
 from playwright.sync_api import expect
 
-
 NOTE = "Withheld until the reveal."
 
 

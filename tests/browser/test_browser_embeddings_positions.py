@@ -44,7 +44,7 @@ def test_embeddings_neighbours_analogies_and_url(page, model, page_errors):
     ids, scores = analogy(unit, a, b, c, 8)
     results = page.get_by_role("table", name="Analogy results").locator("tbody tr")
     expect(results).to_have_text([re.compile(rf"^{n}\s*.*\s*{i}\s*{s:.3f}$")
-                                  for n, (i, s) in enumerate(zip(ids, scores), 1)])
+                                  for n, (i, s) in enumerate(zip(ids, scores, strict=True), 1)])
     expect(page.locator("#analogy-verdict")).to_contain_text(
         "This one works" if tok.decode([int(ids[0])]) == " brother" else "A poor result")
 

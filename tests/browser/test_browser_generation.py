@@ -5,7 +5,6 @@ import re
 from playwright.sync_api import expect
 
 from pipeline.generation import TextStream, decode_loop
-from web import streaming
 
 DEFAULT_PROMPT = ("It is a truth universally acknowledged, that a single man in possession of a "
                   "good fortune, must be in want of a")
@@ -52,7 +51,8 @@ def test_step_through_the_loop_with_the_state_in_the_url(page, model, page_error
 
 
 def test_the_stream_shows_tokens_one_by_one(page, model, page_errors):
-    page.goto("/?gen_max=30&gen_pace=100&open=gen-stream#generation")           # 3 s to watch it grow
+    # 3 s to watch it grow
+    page.goto("/?gen_max=30&gen_pace=100&open=gen-stream#generation")
     items = page.get_by_role("list", name="Streamed tokens with their times").locator("li")
     status = page.locator(".stream-status")
     page.locator("#generation").get_by_role("button", name="Generate").click()

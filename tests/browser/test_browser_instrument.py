@@ -145,7 +145,8 @@ def test_a_control_updates_the_url_without_copying_the_page(page):
     cost more than the figure's own redraw."""
     page.goto(f"/?prompt={PROMPT}{OPEN}")
     page.evaluate("""() => { window.__snapshots = 0;
-        document.body.addEventListener('htmx:beforeHistorySave', () => { window.__snapshots++; }); }""")
+        document.body.addEventListener('htmx:beforeHistorySave',
+                                       () => { window.__snapshots++; }); }""")
     slider = page.get_by_label(re.compile("Neighbours"))
     before = slider.input_value()
     slider.focus()

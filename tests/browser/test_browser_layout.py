@@ -442,7 +442,8 @@ def test_every_section_is_readable_with_every_disclosure_open(browser, base_url)
     still = sorted({kind(d) for d in defects} & known)
     if still:
         warnings.warn(f"{len(still)} known layout defects still to mend (listed in "
-                      f"{os.path.basename(KNOWN_DEFECTS)}):\n" + "\n".join(still))
+                      f"{os.path.basename(KNOWN_DEFECTS)}):\n" + "\n".join(still),
+                      stacklevel=1)
     assert not new, f"{len(new)} new layout defects:\n" + "\n".join(new)
 
 
@@ -472,7 +473,7 @@ def slide_defects(browser, base_url) -> tuple:
     try:
         page = context.new_page()
         page.goto("/?present=1&tour=1")
-        for step in tour_steps(SECTIONS):
+        for _step in tour_steps(SECTIONS):
             page.wait_for_function(f"() => ({SLIDE})()[0] && !({SLIDE})()[1]", timeout=60_000)
             page.wait_for_load_state("networkidle")
             try:
@@ -500,7 +501,8 @@ def test_every_slide_is_readable_on_a_projector(browser, base_url):
     still = sorted({kind(d) for d in defects} & known)
     if still:
         warnings.warn(f"{len(still)} known slide defects still to mend (listed in "
-                      f"{os.path.basename(KNOWN_DEFECTS)}):\n" + "\n".join(still))
+                      f"{os.path.basename(KNOWN_DEFECTS)}):\n" + "\n".join(still),
+                      stacklevel=1)
     assert not new, f"{len(new)} new slide defects:\n" + "\n".join(new)
 
 

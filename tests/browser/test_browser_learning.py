@@ -9,7 +9,8 @@ import re
 import numpy as np
 from playwright.sync_api import expect
 
-from web.figures import DARK_INKS as FIGURE_DARK_INKS, INK, ROLES
+from web.figures import DARK_INKS as FIGURE_DARK_INKS
+from web.figures import INK, ROLES
 from web.registry import SECTIONS
 from web.tour import tour_steps
 
@@ -85,7 +86,8 @@ def test_a_prediction_is_recorded_before_the_reveal(page, model):
     expect(reveal).to_be_visible()
     expect(box.locator(".predict-guess")).to_have_text("of")
     expect(box.locator(".predict-answer")).to_have_text(re.compile(re.escape(top)))
-    expect(box.locator(".predict-verdict")).to_have_text("Right!" if top == "of" else "Not this time.")
+    expect(box.locator(".predict-verdict")).to_have_text("Right!" if top == "of"
+                                                          else "Not this time.")
     expect(page.locator("#lg-probs")).not_to_have_class(re.compile(r"\bgated\b"))
     stored = page.evaluate("() => Object.entries(localStorage)"
                            ".filter(([k]) => k.startsWith('predict:next-token:'))")
@@ -96,8 +98,9 @@ def test_a_prediction_is_recorded_before_the_reveal(page, model):
 
 
 def test_number_and_choice_predictions_compare_with_the_models_answer(page, model):
-    """The KV cache's bytes per token (a number), top-p 0.5's survivors (a number) and beam vs greedy (a
-    choice): each guess is recorded, then compared with the value the pipeline computes."""
+    """The KV cache's bytes per token (a number), top-p 0.5's survivors (a number) and beam vs
+    greedy (a choice): each guess is recorded, then compared with the value the pipeline
+    computes."""
     from pipeline.decoding import beam_search, sequence_logprobs
     from pipeline.kvcache import kv_bytes_per_token
     from pipeline.sampling import softmax_with_temperature, top_p_keep
@@ -192,8 +195,8 @@ def test_an_exported_csv_matches_the_figures_data(page):
         assert got[0] == ["trace", "name", "x", "y", "z", "text"]
         want = expected_rows(fig)
         assert len(got) - 1 == len(want) > 0
-        for g, w in zip(got[1:], want):
-            assert all(same(a, b) for a, b in zip(g, w)), (g, w)
+        for g, w in zip(got[1:], want, strict=True):
+            assert all(same(a, b) for a, b in zip(g, w, strict=False)), (g, w)
 
 
 def test_a_heatmap_exports_one_row_per_cell(page):
@@ -207,7 +210,8 @@ def test_a_heatmap_exports_one_row_per_cell(page):
     want = expected_rows(fig)
     z = decode(fig["data"][0]["z"])
     assert len(got) == len(want) == len(z) * len(z[0])
-    assert all(all(same(a, b) for a, b in zip(g, w)) for g, w in zip(got, want))
+    assert all(all(same(a, b) for a, b in zip(g, w, strict=False))
+               for g, w in zip(got, want, strict=True))
 
 
 def test_dark_theme_is_kept_in_the_url(page):

@@ -33,11 +33,11 @@ def test_long_lists_scroll_in_their_own_box_and_show_the_token_in_question(page,
         "generation": page.get_by_role("list", name="Sequence at this step"),
         "tiling": page.get_by_role("group", name="Online softmax steps, one row per key tile"),
     }
-    for name, box in boxes.items():
+    for box in boxes.values():
         expect(box).to_be_attached()
     expect(boxes["tokenization"].locator("li")).to_have_count(n)          # every token is there
     expect(boxes["generation"].locator("li")).to_have_count(n + 1)        # and the one chosen
-    for name, box in boxes.items():
+    for name in boxes:
         sel = {"tokenization": "#tokenization .grows", "attention": "#attention .grows",
                "generation": "#generation .grows", "tiling": "#tiling .grows"}[name]
         got = page.evaluate(BOX, sel)

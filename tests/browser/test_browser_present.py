@@ -104,7 +104,8 @@ def test_every_slide_fits_a_projector_without_scrolling(browser, base_url):
         context.close()
     known = [t for t in too_tall if any(f"({sid})" in t for sid in KNOWN_TOO_TALL)]
     if known:
-        warnings.warn("slides still too tall for a projector (known):\n" + "\n".join(known))
+        warnings.warn("slides still too tall for a projector (known):\n" + "\n".join(known),
+                      stacklevel=1)
     new = [t for t in too_tall if t not in known]
     assert not new, "slides that scroll at 1024x768:\n" + "\n".join(new)
 
@@ -144,7 +145,8 @@ WIDE = """() => {
     .map(p => [p.getAttribute('aria-label') || p.id, p.getBoundingClientRect().width,
                p.querySelector('.main-svg').getBoundingClientRect().width])
     .filter(([, box, drawn]) => drawn > box + 2)
-    .map(([name, box, drawn]) => `${name.slice(0, 50)}: drawn ${Math.round(drawn)} px in ${Math.round(box)} px`);
+    .map(([name, box, drawn]) =>
+      `${name.slice(0, 50)}: drawn ${Math.round(drawn)} px in ${Math.round(box)} px`);
   return [s ? s.id : '', document.scrollingElement.scrollWidth - window.innerWidth, wide];
 }"""
 

@@ -7,8 +7,7 @@ import re
 import numpy as np
 from playwright.sync_api import expect
 
-from pipeline import load_model
-from pipeline import quantize
+from pipeline import load_model, quantize
 from pipeline.speculative import speculative_generate
 from web.sections.quantization import HELDOUT_PATH, HELDOUT_WINDOWS
 

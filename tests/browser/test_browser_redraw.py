@@ -47,8 +47,8 @@ def test_a_slider_redraws_only_the_figures_that_changed(page, model, live_app):
     box = chart.bounding_box()
     for text in ("Time of one decode step", "time (ms)", "sequences in the batch (rows)"):
         label = chart.locator("text", has_text=text).first.bounding_box()
-        assert box["y"] <= label["y"] and label["y"] + label["height"] <= box["y"] + box["height"], \
-            (text, label, box)
+        assert box["y"] <= label["y"] \
+            and label["y"] + label["height"] <= box["y"] + box["height"], (text, label, box)
     # the two disclosures inside the part came back open: the page's `open` was not rewritten
     assert page.evaluate("() => window.__openWrites") == 0
     expect(page.locator('#state input[name="open"]')).to_have_value("bat-requests,bat-paged")

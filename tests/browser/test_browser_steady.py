@@ -63,7 +63,7 @@ def test_the_overview_does_not_move_while_it_draws(page, both_models, key, width
     assert before and len(before) == len(after)
     assert any("chip" in b["what"] for b in before)
     moved = [(b["what"], {k: round(b[k]) for k in "xywh"}, {k: round(a[k]) for k in "xywh"})
-             for b, a in zip(before, after)
+             for b, a in zip(before, after, strict=True)
              if any(abs(b[k] - a[k]) > 1 for k in "xywh")]
     assert moved == [], moved
 
@@ -125,7 +125,8 @@ def test_the_roofline_labels_stand_apart_on_a_phone(page, both_models, key):
     # nor does a phase's dotted line run up through another phase's label
     lines = page.evaluate("""() => Array.from(document.querySelectorAll(
         '#roofline .plot .shapelayer path')).map(e => e.getBoundingClientRect())
-        .filter(r => r.width < 3 && r.height > 0).map(r => ({x: r.left, y0: r.top, y1: r.bottom}))""")
+        .filter(r => r.width < 3 && r.height > 0)
+        .map(r => ({x: r.left, y0: r.top, y1: r.bottom}))""")
     assert lines
     crossed = [(b["text"], round(line["x"])) for b in boxes for line in lines
                if b["x0"] + 1 < line["x"] < b["x1"] - 1 and line["y0"] < b["y1"] - 1

@@ -49,7 +49,8 @@ def test_learn_three_merges(page):
     page.goto("/?open=tok-learn")
     # the typed text is sent once typing pauses: wait for its answer before moving the slider,
     # as a reader does (the default text also learns 5 merges, so the rows are no signal)
-    with page.expect_response(lambda r: "/section/tokenization" in r.url and "bpe_text=low" in r.url):
+    with page.expect_response(
+            lambda r: "/section/tokenization" in r.url and "bpe_text=low" in r.url):
         page.get_by_label("Text to learn from").fill(text)
     rows = page.get_by_role("table", name="Merges learned").locator("tbody tr")
     expect(rows).to_have_count(5)                   # learned from the typed text, 5 merges

@@ -58,8 +58,8 @@ def last_words(prompt: str, n: int = 8) -> str:
 
 def _next_token(lm, state, ctx):
     top = ctx["rows"][0]                      # web.sections.logits.Row
-    return dict(question=f"Which token will the model rank first after “{last_words(state['prompt'])}”? "
-                         "Type it.",
+    return dict(question="Which token will the model rank first after "
+                         f"“{last_words(state['prompt'])}”? Type it.",
                 answer=top.text.replace("·", " ").strip(), shown=top.text,
                 top_id=top.id, top_p=top.p1)
 

@@ -34,17 +34,25 @@ import json
 import time
 import urllib.parse
 
-from flask import (Blueprint, abort, current_app, jsonify, make_response, redirect,
-                   render_template, request, url_for)
+from flask import (
+    Blueprint,
+    abort,
+    current_app,
+    jsonify,
+    make_response,
+    redirect,
+    render_template,
+    request,
+    url_for,
+)
 
 from web import serving
 from web.cache import cached_build
 from web.classroom import codes, polls
-from web.classroom.store import Gone, StoreError, open_store
-from web.classroom.store import Unavailable
-from web.limits import CLASSROOM
-from web.limits import RETRY_AFTER_SECONDS
-from web.registry import all_params, section as find_section
+from web.classroom.store import Gone, StoreError, Unavailable, open_store
+from web.limits import CLASSROOM, RETRY_AFTER_SECONDS
+from web.registry import all_params
+from web.registry import section as find_section
 from web.request_state import current_state
 
 bp = Blueprint("classroom", __name__, url_prefix="/class")

@@ -14,8 +14,20 @@ import io
 import numpy as np
 from PIL import Image
 
-from web.figures import (ACCENT, FONT, SERIES, SEQUENTIAL, base_layout, every_kth, figure_json,
-                         label, roles, signed_colours, text_px, typed_array)
+from web.figures import (
+    ACCENT,
+    FONT,
+    SEQUENTIAL,
+    SERIES,
+    base_layout,
+    every_kth,
+    figure_json,
+    label,
+    roles,
+    signed_colours,
+    text_px,
+    typed_array,
+)
 
 MASKED = "#c9ccd3"            # grey of masked cells: in neither colour scale
 CHOSEN = ACCENT               # outline of the clicked token's row

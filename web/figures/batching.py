@@ -8,7 +8,7 @@ def step_costs_figure(step_ms, samples) -> str:
     """Median ms of one decode_batch step for each number of rows, every timing as a dot."""
     rows = list(range(1, len(step_ms) + 1))
     data = [
-        dict(type="scatter", x=[b for b, s in zip(rows, samples) for _ in s],
+        dict(type="scatter", x=[b for b, s in zip(rows, samples, strict=True) for _ in s],
              y=[float(t) for s in samples for t in s], mode="markers", name="each timing",
              marker=dict(color=MUTED, size=6, opacity=0.6), meta=roles("CONTEXT"),
              hovertemplate="%{x} rows: %{y:.2f} ms<extra>one timing</extra>"),

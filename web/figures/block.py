@@ -4,8 +4,21 @@ Plain figure dicts (`web.figures.figure_json`): these sections re-render on ever
 """
 import numpy as np
 
-from web.figures import (ACCENT, INK, ROLES, SEQUENTIAL, base_layout, every_kth, figure_json,
-                         label, roles, signed_colours, text_px, typed_array, wrap_name)
+from web.figures import (
+    ACCENT,
+    INK,
+    ROLES,
+    SEQUENTIAL,
+    base_layout,
+    every_kth,
+    figure_json,
+    label,
+    roles,
+    signed_colours,
+    text_px,
+    typed_array,
+    wrap_name,
+)
 
 
 def _token_ticks(tokens: list) -> list:
@@ -110,7 +123,8 @@ def norms_heatmap(norms, tokens: list, stages: list) -> str:
                       ypad=6, tickangle=0, tickmode="array",
                       tickvals=[float(np.log10(t)) for t in ticks],
                       ticktext=[real_units(t) for t in ticks]),
-        customdata=[[[n, round(float(v), 3)] for v in row] for n, row in zip(names, norms)],
+        customdata=[[[n, round(float(v), 3)] for v in row]
+                    for n, row in zip(names, norms, strict=True)],
         hovertemplate="token %{customdata[0]}, %{x}: norm %{customdata[1]:,.3f}"
                       "<extra></extra>")
     return figure_json([heatmap], base_layout(
@@ -132,7 +146,8 @@ LENS_ALL_TICKS = 13      # up to this many read-outs every one is named on the a
 def lens_ticks(n_stages: int) -> tuple:
     """(tickvals, ticktext, tickangle) of the logit lens's axis: x = k is the stream after k
     blocks (0: the embeddings only). Every stage named when they fit, else the embeddings, every
-    fifth block (from 5: 0 would touch "emb.") and the last one, written level (they never collide on a phone)."""
+    fifth block (from 5: 0 would touch "emb.") and the last one, written level (they never
+    collide on a phone)."""
     x = list(range(n_stages))
     if n_stages <= LENS_ALL_TICKS:
         return x, ["embeddings"] + [f"{k} block{'s' if k != 1 else ''}"
@@ -155,7 +170,7 @@ def lens_figure(final_p: list, final_text: str, stages: list, final_rank: list =
     line = dict(type="scatter", x=x, y=[float(p) for p in final_p], mode="lines+markers",
                 line=dict(color=ACCENT), marker=dict(size=9 if len(x) <= LENS_ALL_TICKS else 6),
                 meta=roles("HIGHLIGHT"),
-                customdata=[[s, t] for s, t in zip(stages, texts)], name="probability",
+                customdata=[[s, t] for s, t in zip(stages, texts, strict=True)], name="probability",
                 hovertemplate="%{customdata[0]}: %{customdata[1]}<extra></extra>")
     traces = [line]
     xaxis = dict(tickmode="array", tickvals=tickvals, ticktext=ticktext, tickangle=angle,

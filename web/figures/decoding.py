@@ -1,6 +1,5 @@
 """Figure of the decoding section: the beam-search tree."""
-from web.figures import (CHOICE, HIGHLIGHT, INK, MUTED, ROLES, base_layout, figure_json, label,
-                         roles)
+from web.figures import CHOICE, HIGHLIGHT, INK, MUTED, ROLES, base_layout, figure_json, label, roles
 
 # greedy's path: the model's choice each step (CHOICE, not the green that means "accepted" in
 # the speculative section); the best beam: the search's answer, highlighted (HIGHLIGHT); the
@@ -44,7 +43,7 @@ def tree_figure(search, names, greedy_nodes, best_nodes) -> str:
     for node in search.nodes:
         by_step.setdefault(node.step, []).append(node)
     rank = {}
-    for step, nodes in by_step.items():
+    for _step, nodes in by_step.items():
         for r, node in enumerate(sorted(nodes, key=lambda nd: (-nd.total, nd.id))):
             rank[node.id] = r
     depth = max(1, max(rank.values(), default=0))

@@ -3,8 +3,18 @@ import json
 
 import numpy as np
 
-from web.figures import (ACCENT, INK, MUTED, ROLES, base_layout, figure_json, label, roles,
-                         signed_colours, typed_array)
+from web.figures import (
+    ACCENT,
+    INK,
+    MUTED,
+    ROLES,
+    base_layout,
+    figure_json,
+    label,
+    roles,
+    signed_colours,
+    typed_array,
+)
 
 FAR, NEIGHBOUR = ROLES["FAR"], ROLES["NEIGHBOUR"]
 # the vocabulary map's plot area in px (across, up) on a phone, its narrowest: the prompt's
@@ -142,7 +152,7 @@ def vocabulary_base(coords, labels: tuple, explained, far_ids=()) -> tuple:
         yaxis=dict(title=dict(text=f"PC 2 ({explained[1]:.1%} of the variance)"),
                    zeroline=False),
         legend=dict(orientation="h", y=-0.22), height=540)
-    for axis, (lo, hi) in zip(("xaxis", "yaxis"), bulk_range(coords, far)):
+    for axis, (lo, hi) in zip(("xaxis", "yaxis"), bulk_range(coords, far), strict=True):
         if lo is not None:
             layout[axis]["range"] = [lo, hi]
     whole = json.loads(figure_json(traces, layout))
@@ -242,8 +252,8 @@ def _edge_notes(coords, far, ranges, marked=()) -> list:
             if not olo + 0.1 * (ohi - olo) <= at <= ohi - 0.1 * (ohi - olo):
                 continue
             note["y" if k == 0 else "x"] = at
-            l, r, b, t = _note_box(note, ranges, MAP_PLOT_PX)
-            if not any(l - 6 < x < r + 6 and b - 6 < y < t + 6 for x, y in dots):
+            left, right, bottom, top = _note_box(note, ranges, MAP_PLOT_PX)
+            if not any(left - 6 < x < right + 6 and bottom - 6 < y < top + 6 for x, y in dots):
                 break
         else:
             note["y" if k == 0 else "x"] = wanted
@@ -273,8 +283,8 @@ def place_labels(points_px, texts: list, plot_px, taken=(), marker_px=6.0) -> li
         w = 8.5 * len(texts[i]) + 4
         spot = None
         for name, shape in LABEL_SPOTS:
-            l, r, b, t = shape(w)
-            box = (x + l, x + r, y + b, y + t)
+            left, right, bottom, top = shape(w)
+            box = (x + left, x + right, y + bottom, y + top)
             if box[0] < 0 or box[1] > plot_px[0] or box[2] < 0 or box[3] > plot_px[1]:
                 continue
             if any(not (box[1] < o[0] or box[0] > o[1] or box[3] < o[2] or box[2] > o[3])
@@ -315,12 +325,12 @@ def vocabulary_map(base: tuple, coords, ids: list, labels: list, neighbours=()) 
     trace, layout_json, far = base
     layout = json.loads(layout_json)
     distinct = list(dict.fromkeys(ids))
-    text = {i: t for i, t in zip(ids, labels)}
+    text = {i: t for i, t in zip(ids, labels, strict=True)}
     near = [(i, t) for i, t in dict(neighbours).items() if i not in text]
     every = distinct + [i for i, _ in near]
     names = [text[i] for i in distinct] + [t for _, t in near]
     ranges = [_extent(layout, coords, k, every) for k in range(2)]
-    for axis, (lo, hi, clipped) in zip(("xaxis", "yaxis"), ranges):
+    for axis, (lo, hi, clipped) in zip(("xaxis", "yaxis"), ranges, strict=True):
         if clipped:
             layout[axis]["range"] = [lo, hi]
     notes = _edge_notes(coords, np.asarray(far, dtype=bool), ranges, every)

@@ -2,8 +2,16 @@
 and the histogram of that token's activations. Plain Plotly JSON (web.figures.figure_json)."""
 import numpy as np
 
-from web.figures import (ACCENT, INK, MUTED, base_layout, figure_json, labels_apart, roles,
-                         typed_array)
+from web.figures import (
+    ACCENT,
+    INK,
+    MUTED,
+    base_layout,
+    figure_json,
+    labels_apart,
+    roles,
+    typed_array,
+)
 
 CURVE, POINTS, TOP = INK, MUTED, ACCENT     # the function, every neuron, the top ones
 # the curve's plot area in px (across, up) on a phone, its narrowest: the neurons' numbers are

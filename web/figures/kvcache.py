@@ -1,6 +1,7 @@
 """Figures of the KV-cache section: measured step times and cache bytes of the running model,
 and the KV-cache formula on published configs."""
 from web.figures import ACCENT, MUTED, base_layout, figure_json, label, roles, series
+
 GIB = 2 ** 30
 
 

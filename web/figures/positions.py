@@ -1,8 +1,18 @@
 """Figures of the positions section."""
 import numpy as np
 
-from web.figures import (ACCENT, DIVERGING, INK, MUTED, base_layout, figure_json, label, roles,
-                         signed_colours, typed_array)
+from web.figures import (
+    ACCENT,
+    DIVERGING,
+    INK,
+    MUTED,
+    base_layout,
+    figure_json,
+    label,
+    roles,
+    signed_colours,
+    typed_array,
+)
 
 # a cyclic scale (an angle of 180 degrees meets -180), as plotly.js has no named cyclic scale:
 # plotly.colors.cyclical.Twilight

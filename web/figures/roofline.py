@@ -59,7 +59,7 @@ def roofline_figure(roofs, points, machine_points, stars_name="measured") -> str
                        LABEL_PX_PER_CHAR * max(len(head), len(tail)) + 6))
     placed = place_labels([(at, width) for _, _, _, at, width in phases])
     n_rows = 1 + max((row for row, _ in placed), default=0)
-    for (intensity, head, tail, _, _), (row, side) in zip(phases, placed):
+    for (intensity, head, tail, _, _), (row, side) in zip(phases, placed, strict=True):
         shapes.append(dict(type="line", x0=intensity, x1=intensity, xref="x", y0=0, y1=1,
                            yref="paper", line=dict(color=INK, width=1, dash="dot")))
         # the dotted line goes on up through the band (px above the plot): beside its label
@@ -113,7 +113,7 @@ def place_labels(items, plot_px=PLOT_PX, gap=4):
     best = None
     for choice in () if n > 4 else itertools.product(*[[(r, s) for r in range(n) for s in sides]
                                       for sides in options]):
-        ext = [extent(at, width, s) for (at, width), (_, s) in zip(items, choice)]
+        ext = [extent(at, width, s) for (at, width), (_, s) in zip(items, choice, strict=True)]
         ok = all(
             not (choice[i][0] == choice[j][0]
                  and ext[i][0] - gap < ext[j][1] and ext[j][0] - gap < ext[i][1])

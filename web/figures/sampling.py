@@ -20,13 +20,13 @@ def model_vs_final_figure(names, model_probs, final_probs, final_kept) -> str:
              marker=dict(color=[MODEL if k else GONE for k in final_kept]),
              meta=roles("MODEL_P", "REMOVED"),
              hovertext=[f"{t}: model {100 * p:.2f}%" + ("" if k else " (removed)")
-                        for t, p, k in zip(x, model_probs, final_kept)],
+                        for t, p, k in zip(x, model_probs, final_kept, strict=True)],
              hoverinfo="text"),
         dict(type="bar", name="after the controls: drawn from", x=ticks,
-             y=[float(p) if k else 0.0 for p, k in zip(final_probs, final_kept)],
+             y=[float(p) if k else 0.0 for p, k in zip(final_probs, final_kept, strict=True)],
              marker=dict(color=FINAL), meta=roles("SAMPLER_P"),
              hovertext=[f"{t}: {100 * p:.2f}% after the controls" if k else f"{t}: removed"
-                        for t, p, k in zip(x, final_probs, final_kept)],
+                        for t, p, k in zip(x, final_probs, final_kept, strict=True)],
              hoverinfo="text"),
     ]
     return figure_json(data, base_layout(
@@ -50,12 +50,13 @@ def draws_figure(names, many) -> str:
     data = [
         dict(type="bar", orientation="h", name="predicted probability", y=rows,
              x=[float(p) for p in predicted], marker=dict(color=FINAL), meta=roles("SAMPLER_P"),
-             hovertext=[f"{t}: predicted {100 * p:.2f}%" for t, p in zip(x, predicted)],
+             hovertext=[f"{t}: predicted {100 * p:.2f}%"
+                        for t, p in zip(x, predicted, strict=True)],
              hoverinfo="text"),
         dict(type="bar", orientation="h", name=f"share of {n:,} seeded draws", y=rows,
              x=[float(o) for o in observed], marker=dict(color=DRAWN), meta=roles("DRAWS"),
              hovertext=[f"{t}: drawn {c:,} times ({100 * o:.2f}%)"
-                        for t, c, o in zip(x, counts + [other_count], observed)],
+                        for t, c, o in zip(x, counts + [other_count], observed, strict=True)],
              hoverinfo="text"),
     ]
     return figure_json(data, base_layout(

@@ -2,8 +2,19 @@
 moved (counted by pipeline.tiling) as the tiles and the sequence grow."""
 import numpy as np
 
-from web.figures import (ACCENT, FONT, INK, MUTED, SEQUENTIAL, base_layout, figure_json, label,
-                         roles, text_px, typed_array)
+from web.figures import (
+    ACCENT,
+    FONT,
+    INK,
+    MUTED,
+    SEQUENTIAL,
+    base_layout,
+    figure_json,
+    label,
+    roles,
+    text_px,
+    typed_array,
+)
 
 SKIP = "#e3e7ee"
 KEY_TITLE, QUERY_TITLE = "key position (token)", "query position (token)"

@@ -11,7 +11,7 @@ def pair_counts_figure(pair_rows: list, n_done: int) -> str:
         marker=dict(color=[ACCENT if i == len(rows) - 1 else MUTED for i in range(len(rows))]),
         meta=roles("HIGHLIGHT", "CONTEXT"),
         text=[r["count"] for r in rows], textposition="auto", textfont=dict(size=14),
-        hovertext=[f"{n}: {r['count']} times" for n, r in zip(names, rows)],
+        hovertext=[f"{n}: {r['count']} times" for n, r in zip(names, rows, strict=True)],
         hoverinfo="text")
     return figure_json([bars], base_layout(
         title=dict(text=f"Pair counts after {n_done} merges"),

@@ -11,9 +11,16 @@ import urllib.parse
 
 import numpy as np
 
-from pipeline.attention_analysis import (attention_row, block_mean, head_measures, kv_groups,
-                                         masked_as_nan, softmax_of_scores, stack_layers,
-                                         strongest_heads)
+from pipeline.attention_analysis import (
+    attention_row,
+    block_mean,
+    head_measures,
+    kv_groups,
+    masked_as_nan,
+    softmax_of_scores,
+    stack_layers,
+    strongest_heads,
+)
 from web.figures import attention as figures
 from web.forward import prompt_run
 from web.params import Param

@@ -11,9 +11,9 @@ latencies and memory are `pipeline.batching` replaying that queue with those cos
 from pipeline.batching import StepCosts, generate_requests, make_queue, page_snapshots, simulate
 from pipeline.costs import fmt_ms
 from pipeline.kvcache import kv_bytes_per_token
+from web.cache import memo
 from web.figures import batching as figures
 from web.figures.kvcache import human_bytes
-from web.cache import memo
 from web.measured import cost_table, model_key, stamp
 from web.params import Param
 from web.sections import Section
@@ -118,7 +118,8 @@ def build(lm, state) -> dict:
         model_name=lm.name, n=n, slots=slots, gap=gap, block=block, max_new=MAX_NEW,
         temperature=TEMPERATURE, max_slots=MAX_SLOTS, max_requests=MAX_REQUESTS,
         requests=[dict(id=i, prompt=g.prompt, prompt_tokens=len(g.prompt_ids),
-                       length=len(g.output_ids), stop=g.stop, text=token_string(tok, list(g.output_ids)),
+                       length=len(g.output_ids), stop=g.stop,
+                       text=token_string(tok, list(g.output_ids)),
                        queued=i < n, arrival_ms=i * gap)
                   for i, g in enumerate(gens)],
         costs=[dict(rows=b, ms=ms, per_token_ms=ms / b, tokens_per_s=1000.0 * b / ms,

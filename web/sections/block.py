@@ -93,7 +93,8 @@ def parts_of(cfg) -> list:
              "after the last block, one more norm"),
         Part("logits", "logits", "logits", "[T, V]",
              "the unembedding" + (" (the embedding table, transposed)" if cfg.tied_embeddings
-                                  else "") + ": a score for every vocabulary token, at every position"),
+                                  else "")
+             + ": a score for every vocabulary token, at every position"),
     ]
     return parts
 

@@ -91,7 +91,8 @@ def samples_shown(state) -> bool:
 def sample_lines(model, tok, ids: tuple, n: int, settings: SamplerSettings, seed: int) -> list:
     """The seeded samples as the page shows them (called by the template, when shown)."""
     eos = model.config.eos_token_id
-    return [Line(f"seed {seed + i}", token_string(tok, c.tokens), tuple(c.tokens), tuple(c.logprobs),
+    return [Line(f"seed {seed + i}", token_string(tok, c.tokens), tuple(c.tokens),
+                 tuple(c.logprobs),
                  c.total, ended=c.tokens[-1] == eos)
             for i, c in enumerate(cached_samples(model, ids, n, settings, seed))]
 
@@ -177,7 +178,8 @@ def build(lm, state) -> dict:
         tree_figure=figures.tree_figure(search, names, greedy_nodes, best_nodes),
         ex_prompt=ex_prompt, ex_greedy=ex_greedy, ex_beam=ex_beam, ex_tried=ex_tried,
         ex_width=EXAMPLE_WIDTH, ex_new=EXAMPLE_NEW,
-        ex_lines="Austen openings" if openings(lm) == OPENINGS else "prompts", ex_is_prompt=state["prompt"] == ex_prompt,
+        ex_lines="Austen openings" if openings(lm) == OPENINGS else "prompts",
+        ex_is_prompt=state["prompt"] == ex_prompt,
         # the table above was computed with the example's own settings
         ex_same=(width, n, alpha) == (EXAMPLE_WIDTH, EXAMPLE_NEW, 0.0),
         ex_url=example_url(ex_prompt) if example else None, exp=math.exp,

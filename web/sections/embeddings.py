@@ -9,9 +9,17 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from pipeline.embedding_space import (analogy, analogy_vector, cosine_matrix, cosine_neighbours,
-                                      far_rows, neighbours_of_tokens, pca_2d, rank_of,
-                                      unit_rows)
+from pipeline.embedding_space import (
+    analogy,
+    analogy_vector,
+    cosine_matrix,
+    cosine_neighbours,
+    far_rows,
+    neighbours_of_tokens,
+    pca_2d,
+    rank_of,
+    unit_rows,
+)
 from web.cache import memo, memoized, model_key
 from web.figures import embeddings as figures
 from web.forward import prompt_run
@@ -96,7 +104,7 @@ def token_neighbours(model, space, ids) -> list:
     mk, k = model_key(model), max(EMB_K.max, MAP_NEIGHBOURS)
     found = {i: NEIGHBOURS.peek((mk, i, k)) for i in ids}
     missing = [i for i in ids if found[i] is None]
-    for i, row in zip(missing, neighbours_of_tokens(space.unit, missing, k)):
+    for i, row in zip(missing, neighbours_of_tokens(space.unit, missing, k), strict=True):
         found[i] = NEIGHBOURS.get((mk, i, k), lambda row=row: row)
     return [found[i] for i in ids]
 
@@ -112,11 +120,11 @@ def build(lm, state) -> dict:
     distinct = list(dict.fromkeys(ids))[:MAX_NEIGHBOUR_ROWS]
     neighbour_rows = []
     on_map = []               # (id, text) of neighbours drawn on a density map
-    for i, (nids, sims) in zip(distinct, token_neighbours(model, space, distinct)):
+    for i, (nids, sims) in zip(distinct, token_neighbours(model, space, distinct), strict=True):
         neighbour_rows.append(dict(
             id=i, pieces=token_pieces(model.tokenizer, i),
             neighbours=[dict(id=int(n), text=space.labels[n], sim=float(s))
-                        for n, s in zip(nids[:k], sims[:k])]))
+                        for n, s in zip(nids[:k], sims[:k], strict=True)]))
         if space.dense:
             on_map += [(int(n), space.labels[n]) for n in nids[:MAP_NEIGHBOURS]]
     shown = min(len(ids), MAX_HEATMAP_TOKENS)
@@ -213,7 +221,7 @@ def analogy_numbers(model, a: int, b: int, c: int, e) -> tuple:
     near_c, near_c_sim = cosine_neighbours(unit, unit[c], 1, exclude=(a, b, c))
     ranked = None if e is None else rank_of(unit, analogy_vector(unit, a, b, c), e,
                                             exclude=(a, b, c))
-    return ([(int(i), float(s)) for i, s in zip(ids, sims)],
+    return ([(int(i), float(s)) for i, s in zip(ids, sims, strict=True)],
             (int(near_a[0]), float(near_a_sim[0])), (int(near_c[0]), float(near_c_sim[0])),
             ranked)
 

@@ -9,8 +9,14 @@ and the check use pipeline.model's own gelu / silu through pipeline.feedforward.
 """
 import numpy as np
 
-from pipeline.feedforward import (activation, activation_curve, formula_error, histogram,
-                                  top_neurons, top_tokens)
+from pipeline.feedforward import (
+    activation,
+    activation_curve,
+    formula_error,
+    histogram,
+    top_neurons,
+    top_tokens,
+)
 from web.figures import feedforward as figures
 from web.forward import prompt_run
 from web.params import Param

@@ -10,8 +10,8 @@ import urllib.parse
 
 from pipeline.generation import generation_steps
 from pipeline.roofline import decode_work, model_costs, prefill_work, roofline
-from web.figures import generation as figures
 from web.cache import memo
+from web.figures import generation as figures
 from web.forward import prefilled, prompt_ids
 from web.measured import cost_table, machine, model_key, stamp
 from web.params import Param

@@ -3,7 +3,8 @@
 The step times come from the model's cost table (`web.measured.cost_table`, measured once per
 model over several sequence lengths, interpolated to the prompt's): a step without the cache is
 a forward pass over the whole sequence, the prefill of that many tokens; with the cache it is
-one decode step. Every timing section quotes the same table. The logits differences and byte counts are
+one decode step. Every timing section quotes the same table. The logits differences and byte counts
+are
 the prompt's own generation with the cache, checked against recomputing
 (`pipeline.kvcache.cache_vs_recompute`, per prompt and length, untimed);
 the sizes of other models come from `kv_cache_bytes` applied to their published configs
@@ -11,12 +12,19 @@ the sizes of other models come from `kv_cache_bytes` applied to their published 
 """
 from dataclasses import dataclass
 
-from pipeline.kvcache import (BYTES_PER_VALUE, Check, attention_kind, cache_vs_recompute,
-                              context_lengths, kv_bytes_per_token, kv_cache_bytes)
+from pipeline.kvcache import (
+    BYTES_PER_VALUE,
+    Check,
+    attention_kind,
+    cache_vs_recompute,
+    context_lengths,
+    kv_bytes_per_token,
+    kv_cache_bytes,
+)
 from pipeline.published import KV_ONLY, PUBLISHED, attention_config
+from web.cache import memo
 from web.figures import kvcache as figures
 from web.forward import prefilled, prompt_ids
-from web.cache import memo
 from web.measured import cost_table, model_key, stamp
 from web.params import Param
 from web.sections import Section
@@ -90,7 +98,8 @@ def build(lm, state) -> dict:
                                                                              for t in timed]
     n = len(ids)
     return dict(
-        model_name=lm.name, cfg=cfg, human_bytes=figures.human_bytes, n_prompt=len(ids), n_new=n_new, max_new=MAX_NEW,
+        model_name=lm.name, cfg=cfg, human_bytes=figures.human_bytes, n_prompt=len(ids),
+        n_new=n_new, max_new=MAX_NEW,
         steps=[step_row(i, s, lm.tokenizer) for i, s in enumerate(steps)],
         measured_at=stamp(table.measured_at), timed=timed, repeats=table.repeats,
         shown=[dict(n=m, uncached=table.prefill_at(m), cached=table.decode_at(m))
@@ -141,7 +150,8 @@ def context_figures(ctx: int) -> dict:
 
 
 def step_row(i, s, tokenizer) -> dict:
-    return dict(index=i, n_tokens=s.n_tokens, max_abs_diff=s.max_abs_diff, same_argmax=s.same_argmax, nbytes=s.nbytes,
+    return dict(index=i, n_tokens=s.n_tokens, max_abs_diff=s.max_abs_diff,
+                same_argmax=s.same_argmax, nbytes=s.nbytes,
                 allocated=s.allocated_nbytes, capacity=s.capacity,
                 next_text=token_string(tokenizer, [s.next_token]))
 

@@ -234,7 +234,7 @@ def weight_changes(model, scheme_names: tuple) -> dict:
 
 
 def first_difference(a, b):
-    return next((i for i, (x, y) in enumerate(zip(a, b)) if x != y), None)
+    return next((i for i, (x, y) in enumerate(zip(a, b, strict=False)) if x != y), None)
 
 
 @memoized(8)

@@ -2,8 +2,17 @@
 roofline formula (pipeline/roofline.py), next to this server's own roof and the live model's
 prefill and decode, each measured once per process (web.measured)."""
 from pipeline.published import PUBLISHED, published
-from pipeline.roofline import (HARDWARE, WEIGHT_SCHEMES, compute_bound_from, decode_work,
-                               model_costs, prefill_work, roofline, roof_curve, weight_scheme)
+from pipeline.roofline import (
+    HARDWARE,
+    WEIGHT_SCHEMES,
+    compute_bound_from,
+    decode_work,
+    model_costs,
+    prefill_work,
+    roof_curve,
+    roofline,
+    weight_scheme,
+)
 from web.figures import roofline as figures
 from web.forward import prompt_ids
 from web.measured import cost_table, machine, machine_measurement, stamp
@@ -110,7 +119,8 @@ def live_point(lm, state) -> dict:
     costs = model_costs(lm.model.config, lm.model.n_params(), 4, 4)
     pre, dec = prefill_work(costs, len(ids)), decode_work(costs, len(ids), 1)
     return dict(
-        peak=m.peak_flops, bandwidth=m.bandwidth, threads=m.threads, ridge=m.peak_flops / m.bandwidth,
+        peak=m.peak_flops, bandwidth=m.bandwidth, threads=m.threads,
+        ridge=m.peak_flops / m.bandwidth,
         n_prompt=n_prompt, measured_at=stamp(table.measured_at), machine_at=stamp(m_at),
         prefill=prefill, decode=decode, prefill_s=prefill_s, decode_s=decode_s,
         weight_bytes=costs.weight_bytes,

@@ -14,12 +14,19 @@ import numpy as np
 
 from pipeline.ranking import top_k
 from pipeline.sampling import (
-    REPETITION_PENALTY_MAX, TEMPERATURE_MAX, draw, draw_slice, entropy_bits, inverse_cdf,
-    sampling_stages)
+    REPETITION_PENALTY_MAX,
+    TEMPERATURE_MAX,
+    draw,
+    draw_slice,
+    entropy_bits,
+    inverse_cdf,
+    sampling_stages,
+)
 from pipeline.statistics import goodness_of_fit
 from web.cache import memoized
 from web.distribution import Distribution
-from web.figures import ROLES, sampling as figures
+from web.figures import ROLES
+from web.figures import sampling as figures
 from web.forward import prompt_run
 from web.params import Param
 from web.sampler_settings import DEFAULT_TEMPERATURE, settings_from, top_p_param
@@ -177,14 +184,14 @@ def stage_bars(views) -> list:
     Drawn in the table, not as a figure of one plot per stage: a slider's answer has one Plotly
     figure fewer to redraw (six rows of axes cost ~50 ms of the browser's time per move)."""
     heights = [[st.probs[i] if st.kept[i] else (st.had[i] if was else None)
-                for st, was in zip(views, kept_before(views, i))]
+                for st, was in zip(views, kept_before(views, i), strict=True)]
                for i in range(len(views[0].probs))]
     top = max((h for row in heights for h in row if h), default=0.0) or 1.0
     last = len(views) - 1
     return [[None if h is None else
              (round(100 * h / top, 1),
               BAR_GONE if not st.kept[i] else BAR_FINAL if j == last else BAR_KEPT)
-             for j, (st, h) in enumerate(zip(views, row))]
+             for j, (st, h) in enumerate(zip(views, row, strict=True))]
             for i, row in enumerate(heights)]
 
 
@@ -209,7 +216,7 @@ def drawn_tv_distance(counts, probs) -> float:
     """Total-variation distance between draw frequencies and probabilities, over the given
     groups (counts and probs each add up to the whole): half the sum of |share - p|."""
     n = sum(counts)
-    return 0.5 * sum(abs(c / n - p) for c, p in zip(counts, probs)) if n else 0.0
+    return 0.5 * sum(abs(c / n - p) for c, p in zip(counts, probs, strict=True)) if n else 0.0
 
 
 def example_url(state) -> str:

@@ -25,14 +25,21 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from pipeline.costs import price_speculative
 from pipeline.decoding import continue_batch
 from pipeline.sampling import draw
-from pipeline.speculative import (DraftMismatch, NgramDraft, check_draft, distribution_at,
-                                  expected_tokens_per_pass, speculative_generate, timed_generate)
+from pipeline.speculative import (
+    DraftMismatch,
+    NgramDraft,
+    check_draft,
+    distribution_at,
+    expected_tokens_per_pass,
+    speculative_generate,
+    timed_generate,
+)
+from web.cache import memo
 from web.figures import speculative as figures
 from web.forward import prefilled, prompt_ids
-from web.cache import memo
-from pipeline.costs import price_speculative
 from web.measured import cost_table, measured, model_key, stamp
 from web.params import Param
 from web.sections import Section

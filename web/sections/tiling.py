@@ -9,8 +9,13 @@ import math
 import numpy as np
 
 from pipeline.published import PUBLISHED, published
-from pipeline.tiling import (fast_memory_elements, plain_traffic, tiled_attention,
-                             tiled_traffic, tiles_computed)
+from pipeline.tiling import (
+    fast_memory_elements,
+    plain_traffic,
+    tiled_attention,
+    tiled_traffic,
+    tiles_computed,
+)
 from web.cache import memoized
 from web.figures import tiling as figures
 from web.forward import prompt_run
@@ -109,8 +114,8 @@ def crossover(sizes, swept, plain_bytes) -> dict:
     """Where tiling stops saving on this prompt: the largest swept square tile that moves more
     than plain attention (`more_tile`, its bytes `more_bytes`; None when none does) and the
     smallest that moves less (`less_tile`, `less_bytes`)."""
-    more = [(b, n) for b, n in zip(sizes, swept) if n > plain_bytes]
-    less = [(b, n) for b, n in zip(sizes, swept) if n < plain_bytes]
+    more = [(b, n) for b, n in zip(sizes, swept, strict=True) if n > plain_bytes]
+    less = [(b, n) for b, n in zip(sizes, swept, strict=True) if n < plain_bytes]
     return dict(more_tile=more[-1][0] if more else None, more_bytes=more[-1][1] if more else None,
                 less_tile=less[0][0] if less else None, less_bytes=less[0][1] if less else None)
 
