@@ -181,5 +181,5 @@ def split_special(text: str, specials) -> list:
 
 
 def specials_in(text: str, specials) -> list:
-    """The special tokens' texts found in `text` (a message's), longest first."""
-    return [n for n in sorted(specials, key=len, reverse=True) if n and n in text]
+    """The special tokens' texts found in `text` (a message's), in the order they appear."""
+    return [piece for piece, special in split_special(text, specials) if special]

@@ -35,6 +35,7 @@ MODULES = (
     "sampling",
     "decoding",
     "generation",
+    "chat",
     "kvcache",
     "batching",
     "quantization",

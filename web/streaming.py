@@ -86,14 +86,15 @@ def sse(event: str, data: dict) -> bytes:
 
 
 def answer_events(model, ids, max_new_tokens, pace_seconds, sample, should_stop, progress,
-                  on_end=lambda: None):
+                  on_end=lambda: None, n_top=1, extra=None):
     """The stream's bytes, event by event; `progress` (a dict) counts the steps done;
-    `on_end()` runs when the loop ends, however it ends."""
+    `on_end()` runs when the loop ends, however it ends. `extra(step)`: more fields of a token
+    event (web/chat_stream.py: its chip and the step's `n_top` candidates)."""
     text = TextStream(model.tokenizer)
     eos = model.config.eos_token_id
     yield sse("start", {"prompt_tokens": len(ids), "max_new_tokens": max_new_tokens,
                         "pace_ms": round(pace_seconds * 1000)})
-    steps = generation_steps(model, ids, max_new_tokens, sample=sample, n_top=1,
+    steps = generation_steps(model, ids, max_new_tokens, sample=sample, n_top=n_top,
                              should_stop=should_stop)
     decode_seconds, prefill_seconds = [], None
     try:
@@ -109,7 +110,8 @@ def answer_events(model, ids, max_new_tokens, pace_seconds, sample, should_stop,
             yield sse("token", {"i": step.index, "id": step.token, "text": piece,
                                 "phase": step.phase, "eos": step.token == eos,
                                 "ms": round(step.forward_seconds * 1000, 3),
-                                "prob": round(step.prob, 5)})
+                                "prob": round(step.prob, 5),
+                                **(extra(step) if extra else {})})
             if step.finish:
                 progress["reason"] = step.finish
                 decode = statistics.median(decode_seconds) if decode_seconds else None
