@@ -299,13 +299,13 @@ def transformer(tokens, positions, wte, blocks, ln_f, unembed, wpe=None, *,
     if cfg.embed_scale != 1.0:                                        # Gemma: times sqrt(d)
         x = x * np.float32(cfg.embed_scale)
     x = hook("hook_embed", x)
-    rope_cs = None
     if positions is not None and cfg.positions == "learned":
         x = x + hook("hook_pos_embed", wpe[positions])                # [T, d]
     layer_cs = [None] * len(blocks)
     if positions is not None and cfg.positions == "rope":
         layer_cs = layer_rope_cs(positions, len(blocks), cfg, inv_freq, inv_freq_local)
-    for i, (block, kv_layer) in enumerate(zip(blocks, kv)):
+    # blocks: the first n_layers only when the model is cut short; kv: one per layer
+    for i, (block, kv_layer) in enumerate(zip(blocks, kv, strict=False)):
         x = transformer_block(x, **block, cfg=cfg, rope_cs=layer_cs[i], kv=kv_layer,
                               hook=hook.scope(f"blocks.{i}."))
     x = hook("ln_final.hook_normalized", NORMS[cfg.norm](x, **ln_f, eps=cfg.norm_eps))
@@ -666,7 +666,7 @@ class Model:
             raise ValueError(f"{len(tokens)} tokens for {len(kvs)} caches")
         if len({id(kv) for kv in kvs}) != len(kvs):
             raise ValueError("each sequence needs its own cache")
-        for t, kv in zip(tokens, kvs):
+        for t, kv in zip(tokens, kvs, strict=True):
             self._check([t], start=len(kv))
             kv.reserve(len(kv) + 1)
         positions = np.array([len(kv) for kv in kvs])

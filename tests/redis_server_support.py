@@ -9,9 +9,7 @@ import signal
 import subprocess
 import time
 
-import pytest
-
-from tests.classroom_support import NO_REDIS, free_port
+from tests.classroom_support import free_port
 
 # the several-instance recipe (its redis-server command, its nginx configuration)
 README = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "docs",
@@ -60,10 +58,10 @@ class RedisServer:
                 client.ping()              # answers LOADING until the file is read
                 client.close()
                 return self
-            except (redis.ConnectionError, redis.BusyLoadingError):
+            except (redis.ConnectionError, redis.BusyLoadingError) as e:
                 if time.monotonic() > deadline or self.proc.poll() is not None:
                     self.proc.kill()
-                    raise AssertionError("redis-server did not answer")
+                    raise AssertionError("redis-server did not answer") from e
                 time.sleep(0.02)
 
     def stop(self):
@@ -107,14 +105,3 @@ class RedisServer:
                 pass
             self.proc.kill()
             self.proc.wait(timeout=15)
-
-
-@pytest.fixture()
-def aof_redis(tmp_path):
-    """A killable redis-server started with the recipe's persistence options."""
-    if shutil.which("redis-server") is None:
-        pytest.skip(NO_REDIS)
-    os.makedirs(tmp_path / "redis")
-    server = RedisServer(tmp_path / "redis").start()
-    yield server
-    server.close()

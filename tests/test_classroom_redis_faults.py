@@ -5,7 +5,7 @@ with the recipe's persistence options, and a session's end reaches the followers
 instance at once."""
 import time
 
-from tests.redis_server_support import aof_redis, readme_redis_args  # noqa: F401  (fixture)
+from tests.redis_server_support import readme_redis_args
 from web.classroom.store import UNAVAILABLE
 
 # A hang of the old client was 10 s (its socket timeout) and more with its retries; the
@@ -14,7 +14,7 @@ BOUND = 3.0
 ORIGIN = {"Origin": "http://localhost"}
 
 
-def make_app(model, tmp_path, url):  # noqa: F811
+def make_app(model, tmp_path, url):
     from app import create_app
     return create_app({"MODEL": model, "TESTING": True, "WARM_CACHES": False,
                        "PROBE_ENCODINGS": False, "CLASSROOM_STORE": url,
@@ -45,7 +45,7 @@ class Lesson:
                               headers=ORIGIN)
         assert r.status_code == 200, r.json
         self.poll = r.json["id"]
-        for s, a in zip(self.students, answers):
+        for s, a in zip(self.students, answers, strict=True):
             r = s.post(f"/class/{self.code}/polls/{self.poll}/answer", json={"answer": a},
                        headers=ORIGIN)
             assert r.status_code == 200, r.json
@@ -118,7 +118,7 @@ def wait_until_served(lesson, timeout=5.0):
 
 
 def test_redis_stopped_every_route_says_so_and_the_class_goes_on_when_it_returns(
-        model, tmp_path, aof_redis):  # noqa: F811
+        model, tmp_path, aof_redis):
     app = make_app(model, tmp_path, aof_redis.url)
     with app.app_context():
         lesson = Lesson(app)
@@ -144,7 +144,7 @@ def test_redis_stopped_every_route_says_so_and_the_class_goes_on_when_it_returns
 
 
 def test_redis_frozen_every_route_answers_in_time_then_recovers(
-        model, tmp_path, aof_redis):  # noqa: F811
+        model, tmp_path, aof_redis):
     app = make_app(model, tmp_path, aof_redis.url)
     with app.app_context():
         lesson = Lesson(app)
@@ -162,7 +162,7 @@ def test_redis_frozen_every_route_answers_in_time_then_recovers(
 
 
 def test_the_end_reaches_a_follower_on_another_instance_within_a_second(
-        model, tmp_path, aof_redis):  # noqa: F811
+        model, tmp_path, aof_redis):
     one = make_app(model, tmp_path / "one", aof_redis.url)
     other = make_app(model, tmp_path / "other", aof_redis.url)     # a second app instance
     with one.app_context():
@@ -190,7 +190,7 @@ def test_the_end_reaches_a_follower_on_another_instance_within_a_second(
         assert time.monotonic() - ended < 1.0
 
 
-def test_redis_killed_mid_session_keeps_every_answer(model, tmp_path, aof_redis):  # noqa: F811
+def test_redis_killed_mid_session_keeps_every_answer(model, tmp_path, aof_redis):
     """kill -9 of the recipe's redis-server: what was written to its append-only file is
     there after a restart on the same port and directory, and the app (not restarted) serves
     the session again."""
@@ -221,7 +221,7 @@ def test_the_readme_recipe_runs_redis_with_an_append_only_file():
     assert "--appendonly yes" in args and "--appendfsync everysec" in args
 
 
-def test_an_ended_session_is_none_at_once_on_another_store_instance(aof_redis):  # noqa: F811
+def test_an_ended_session_is_none_at_once_on_another_store_instance(aof_redis):
     from web.classroom.store import RedisStore
     one = RedisStore(aof_redis.url, 3600, prefix="ended:")
     other = RedisStore(aof_redis.url, 3600, prefix="ended:")           # another process
@@ -242,7 +242,7 @@ def test_an_ended_session_is_none_at_once_on_another_store_instance(aof_redis): 
         other.close()
 
 
-def test_a_locked_sqlite_store_is_a_503_too(model, tmp_path):  # noqa: F811
+def test_a_locked_sqlite_store_is_a_503_too(model, tmp_path):
     """The default store's "database is locked" (a writer holding the file past the busy
     timeout) is the same 503, not a 500."""
     import sqlite3

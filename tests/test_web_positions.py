@@ -9,9 +9,8 @@ import pytest
 
 from pipeline import load_model
 from pipeline.positions import rope_relative_scores, sinusoidal_encoding, word_order_differences
-from web.sections import positions as section
-from web_support import HX, every_section, error_message, table_rows, text_of, url
-from test_web_embeddings import array, figures, prompt_of
+from test_web_embeddings import array, figures
+from web_support import HX, error_message, every_section, table_rows, text_of, url
 
 PROMPT = "Elizabeth smiled at Mr. Darcy, and Mr. Darcy smiled back."
 
@@ -73,7 +72,7 @@ def test_heatmaps_keep_a_phones_width_for_their_plots(client, model):
     ticks = angle["layout"]["yaxis"]["ticktext"]
     tokens = [model.tokenizer.decode([i]) for i in model.tokenizer.encode(long)]
     assert len(ticks) == len(tokens) and any(len(t) > 8 for t in tokens)
-    for i, (tick, token) in enumerate(zip(ticks, tokens)):
+    for i, (tick, token) in enumerate(zip(ticks, tokens, strict=True)):
         shown = tick.split(": ", 1)[1]
         assert tick.startswith(f"{i}: ") and len(shown) <= 8
         cut = shown.rstrip("…")
@@ -97,7 +96,7 @@ def test_word_order_table_is_the_engines(client, model):
     # the page counts the blocks a stream has been through, from 1 ("after 4 of 4 blocks")
     assert [r[0] for r in rows] == ["embeddings"] + [f"after {k} of {n} blocks"
                                                      for k in range(1, n + 1)]
-    for row, w1, w0 in zip(rows, with_pos, without):
+    for row, w1, w0 in zip(rows, with_pos, without, strict=True):
         assert row[1] == ("0" if w1[1] == 0 else f"{w1[1]:.2e}")
         assert row[2] == ("0" if w0[1] == 0 else f"{w0[1]:.2e}")
     assert float(rows[1][2]) < 1e-5 < float(rows[1][1])     # block 0: blind only without

@@ -14,14 +14,16 @@ the message next to the control and a 4xx status (htmx is configured to swap tho
 from flask import Blueprint, abort, current_app, g, render_template, request
 from markupsafe import Markup
 
-from web import answers, glossary, overview as overview_pass, precision
+from web import answers, glossary, precision
+from web import overview as overview_pass
 from web.cache import cached_build
 from web.classroom.withheld import withheld
-from web.limits import BUSY_MESSAGE, Busy, Deadline, OverBudget
-from web.registry import (SAMPLER_MOVED, changed_event, readers, section as find_section,
-                          sections)
 from web.explainer import choices as model_choices
-from web.request_state import current_state, deadline as request_deadline, explainer
+from web.limits import BUSY_MESSAGE, Busy, Deadline, OverBudget
+from web.registry import SAMPLER_MOVED, changed_event, readers, sections
+from web.registry import section as find_section
+from web.request_state import current_state, explainer
+from web.request_state import deadline as request_deadline
 from web.tour import page_context
 
 bp = Blueprint("explainer", __name__)

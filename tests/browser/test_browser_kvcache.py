@@ -12,7 +12,8 @@ PROMPT = "Mr. Collins was not a sensible man"
 
 
 def test_numbers_on_screen_are_the_measured_run(page, model, live_app, page_errors):
-    page.goto(f"/?prompt={PROMPT}&kv_new=6&open=kv-how,kv-real")   # every disclosure open: all four figures drawn
+    # every disclosure open: all four figures drawn
+    page.goto(f"/?prompt={PROMPT}&kv_new=6&open=kv-how,kv-real")
     section = page.locator("#kvcache")
     expect(section.get_by_text("prompt tokens, then 6 generated")).to_be_visible()
     # the server checked this run and measured the step times once; the same process
@@ -35,7 +36,8 @@ def test_numbers_on_screen_are_the_measured_run(page, model, live_app, page_erro
 
 
 def test_controls_round_trip_through_the_url(page, model):
-    page.goto(f"/?prompt={PROMPT}&open=kv-real,kv-how")      # the real models' and the run's disclosures open
+    # the real models' and the run's disclosures open
+    page.goto(f"/?prompt={PROMPT}&open=kv-real,kv-how")
     section = page.locator("#kvcache")
     section.get_by_role("slider", name="Tokens to generate").fill("9")
     expect(section.get_by_text("prompt tokens, then 9 generated")).to_be_visible()

@@ -7,10 +7,16 @@ activation cache; the word-order numbers come from the engine run with and witho
 
 import numpy as np
 
-from pipeline.model import softmax
-from pipeline.positions import (reordered_positions, rope_angles, rope_relative_scores,
-                                same_multiset, sinusoidal_encoding, word_order_differences)
 from pipeline.embedding_space import unit_rows
+from pipeline.model import softmax
+from pipeline.positions import (
+    reordered_positions,
+    rope_angles,
+    rope_relative_scores,
+    same_multiset,
+    sinusoidal_encoding,
+    word_order_differences,
+)
 from pipeline.ranking import top_k
 from web.cache import memoized
 from web.figures import positions as figures
@@ -148,10 +154,11 @@ def rope_on_prompt(lm, state) -> dict:
         token_labels=labels, q_token=labels[q_at], k_token=labels[k_at],
         model_score=float(run.cache[prefix + "hook_attn_scores"][head, q_at, k_at]),
         rotated_dot=float(q_rot @ k_rot) * cfg.head_dim ** -0.5,
-        same_rows=[dict(m=m, n=n, score=float(s)) for (m, n), s in zip(same, same_scores)],
+        same_rows=[dict(m=m, n=n, score=float(s))
+                   for (m, n), s in zip(same, same_scores, strict=True)],
         same_spread=float(same_scores.max() - same_scores.min()),
         other_rows=[dict(m=m, n=n, score=float(s))
-                    for (m, n), s in zip(other, scores[len(same):])],
+                    for (m, n), s in zip(other, scores[len(same):], strict=True)],
         pair_rows=pair_rows,
         angle_figure=figures.rope_angles_heatmap(angles, labels, q_at),
         relative_figure=figures.score_by_distance(curve, offset),
@@ -216,7 +223,8 @@ def _word_order_result(model, a, b) -> dict:
     n = model.config.n_layers
     # the stream after k blocks, counted for people ("after 1 of 4 blocks", as the logit lens)
     rows = [dict(layer=stream_name(k, n), with_pos=d1, without=d0, scale=s1)
-            for k, ((_, d1, s1), (_, d0, _)) in enumerate(zip(with_pos[1], without[1]))]
+            for k, ((_, d1, s1), (_, d0, _))
+            in enumerate(zip(with_pos[1], without[1], strict=True))]
     return dict(
         a=[token_plain(tok, i) for i in a],
         b=[token_plain(tok, i) for i in b],
@@ -232,7 +240,8 @@ BLIND = 1e-4      # a difference below this (of values in the tens) is float32 r
 
 def stream_name(k: int, n_layers: int) -> str:
     """The residual stream after k blocks (0: the embeddings), blocks counted from 1."""
-    return "embeddings" if k == 0 else f"after {k} of {n_layers} block{'s' if n_layers != 1 else ''}"
+    plural = "s" if n_layers != 1 else ""
+    return "embeddings" if k == 0 else f"after {k} of {n_layers} block{plural}"
 
 
 def order_headline(rows: list, n_layers: int) -> dict:
