@@ -10,14 +10,14 @@ import shutil
 import gguf
 import numpy as np
 import pytest
+
 from engine_support import get_model
 from gguf_support import write_checkpoint
-from web_support import text_of
-
 from pipeline import discovery, load_model
 from pipeline.kvcache import kv_cache_bytes
 from pipeline.sizes import float32_memory_bytes
 from web.disk_cache import DiskCache
+from web_support import text_of
 
 
 def tiny(path, name="llama_q8_0", seed=3):
@@ -268,14 +268,18 @@ def test_choosing_a_found_model_loads_it_shared_and_the_page_renders(tmp_path):
     reference = load_model(path)
     ids = reference.tokenizer.encode_ordinary("It is a truth")
     np.testing.assert_array_equal(lm.model.forward(ids), reference.forward(ids))
-    # a second app (another worker) maps the same files, without dequantizing again
-    again = make_app(folder, MEMORY_AVAILABLE=10**9)
+    # a second app (another worker) maps the same files, without dequantizing again, and
+    # whatever memory is left: the pages it maps are those the first one holds
+    again = make_app(folder, MEMORY_AVAILABLE=1000)
     again.extensions["disk_cache"] = disk = DiskCache(str(tmp_path / "data"))
     r = again.test_client().get("/", query_string={"model": "tiny-llama", "prompt": "It is"})
     assert r.status_code == 200
     assert disk.read == 1 and disk.written == 0
     assert again.extensions["explainer"].models["tiny-llama"].model.params["wte"].filename == \
         wte.filename
+    # without the kept arrays (no data dir) the same memory refuses it
+    alone = make_app(folder, MEMORY_AVAILABLE=1000)
+    assert alone.test_client().get("/?model=tiny-llama").status_code == 422
 
 
 def test_bad_names_and_paths_get_a_clear_4xx(tmp_path):

@@ -97,6 +97,31 @@ class FoundModels:
         m = self._memory
         return m() if callable(m) else m if m is not None else available_memory_bytes()
 
+    @staticmethod
+    def _marker(app, entry: Found):
+        """A file in the data dir saying that a process of this server loaded `entry` (its
+        float32 arrays are kept there, mapped by whoever maps them next), or None."""
+        disk = app.extensions.get("disk_cache")
+        if disk is None:
+            return None
+        try:
+            st = os.stat(entry.d.path)
+        except OSError:
+            return None
+        return os.path.join(disk.root, "found", f"{discovery.short_id(entry.d.path)}-"
+                            f"{st.st_size}-{st.st_mtime_ns}")
+
+    def refusal(self, app, entry: Found) -> str:
+        """Why `entry` cannot be chosen here now ("" when it can). One already loaded, here or
+        by another worker of this server (its arrays mapped from the data dir: choosing it
+        adds no copy), is never refused for memory: the memory it takes is taken already."""
+        if not entry.d.runnable:
+            return entry.refusal(None)
+        marker = self._marker(app, entry)
+        if entry.key in app.extensions["explainer"].models or (marker and os.path.exists(marker)):
+            return ""
+        return entry.refusal(self.available())
+
     def load(self, app, entry: Found):
         """Load `entry` into this process's models (once), through the disk cache when the
         server has one; ModelLoadError when it cannot."""
@@ -108,6 +133,10 @@ class FoundModels:
             if disk is not None:
                 with _file_lock(os.path.join(disk.root, "found-model.lock")):
                     model = disk.load_model(entry.d.path, load_model)
+                    marker = self._marker(app, entry)
+                    if marker:
+                        os.makedirs(os.path.dirname(marker), exist_ok=True)
+                        open(marker, "a").close()
             else:
                 model = load_model(entry.d.path)
             draft, problem = load_draft(model)
@@ -169,6 +198,7 @@ def init_app(app):
     @app.context_processor
     def found_models():
         return dict(found_models=list(found), found_memory=found.available(),
+                    found_refusal=lambda entry: found.refusal(app, entry),
                     fmt_bytes=fmt_bytes)
 
     @app.before_request
@@ -180,7 +210,7 @@ def init_app(app):
         entry = found.get(key) if key else None
         if entry is None or key in app.extensions["explainer"].models:
             return None
-        problem = entry.refusal(found.available())
+        problem = found.refusal(app, entry)
         if not problem:
             try:
                 found.load(app, entry)

@@ -7,10 +7,10 @@ import threading
 import gguf
 import numpy as np
 import pytest
-from gguf_support import write_checkpoint
 from playwright.sync_api import expect
 from waitress.server import create_server
 
+from gguf_support import write_checkpoint
 from pipeline import discovery, load_model
 from web.sampler_settings import default_settings
 
