@@ -20,7 +20,11 @@ Starts the app as `make run` does (app.py, default model and workers) on a free 
   asked for. The moves after it ask for values the server has answered (the default, the first
   move's value): REPEAT moves. Median and p95 of each kind, and the slowest five controls of
   each (the median of their own moves of that kind). With two worker processes a repeat may
-  reach the worker that has not computed it: a repeat is at worst a first move.
+  reach the worker that has not computed it: a repeat is at worst a first move. Beside them:
+  the time until the last answer arrived (htmx:beforeOnLoad; the server's part and the
+  network's) and the renderer main thread's busy time during the move (Chrome's
+  Performance.getMetrics TaskDuration: the browser's own work, less sensitive to a busy machine
+  than the wall clock).
 Results also go to bench/results/bench_browser.json with date, machine and commit.
 
 With --open, every "Go deeper" disclosure is open (`open=` in the URL names them all, as a
@@ -258,11 +262,16 @@ def kind_stats(steps, kind: str) -> dict:
                        "ms": round(statistics.median(x["ms"] for x in ss), 1)}
                       for i, ss in per.items()), key=lambda c: -c["ms"])[:5]
     answered = [s["answered_ms"] for s in own if s.get("answered_ms") is not None]
+    busy = [s["browser_busy_ms"] for s in own if s.get("browser_busy_ms") is not None]
     return {"moves": len(own), "median": round(statistics.median(times), 1),
             "p95": round(pct(times, 95), 1), "slowest5": slowest,
             # the key press to the last answer's arrival: the server's part and the network's
             "answered_median": round(statistics.median(answered), 1) if answered else None,
-            "answered_p95": round(pct(answered, 95), 1) if answered else None}
+            "answered_p95": round(pct(answered, 95), 1) if answered else None,
+            # the renderer's main thread busy during the move (its own work, the settling wait
+            # included: a fixed QUIET_MS of idle page adds little)
+            "browser_busy_median": round(statistics.median(busy), 1) if busy else None,
+            "browser_busy_p95": round(pct(busy, 95), 1) if busy else None}
 
 
 def main(argv=None):
@@ -322,6 +331,14 @@ def main(argv=None):
 
             page.evaluate(WATCH)
             asked.take()
+            # the renderer's main-thread busy time (Chrome's Performance.getMetrics
+            # TaskDuration): the browser's own work per move, beside the wall-clock times
+            cdp = context.new_cdp_session(page)
+            cdp.send("Performance.enable")
+
+            def busy_s() -> float:
+                return next(m["value"] for m in cdp.send("Performance.getMetrics")["metrics"]
+                            if m["name"] == "TaskDuration")
             found = controls(page)
             if args.section:
                 found = [c for c in found if c["section"] in args.section]
@@ -337,11 +354,14 @@ def main(argv=None):
                                   "window.__bench.answered = 0; }")
                     before = transfer.bytes
                     started = page.evaluate("() => performance.now()")
+                    task0 = busy_s()
                     move(page, c, back=k % 2 == 1)
                     ms, answered = settle(page, started)
+                    task_ms = (busy_s() - task0) * 1000
                     steps.append({**c, "move": k, "kind": "first" if k == 0 else "repeat",
                                   "ms": None if ms is None else round(ms, 1),
                                   "answered_ms": None if answered is None else round(answered, 1),
+                                  "browser_busy_ms": round(task_ms, 1),
                                   "bytes": transfer.bytes - before,
                                   "requests": asked.take()})
                 if any(s["id"] == c["id"] for s in steps):
@@ -383,7 +403,8 @@ def main(argv=None):
                     print(f"  {kind} moves ({k['moves']}): median {k['median']:.0f} ms, "
                           f"p95 {k['p95']:.0f} ms (the answers in: median "
                           f"{k['answered_median'] or 0:.0f} ms, p95 {k['answered_p95'] or 0:.0f}"
-                          " ms); slowest: " + ", ".join(
+                          f" ms; browser main thread busy: median "
+                          f"{k['browser_busy_median'] or 0:.0f} ms); slowest: " + ", ".join(
                               f"{c['section']}/{c['id']} {c['ms']:.0f} ms" for c in k["slowest5"]))
             if skipped:
                 print("  not visible when their turn came: " + ", ".join(skipped))
