@@ -272,7 +272,8 @@ def test_lens_headline_in_the_core_is_the_pipelines(client, model):
     final, ranks, _ = lens_reference(model, PROMPT)
     N = model.config.n_layers
     headline = re.search(r'<p id="blk-headline">(.*?)</p>', page, re.S).group(1)
-    said = re.sub(r"\s+", " ", html.unescape(re.sub(r"<[^>]+>", "", headline)))
+    from web_support import reading_text                 # without glossary definitions
+    said = reading_text(headline)
     top = first_for_good(ranks, 1)
     if top == N:
         assert f"becomes the top guess only after block {N} of {N}, the last" in said
