@@ -78,7 +78,10 @@ def browser(r) -> list:
         if k:
             lines.append(f"| {kind} moves ({k['moves']}): {what} | median {k['median']:.0f} ms, "
                          f"p95 {k['p95']:.0f} ms (answer in: median {k['answered_median']:.0f} "
-                         f"ms, p95 {k['answered_p95']:.0f} ms); slowest: " + ", ".join(
+                         f"ms, p95 {k['answered_p95']:.0f} ms"
+                         + (f"; renderer busy: median {k['browser_busy_median']:.0f} ms"
+                            if k.get("browser_busy_median") is not None else "")
+                         + "); slowest: " + ", ".join(
                              f"{w['section']}/{w['id']} {w['ms']:.0f} ms"
                              for w in k["slowest5"]) + " |")
     return lines + [""]
