@@ -79,7 +79,7 @@ def main(argv=None):
                 busy = (busy_s() - task0) * 1000
                 nodes = {n["id"]: n["callFrame"] for n in profile["nodes"]}
                 self_ms = collections.Counter()
-                for sid, dt in zip(profile["samples"], profile["timeDeltas"]):
+                for sid, dt in zip(profile["samples"], profile["timeDeltas"], strict=True):
                     f = nodes[sid]
                     where = f["url"].rsplit("/", 1)[-1]
                     self_ms[f"{f['functionName'] or '(anonymous)'}"

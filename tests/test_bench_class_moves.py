@@ -18,7 +18,8 @@ PROMPT = "Elizabeth walked on alone, crossing field after field"
 
 
 def section_html(client, sid, **query):
-    r = client.get(url(f"/section/{sid}", prompt=PROMPT, **query), headers={**HX, "HX-Trigger": sid})
+    r = client.get(url(f"/section/{sid}", prompt=PROMPT, **query),
+                   headers={**HX, "HX-Trigger": sid})
     assert r.status_code == 200
     return r.get_data(as_text=True)
 
