@@ -32,7 +32,9 @@ bench/results/load_test.json (with date, machine and commit) unless --no-save.
 
 With --smollm2 N, N of the students read the page on SmolLM2-135M-Instruct (`model=smollm2`, as
 its picker sets it; the server must offer it: `make run` installs it), the others on the default
-model; their answers are reported per model too. The server's memory (Rss and Pss of the server
+model; their answers are reported per model too. The class starts once every model the server
+offers is ready (SmolLM2 warms in the serving processes after the default model answers, for
+minutes on 2 cores). The server's memory (Rss and Pss of the server
 process and its workers, bench/local_server.server_memory) is read at the end when the script
 started the server.
 
@@ -441,8 +443,11 @@ def main(argv=None):
     base, server = serve(args.url, args.workers)
     parts = loopback_only(base)
     try:
-        if args.smollm2:                  # it warms after the server answers
-            print(f"smollm2 ready after {wait_until_ready(base, 'smollm2'):.0f} s")
+        # SmolLM2 warms after the server answers, in the processes that serve the class: the
+        # class starts once it is ready (when the server offers it), whoever reads it
+        waited = wait_until_ready(base, "smollm2", offered_only=not args.smollm2)
+        if waited is not None:
+            print(f"smollm2 ready after {waited:.0f} s")
         results, lock = [], threading.Lock()
         start = time.time()
         stop_at = start + args.seconds

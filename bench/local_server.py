@@ -72,9 +72,11 @@ def serve(url: str = None, workers: int = None):
     return f"http://127.0.0.1:{port}", start_server(port, workers)
 
 
-def wait_until_ready(base: str, model: str, seconds: float = 900) -> float:
+def wait_until_ready(base: str, model: str, seconds: float = 900, offered_only=False) -> float:
     """Wait until the server at `base` serves `model=model` (a model beside the default warms
-    after the server answers: its page is a 503 until then); the seconds waited."""
+    after the server answers, in the same processes: its page is a 503 until then); the
+    seconds waited. offered_only: None at once when the server does not offer that model (its
+    page is a 4xx)."""
     parts = loopback_only(base)
     start = time.time()
     while time.time() - start < seconds:
@@ -86,6 +88,8 @@ def wait_until_ready(base: str, model: str, seconds: float = 900) -> float:
             conn.close()
             if response.status == 200:
                 return time.time() - start
+            if offered_only and 400 <= response.status < 500:
+                return None
             if response.status not in (503,):
                 raise SystemExit(f"model={model}: the server answered {response.status}")
         except OSError:
