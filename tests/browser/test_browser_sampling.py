@@ -122,7 +122,10 @@ def test_state_round_trips_through_the_url(page):
 def test_sampling_controls_refresh_the_samples_beside_the_beams(page, model):
     page.goto("/?prompt=" + PROMPT + "&open=dec-beams#sampling")     # the samples shown
     sampling(page).get_by_role("slider", name="Temperature").fill("0.3")
-    expect(decoding(page).get_by_text("(temperature 0.3, top-k 40")).to_be_visible()
+    # the note names the settings, each name a glossary button (its definition in the page)
+    note = decoding(page).locator("p.note").filter(has_text="The samples are drawn with")
+    expect(note.locator(".term-btn").first).to_have_text("temperature")
+    expect(note).to_contain_text(re.compile(r"temperature\b.*\s0\.3,.*top-k\b.*\s40,"))
     ids = model.tokenizer.encode_ordinary(PROMPT)
     from pipeline.sampling import sampler
     settings = SamplerSettings(temperature=0.3, top_k=40, top_p=0.9, min_p=0.05)
