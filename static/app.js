@@ -104,6 +104,12 @@
       if (out === layout) out = Object.assign({}, layout);
       out[k] = Object.assign({}, ax, { title: Object.assign({}, typeof t === "string" ? {} : t,
         { text: text.slice(0, at) + "<br>" + text.slice(at + 1) }) });
+      // a legend placed under the plot (paper y < 0) moves down by the second line, the plot
+      // taken as 40% of the figure's height at least (it met the title's second line)
+      var lg = out.legend;
+      if (lg && typeof lg.y === "number" && lg.y < 0 && (lg.yref || "paper") === "paper") {
+        out.legend = Object.assign({}, lg, { y: lg.y - 1.3 * size / (0.4 * (out.height || 340)) });
+      }
     });
     return out;
   }
