@@ -46,6 +46,9 @@ def main(argv=None):
     ap.add_argument("--dump", help="write the profile (pstats) here")
     ap.add_argument("--control", action="append", default=[],
                     help="profile only this control's moves (its element id; repeatable)")
+    ap.add_argument("--whole-sections", action="store_true",
+                    help="render a part's answer from its whole section, as before parts were "
+                         "rendered alone (web/views.py part_wanted): for comparison")
     args = ap.parse_args(argv)
     with open(args.trace) as f:
         trace = json.load(f)
@@ -54,6 +57,13 @@ def main(argv=None):
     from web import serving
     # the trace's model only (the Austen model's trace need not wait for SmolLM2's warm-up)
     app = create_app({} if trace.get("model") else {"INSTALLED_MODELS": False})
+    if args.whole_sections:
+        from flask import g
+
+        def every_part(part_id):          # every part rendered, whatever the answer needs
+            g.setdefault("part_stack", []).append(part_id)
+            return True
+        app.jinja_env.globals["part_wanted"] = every_part
     serving.warm(app, page=True)
 
     def fresh_client():
