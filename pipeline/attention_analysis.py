@@ -20,6 +20,7 @@ import numpy as np
 from pipeline.model import softmax
 from pipeline.ranking import top_k
 
+
 def stack_layers(cache, name, n_layers):  # n_layers x [H, T, T] -> [L, H, T, T]
     """One attention tensor of every layer, e.g. name "attn.hook_pattern"."""
     return np.stack([cache[f"blocks.{i}.{name}"] for i in range(n_layers)])

@@ -372,9 +372,11 @@ def _put(tree: dict, path: tuple, value) -> None:
     node[path[-1]] = value
 
 
-def read_params(tensors: dict, c: ModelConfig, path: str, arch: str = "llama") -> tuple:
+def read_params(tensors: dict, c: ModelConfig, path: str, arch: str = "llama",
+                progress=None) -> tuple:
     """(params dict as loader.llama_params / gpt2_params build it, {param path: StoredTensor}).
-    arch: general.architecture; only "llama" has its q / k rows permuted (see the docstring)."""
+    arch: general.architecture; only "llama" has its q / k rows permuted (see the docstring).
+    progress(i, n, name), when given, is told each tensor (1 to n) before it is dequantized."""
     expected = expected_tensors(c, arch)
     read_into_config = {"rope_freqs.weight"} if c.rope_freq_factors else set()
     for name in tensors:
@@ -397,7 +399,9 @@ def read_params(tensors: dict, c: ModelConfig, path: str, arch: str = "llama") -
                          | ({"ln_1_post": {}, "ln_2_post": {}} if c.post_norms else {})
                          for _ in range(c.n_layers)], "ln_f": {}}
     stored = {}
-    for name, (where, shape) in expected.items():          # one tensor at a time
+    for i, (name, (where, shape)) in enumerate(expected.items()):   # one tensor at a time
+        if progress is not None:
+            progress(i + 1, len(expected), name)
         t = tensors[name]
         x = _dequantize(t, shape, path)
         if arch == "llama" and name.endswith(("attn_q.weight", "attn_k.weight")):
@@ -428,7 +432,7 @@ def read_params(tensors: dict, c: ModelConfig, path: str, arch: str = "llama") -
             qkv_w, gate_up = attn.pop("qkv_w"), mlp.pop("gate_up_w")    # [d, q+2kv], [d, 2 d_ff]
             st_qkv = stored.pop(("blocks", i, "attn", "qkv_w"))
             st_gate_up = stored.pop(("blocks", i, "mlp", "gate_up_w"))
-            for n, (a, b) in zip("qkv", ((0, q), (q, q + kv), (q + kv, q + 2 * kv))):
+            for n, (a, b) in zip("qkv", ((0, q), (q, q + kv), (q + kv, q + 2 * kv)), strict=True):
                 attn[f"w_{n}"] = np.ascontiguousarray(qkv_w[:, a:b])
                 stored[("blocks", i, "attn", f"w_{n}")] = st_qkv       # part of the fused one
             mlp["w_gate"] = np.ascontiguousarray(gate_up[:, :c.d_ff])
@@ -548,9 +552,9 @@ def pattern_of(path: str) -> str:
 
 # --- the whole file -----------------------------------------------------------------------------
 
-def load_gguf(path: str) -> Model:
+def load_gguf(path: str, progress=None) -> Model:
     """A Model from a .gguf file; ModelLoadError (one line naming the file and the key or
-    tensor) for anything it cannot run exactly."""
+    tensor) for anything it cannot run exactly. progress: see read_params."""
     reader = _open(path)
     fields = _Fields(reader, path)
     tensors = {t.name: t for t in reader.tensors}
@@ -561,7 +565,8 @@ def load_gguf(path: str) -> Model:
         raise ModelLoadError(f"{path}: its weights need {need / 1e9:.2f} GB as float32, but only "
                              f"{have / 1e9:.2f} GB of memory is available")
     tokenizer, pat_str = read_tokenizer(fields, path, config.vocab_size)
-    params, stored = read_params(tensors, config, path, fields.need("general.architecture", str))
+    params, stored = read_params(tensors, config, path, fields.need("general.architecture", str),
+                                 progress)
     metadata = read_metadata(fields)
     del tensors, reader, fields                               # close the file map
     model = Model(config, params, tokenizer, path=path)

@@ -7,8 +7,15 @@ import os
 
 import pytest
 
-from pipeline.chat import (ChatTemplateError, chat_template_of, encode_chat, render_chat,
-                           special_texts, special_tokens, split_special)
+from pipeline.chat import (
+    ChatTemplateError,
+    chat_template_of,
+    encode_chat,
+    render_chat,
+    special_texts,
+    special_tokens,
+    split_special,
+)
 
 REF = json.load(open(os.path.join(os.path.dirname(__file__), "fixtures",
                                   "chat_reference.json"), encoding="utf-8"))

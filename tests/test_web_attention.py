@@ -315,7 +315,7 @@ def test_the_core_names_the_previous_token_head_with_its_measure(client, model):
     patterns = stack_layers(run.cache, "attn.hook_pattern", model.config.n_layers)
     (layer, head, score), = strongest_heads(head_measures(patterns, run.ids)["previous"], 1)
     page = text_of(client.get(url("/section/attention", prompt=PROMPT), headers=HX))
-    from web_support import reading_text                 # without glossary definitions
+    from web_support import reading_text  # without glossary definitions
     said = reading_text(re.search(r'<p id="att-headline">(.*?)</p>', page, re.S).group(1))
     assert (f"the head that looks most at the previous token is layer {layer}, head {head} "
             f"(both counted from 0): on average {100 * score:.0f}% of its attention goes to the "

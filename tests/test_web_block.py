@@ -272,7 +272,7 @@ def test_lens_headline_in_the_core_is_the_pipelines(client, model):
     final, ranks, _ = lens_reference(model, PROMPT)
     N = model.config.n_layers
     headline = re.search(r'<p id="blk-headline">(.*?)</p>', page, re.S).group(1)
-    from web_support import reading_text                 # without glossary definitions
+    from web_support import reading_text  # without glossary definitions
     said = reading_text(headline)
     top = first_for_good(ranks, 1)
     if top == N:

@@ -1,5 +1,4 @@
 """The KV-cache section shows the measured run of the live model and the formula's numbers."""
-import html
 import re
 
 import numpy as np

@@ -204,7 +204,7 @@ def test_the_core_states_the_word_order_result_measured(client, model):
     _, without, _, _ = word_order_differences(model, ta, tb, False)
     n = model.config.n_layers
     sci = lambda v: "0" if v == 0 else f"{v:.2e}"      # noqa: E731
-    from web_support import reading_text                 # without glossary definitions
+    from web_support import reading_text  # without glossary definitions
     said = reading_text(re.search(r'<p id="pos-headline">(.*?)</p>', page, re.S).group(1)).strip()
     assert (f"after block 1 of {n} differs between the two orders by {sci(without[1][1])} "
             f"without positions and {sci(with_pos[1][1])} with them; after block 2 of {n}, by "

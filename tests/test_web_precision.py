@@ -11,7 +11,7 @@ import numpy as np
 from pipeline.loader import WEIGHTS_FILE
 from pipeline.published import PUBLISHED
 from web.precision import storage
-from web_support import HX, reading_text, table_rows, text_of, url
+from web_support import HX, reading_text, text_of, url
 
 
 def safetensors_header(path):

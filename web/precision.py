@@ -99,5 +99,6 @@ def storage(model) -> Storage:
 
 
 def storage_of(lm) -> Storage:
-    """The loaded model's storage (a Jinja global, web/views.py: the templates that tell or cite it)."""
+    """The loaded model's storage (a Jinja global, web/views.py: the templates that tell or cite
+    it)."""
     return storage(lm.model)

@@ -178,12 +178,13 @@ def word_order_figure(rows: list) -> str:
     data = [
         dict(type="scatter", x=x, y=ys("with_pos"), mode="lines+markers",
              name="with positions", line=dict(color=ACCENT), meta=roles("HIGHLIGHT"),
-             customdata=[[n, r["with_pos"]] for n, r in zip(names, rows)],
+             customdata=[[n, r["with_pos"]] for n, r in zip(names, rows, strict=True)],
              hovertemplate="%{customdata[0]}: %{customdata[1]:.3g}<extra>with positions</extra>"),
         dict(type="scatter", x=x, y=ys("without"), mode="lines+markers",
              name="without positions", line=dict(color=MUTED, dash="dot"), meta=roles("CONTEXT"),
-             customdata=[[n, r["without"]] for n, r in zip(names, rows)],
-             hovertemplate="%{customdata[0]}: %{customdata[1]:.3g}<extra>without positions</extra>"),
+             customdata=[[n, r["without"]] for n, r in zip(names, rows, strict=True)],
+             hovertemplate="%{customdata[0]}: %{customdata[1]:.3g}"
+                           "<extra>without positions</extra>"),
     ]
     # at most about 5 labelled powers of ten: superscript labels need room
     values = [y for key in ("with_pos", "without") for y in ys(key)]

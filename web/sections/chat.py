@@ -9,8 +9,16 @@ project's Austen model: a base model trained on novels) gets that said, not an e
 """
 import urllib.parse
 
-from pipeline.chat import (chat_template_of, encode_chat, render_chat, special_texts,
-                           special_tokens, specials_in, split_special, ChatTemplateError)
+from pipeline.chat import (
+    ChatTemplateError,
+    chat_template_of,
+    encode_chat,
+    render_chat,
+    special_texts,
+    special_tokens,
+    specials_in,
+    split_special,
+)
 from web.cache import memo
 from web.measured import model_key
 from web.params import Param
