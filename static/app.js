@@ -157,7 +157,7 @@
     if (out.height && out.height < 100 && out.margin && xa.visible !== false &&
         xa.showticklabels !== false) {
       var tick = (xa.tickfont && xa.tickfont.size) || out.font.size;
-      var foot = Math.ceil(tick * 1.35) - (out.margin.b || 0);
+      var foot = Math.ceil(tick * 1.6) - (out.margin.b || 0);
       if (foot > 0) {
         out.margin = Object.assign({}, out.margin, { b: (out.margin.b || 0) + foot });
         out.height += foot;
