@@ -386,6 +386,7 @@ class Description:
     config: object = None         # the engine's ModelConfig, None when it cannot run the file
     problem: str = ""             # why the engine cannot run it ("" when it can)
     extra: dict = field(default_factory=dict)
+    n_tensors: int = 0            # parameter tensors (the loader dequantizes each in turn)
 
     @property
     def runnable(self) -> bool:
@@ -411,7 +412,8 @@ def describe(found: FoundFile) -> Description:
                        architecture=arch if isinstance(arch, str) else "",
                        title=title if isinstance(title, str) and title else found.name,
                        n_params=n_parameters(header), types=tuple(type_shares(header)),
-                       config=config, problem=problem or "")
+                       config=config, problem=problem or "",
+                       n_tensors=sum(1 for t in header.tensors if t.name not in NOT_PARAMETERS))
 
 
 def short_id(path: str) -> str:

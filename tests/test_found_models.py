@@ -194,6 +194,20 @@ def make_app(folder, **config):
                        "WARM_CACHES": False, "FOUND_MODEL_DIRS": (str(folder),), **config})
 
 
+def choose(app, query, headers=None):
+    """Open the page on a found model as a student does: the first answer is the 503 loading
+    page (or, when the load has already ended, the page itself); once the load's thread is
+    done, the page."""
+    client = app.test_client()
+    r = client.get("/", query_string=query, headers=headers)
+    if r.status_code == 503:
+        assert r.headers["Retry-After"] == "2" and "is loading" in text_of(r)
+        job = app.extensions["found_models"].job(query["model"])
+        assert job.done.wait(120)
+        r = client.get("/", query_string=query, headers=headers)
+    return r
+
+
 def picker_entry(page, key):
     import re
     m = re.search(r'<li class="found[^"]*" data-key="%s">(.*?)</li>' % re.escape(key), page,
@@ -246,7 +260,7 @@ def test_a_model_too_big_for_the_memory_is_refused_with_the_numbers(tmp_path):
     assert r.status_code == 422 and r.mimetype == "text/plain" and message in r.text
     assert "tiny-llama" not in app.extensions["explainer"].models
     free["bytes"] = need                                 # exactly enough: offered
-    r = app.test_client().get("/", query_string={"model": "tiny-llama", "prompt": "It is a"})
+    r = choose(app, {"model": "tiny-llama", "prompt": "It is a"})
     assert r.status_code == 200 and "tiny-llama" in app.extensions["explainer"].models
 
 
@@ -256,7 +270,7 @@ def test_choosing_a_found_model_loads_it_shared_and_the_page_renders(tmp_path):
     app = make_app(folder, MEMORY_AVAILABLE=10**9)
     app.extensions["disk_cache"] = DiskCache(str(tmp_path / "data"))
     assert "tiny-llama" not in app.extensions["explainer"].models      # not loaded when listed
-    r = app.test_client().get("/", query_string={"model": "tiny-llama", "prompt": "It is a"})
+    r = choose(app, {"model": "tiny-llama", "prompt": "It is a"})
     assert r.status_code == 200
     lm = app.extensions["explainer"].models["tiny-llama"]
     page = text_of(r)
@@ -272,7 +286,7 @@ def test_choosing_a_found_model_loads_it_shared_and_the_page_renders(tmp_path):
     # whatever memory is left: the pages it maps are those the first one holds
     again = make_app(folder, MEMORY_AVAILABLE=1000)
     again.extensions["disk_cache"] = disk = DiskCache(str(tmp_path / "data"))
-    r = again.test_client().get("/", query_string={"model": "tiny-llama", "prompt": "It is"})
+    r = choose(again, {"model": "tiny-llama", "prompt": "It is"})
     assert r.status_code == 200
     assert disk.read == 1 and disk.written == 0
     assert again.extensions["explainer"].models["tiny-llama"].model.params["wte"].filename == \
@@ -320,3 +334,192 @@ def test_a_big_models_memory_counts_the_kv_cache_of_the_prompt_the_page_reads(tm
     assert entry.refusal(entry.memory_bytes - 1) == (
         f"needs {entry.memory_bytes / 1e6:.1f} MB as float32, this machine has "
         f"{(entry.memory_bytes - 1) / 1e6:.1f} MB free")
+
+
+# --- a chosen model loads behind a page that answers at once ------------------------------------
+
+def shared_app(folder, data, **config):
+    """The app as a worker of the server has it: with the data dir's disk cache."""
+    app = make_app(folder, MEMORY_AVAILABLE=10**9, **config)
+    app.extensions["disk_cache"] = DiskCache(str(data))
+    return app
+
+
+def test_the_first_choice_answers_at_once_and_one_load_runs_behind_it(tmp_path):
+    """Two students choose the model while another load holds the server's load lock: both get
+    the 503 loading page at once, one load is begun, and it has not ended when they are
+    answered; once it has, the page renders on the model, whose arrays were written once."""
+    import threading
+    folder = tmp_path / "models"
+    path = tiny(folder / "tiny-llama.gguf")
+    app = shared_app(folder, tmp_path / "data")
+    found, disk = app.extensions["found_models"], app.extensions["disk_cache"]
+    query = {"model": "tiny-llama", "prompt": "It is a"}
+    answers = []
+    barrier = threading.Barrier(2)
+
+    def student():
+        client = app.test_client()
+        barrier.wait()
+        answers.append(client.get("/", query_string=query))
+    with found.load_lock(app):                       # another found model is loading
+        students = [threading.Thread(target=student) for _ in range(2)]
+        for s in students:
+            s.start()
+        for s in students:
+            s.join()
+        job = found.job("tiny-llama")
+        assert not job.done.is_set()                 # answered before the load ended
+        assert [r.status_code for r in answers] == [503, 503]
+        n = len(gguf.GGUFReader(path).tensors)
+        for r in answers:
+            page = text_of(r)
+            assert r.headers["Retry-After"] == "2" and r.headers["Cache-Control"] == "no-store"
+            assert '<meta http-equiv="refresh" content="2">' in page
+            assert "tiny llama_q8_0 is loading" in page and f"(step 1 of {n + 4})" in page
+        assert job.record["step"] == "waiting for another found model's load to finish" or \
+            job.record["step"] == "starting its load"          # its thread may not have run yet
+        r = app.test_client().get("/", query_string=query, headers={"HX-Request": "true"})
+        assert r.status_code == 503 and r.mimetype == "text/plain" and "is loading" in r.text
+        assert found.loads_started == 1 and disk.written == 0
+        assert "tiny-llama" not in app.extensions["explainer"].models
+    assert job.done.wait(120) and job.problem == ""
+    r = app.test_client().get("/", query_string=query)
+    assert r.status_code == 200 and found.loads_started == 1 and disk.written == 1
+    lm = app.extensions["explainer"].models["tiny-llama"]
+    assert 'aria-current="true">' + lm.card.title in text_of(r)
+    assert found.states.read("tiny-llama") == {
+        "state": "ready", "step": "ready", "done": n + 4, "steps": n + 4,
+        "file": [os.path.getsize(path), os.stat(path).st_mtime_ns]}
+
+
+class Recorded:
+    """Stands for a web.found.Load: every record it is given, in order (what the loading page
+    showed, step by step)."""
+
+    def __init__(self):
+        self.seen = []
+
+    def __setattr__(self, name, value):
+        if name == "record":
+            self.seen.append(value)
+        object.__setattr__(self, name, value)
+
+
+def test_the_loads_steps_are_the_files_tensors_and_a_second_worker_only_maps(tmp_path):
+    folder = tmp_path / "models"
+    path = tiny(folder / "tiny-llama.gguf")
+    app = shared_app(folder, tmp_path / "data")
+    found = app.extensions["found_models"]
+    job = Recorded()
+    found.load(app, found.get("tiny-llama"), job)
+    names = [t.name for t in gguf.GGUFReader(path).tensors]
+    n = len(names)
+    steps = [r["step"] for r in job.seen]
+    assert steps[:3] == ["waiting for another found model's load to finish",
+                         "hashing the file (it names the kept arrays)",
+                         "reading its header and vocabulary"]
+    dequantized = [s.removesuffix(")").split(" (") for s in steps[3:3 + n]]
+    assert [d[0] for d in dequantized] == [f"dequantizing tensor {i} of {n}"
+                                           for i in range(1, n + 1)]
+    assert sorted(d[1] for d in dequantized) == sorted(names)      # each tensor once
+    assert steps[3 + n:] == ["writing its float32 arrays to the data directory",
+                             "mapping its float32 arrays from the data directory"]
+    assert [r["done"] for r in job.seen] == [0, 0, 1, *range(2, n + 2), n + 2, n + 3]
+    assert {r["steps"] for r in job.seen} == {n + 4}
+    # another worker of the server (the same data dir) maps the kept arrays: no dequantizing
+    other = shared_app(folder, tmp_path / "data")
+    job = Recorded()
+    other.extensions["found_models"].load(other, other.extensions["found_models"]
+                                          .get("tiny-llama"), job)
+    assert [r["step"] for r in job.seen] == [
+        "hashing the file (it names the kept arrays)",
+        "mapping its float32 arrays from the data directory"]
+    assert other.extensions["disk_cache"].written == 0
+
+
+def test_a_new_worker_maps_the_models_chosen_before_it_started(tmp_path):
+    """A new generation of workers is forked from the supervisor, which never loaded the found
+    model: serving.serve_worker runs the app's worker_start, which maps it again from the data
+    dir (a fork is played here by taking the model out of the app's models)."""
+    folder = tmp_path / "models"
+    tiny(folder / "tiny-llama.gguf")
+    tiny(folder / "other.gguf", seed=4)
+    app = shared_app(folder, tmp_path / "data")
+    found, disk = app.extensions["found_models"], app.extensions["disk_cache"]
+    assert choose(app, {"model": "tiny-llama", "prompt": "It is"}).status_code == 200
+    explainer = app.extensions["explainer"]
+    loaded = explainer.models["tiny-llama"]
+    explainer.models = {k: v for k, v in explainer.models.items() if k != "tiny-llama"}
+    for started in app.extensions["worker_start"]:
+        started()
+    assert found.loads_started == 1 and found.job("other") is None    # only the chosen one
+    assert found.job("tiny-llama").done.wait(60)
+    again = explainer.models["tiny-llama"]
+    assert again is not loaded and disk.written == 1 and disk.read == 1
+    assert again.model.params["wte"].filename == loaded.model.params["wte"].filename
+    r = app.test_client().get("/", query_string={"model": "tiny-llama", "prompt": "It is"})
+    assert r.status_code == 200
+
+
+def test_a_file_that_fails_to_load_says_why_and_is_not_loaded_again(tmp_path):
+    """A file whose header is sound but whose first tensor holds NaN: listed, chosen, loading
+    page, then a 422 saying why (the next requests too, without a new load), until the file is
+    replaced."""
+    folder = tmp_path / "models"
+    path = tiny(folder / "tiny-llama.gguf", "llama_f32")
+    h = discovery.read_header(path)
+    t = h.tensors[0]
+    with open(path, "r+b") as f:
+        f.seek(h.data_start + t.offset)
+        f.write(b"\xff" * t.n_bytes)                 # float32 NaN
+    app = shared_app(folder, tmp_path / "data")
+    found = app.extensions["found_models"]
+    assert found.get("tiny-llama").d.runnable        # the header alone cannot tell
+    reason = f"{path}: tensor {t.name!r} holds NaN or infinite values"
+    r = choose(app, {"model": "tiny-llama"})
+    assert r.status_code == 422 and found.job("tiny-llama").problem == reason
+    assert f"is not offered: it could not be loaded: {reason}." in \
+        text_of(r).replace("&#39;", "'")
+    r = app.test_client().get("/?model=tiny-llama", headers={"HX-Request": "true"})
+    assert r.status_code == 422 and r.mimetype == "text/plain" and reason in r.text
+    assert found.loads_started == 1 and found.states.read("tiny-llama")["state"] == "failed"
+    # another worker reads the failure from the shared state (here: the same process's map)
+    tiny(folder / "tiny-llama.gguf", "llama_f32")   # replaced by a sound file: loaded
+    r = choose(app, {"model": "tiny-llama"})
+    assert r.status_code == 200 and found.loads_started == 2
+
+
+# --- a found model's first prompt -------------------------------------------------------------
+
+def test_a_found_model_suggests_a_general_prompt_that_fits(tmp_path):
+    from web.explainer import KNOWN_CARDS
+    folder = tmp_path / "models"
+    path = tiny(folder / "tiny-llama.gguf")
+    app = make_app(folder, MEMORY_AVAILABLE=10**9)
+    r = choose(app, {"model": "tiny-llama"})
+    assert r.status_code == 200
+    lm = app.extensions["explainer"].models["tiny-llama"]
+    general = KNOWN_CARDS["smollm2"].prompts
+    assert lm.default_prompt == "The capital of France is" == general[0]
+    enc = lm.tokenizer.encode_ordinary
+    assert lm.card.prompts == tuple(p for p in general if 2 * len(enc(p)) <= lm.n_ctx == 64)
+    assert general[-1] not in lm.card.prompts                # the Austen line is too long
+    assert 'name="prompt"' in text_of(r) and "The capital of France is" in text_of(r)
+    assert lm.card.title == "tiny llama_q8_0" and "licence: public domain test weights" in \
+        lm.card.source
+    # a context of 6 tokens: the first prompt cut to its first 3 tokens
+    tiny_ctx = folder / "six.gguf"
+    raw = open(path, "rb").read()
+    key = b"llama.context_length"
+    at = raw.index(key) + len(key)
+    assert raw[at:at + 8] == (4).to_bytes(4, "little") + (64).to_bytes(4, "little")
+    tiny_ctx.write_bytes(raw[:at + 4] + (6).to_bytes(4, "little") + raw[at + 8:])
+    app = make_app(folder, MEMORY_AVAILABLE=10**9)
+    r = choose(app, {"model": "six"})
+    assert r.status_code == 200
+    lm = app.extensions["explainer"].models["six"]
+    assert lm.n_ctx == 6
+    ids = enc(general[0])
+    assert len(ids) > 3 and lm.card.prompts == (lm.tokenizer.decode(ids[:3]).rstrip(),)
+    assert general[0].startswith(lm.default_prompt) and len(enc(lm.default_prompt)) <= 3

@@ -143,16 +143,33 @@ class DiskCache:
 
     # --- a GGUF model's float32 weights, memory-mapped ---------------------------------------
 
-    def load_model(self, path: str, load):
-        """load(path), for a .gguf file through its kept float32 arrays (mapped read-only)."""
+    def model_folder(self, path: str) -> str:
+        """Where a .gguf file's float32 arrays are kept (named by the file's hash)."""
+        return os.path.join(self.root, "models", model_digest(path))
+
+    def has_model(self, path: str) -> bool:
+        """The float32 arrays of the .gguf file at `path` are kept (mapping them is cheap)."""
+        return os.path.exists(os.path.join(self.model_folder(path), "model.pickle"))
+
+    def load_model(self, path: str, load, progress=None):
+        """load(path), for a .gguf file through its kept float32 arrays (mapped read-only).
+        progress(step), when given, is told "hashing", "loading", "writing" and "mapping" as
+        each starts (web/found.py shows them)."""
         if not str(path).lower().endswith(".gguf") or not os.path.isfile(path):
             return load(path)
-        folder = os.path.join(self.root, "models", model_digest(path))
+        say = progress or (lambda step: None)
+        say("hashing")
+        folder = self.model_folder(path)
         if not os.path.exists(os.path.join(folder, "model.pickle")):
-            self._keep_model(load(path), folder)
+            say("loading")
+            model = load(path)
+            say("writing")
+            self._keep_model(model, folder)
+            del model
             self.written += 1
         else:
             self.read += 1
+        say("mapping")
         return self._mapped(folder, path)
 
     def _keep_model(self, model, folder: str):

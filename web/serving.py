@@ -519,6 +519,8 @@ def serve_worker(app, sock, threads: int, supervisor_alive: int):
                 break
         os._exit(0)
     threading.Thread(target=watch_supervisor, name="supervisor-watch", daemon=True).start()
+    for started in app.extensions.get("worker_start", ()):    # web/found.py: map chosen models
+        started()
     server = create_server(app, sockets=[sock], threads=threads, **server_settings(app),
                            **streaming.SERVER_OPTIONS)
 
