@@ -26,10 +26,11 @@ def independent_austen():
     d = DEFAULT_MODEL_DIR
     cfg = json.load(open(os.path.join(d, "config.json")))
     tk = json.load(open(os.path.join(d, "tiktoken_config.json")))
-    enc = tiktoken.Encoding("austen-independent", pat_str=tk["pat_str"],
-                            mergeable_ranks=load_tiktoken_bpe(os.path.join(d, "tokenizer.tiktoken")),
+    ranks = load_tiktoken_bpe(os.path.join(d, "tokenizer.tiktoken"))
+    enc = tiktoken.Encoding("austen-independent", pat_str=tk["pat_str"], mergeable_ranks=ranks,
                             special_tokens=tk.get("special_tokens", {}))
-    w = {k: v.astype(np.float64) for k, v in load_file(os.path.join(d, "model.safetensors")).items()}
+    stored = load_file(os.path.join(d, "model.safetensors"))
+    w = {k: v.astype(np.float64) for k, v in stored.items()}
     return cfg, enc, w
 
 
@@ -217,3 +218,30 @@ def test_kv_bytes_per_token_match_the_config(client, reference):
     said = plain(section(client, "kvcache", prompt=prompt))
     assert f"The model: {per_token:,} bytes per token" in said
     assert f"{per_token:,} × " in said
+
+
+def test_quantized_bytes_match_the_documented_formula(client, reference):
+    """The quantization section's bytes and ratios from its stated rule, on the config alone:
+    int8 one fp16 scale per output channel; int-b groups of g an fp16 scale and a b-bit zero
+    point; every parameter outside the blocks' linear layers kept in float32. The ideal ratio
+    (32 ÷ bits) is written the same way wherever the section gives it."""
+    cfg, enc, w = reference
+    d, f, L = cfg["hidden_size"], cfg["intermediate_size"], cfg["num_hidden_layers"]
+    kvd = cfg["num_key_value_heads"] * cfg["head_dim"]
+    total = sum(v.size for v in w.values())
+    linear = L * (2 * d * d + 2 * d * kvd + 3 * d * f)
+    out_channels = L * (2 * d + 2 * kvd + 2 * f + d)
+    page = section(client, "quantization", prompt=default_prompt(client), open="q-measured")
+    said = plain(page)
+    bits, group = map(int, re.search(r"int(\d)-g(\d+)", said).groups())
+    fp32 = 4 * total
+    int8 = linear + 2 * out_channels + 4 * (total - linear)
+    groups = linear // group
+    intb = linear * bits // 8 + 2 * groups + groups * bits // 8 + 4 * (total - linear)
+    assert f"float32: {total:,} parameters × 4 bytes = {fp32:,} B" in said
+    assert f"= {int8:,} B ({fp32 / int8:.2f}× smaller)" in said
+    assert f"= {intb:,} B ({fp32 / intb:.2f}× smaller)" in said
+    assert f"{fp32 / int8:.2f}× smaller with int8" in said
+    ideal = f"{32 / bits:.3g}×"
+    assert f"and not {ideal} (32 ÷ {bits})" in said
+    assert f"not the {32 / 8:.3g}× and {ideal}" in said
