@@ -145,8 +145,8 @@ GLOSSARY = {
             "8-bit codes q (34 bytes); a weight is d times q.",
     "safetensors": "Hugging Face's tensor file format: a JSON header with each tensor's name, "
                    "type and shape, then the raw numbers.",
-    "dequantize": "Turn stored codes back into numbers: each code times its group's scale "
-                  "(minus the zero point, or plus the minimum).",
+    "dequantize": "Turn stored codes back into numbers: scale times (code - zero point) here, "
+                  "d times q plus m in a Q4_1 block.",
     "zero point": "In asymmetric quantization, the code that stands for 0: weight = scale "
                   "times (code - zero point), so a group's codes span its minimum to its "
                   "maximum.",
@@ -166,7 +166,8 @@ GLOSSARY = {
     "HBM": "High-bandwidth memory: the stacked memory chips beside a data-center GPU; its "
            "large, slow memory, where weights and the KV cache live.",
     "SRAM": "The small, fast memory on the processor itself; on a GPU, each streaming "
-            "multiprocessor's shared memory and registers.",
+            "multiprocessor's shared memory and caches.",
+
     "streaming multiprocessor": "One of the many processor blocks (SMs) of an NVIDIA GPU, each "
                                 "with its own arithmetic units and small fast on-chip memory.",
     "throughput": "Work done per unit of time: here, tokens generated per second over all "
