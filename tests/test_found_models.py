@@ -484,6 +484,7 @@ def test_a_file_that_fails_to_load_says_why_and_is_not_loaded_again(tmp_path):
     r = app.test_client().get("/?model=tiny-llama", headers={"HX-Request": "true"})
     assert r.status_code == 422 and r.mimetype == "text/plain" and reason in r.text
     assert found.loads_started == 1 and found.states.read("tiny-llama")["state"] == "failed"
+    assert found.failure(found.get("tiny-llama")) == reason
     # another worker reads the failure from the shared state (here: the same process's map)
     tiny(folder / "tiny-llama.gguf", "llama_f32")   # replaced by a sound file: loaded
     r = choose(app, {"model": "tiny-llama"})

@@ -141,7 +141,7 @@ class Load:
     done: threading.Event
     record: dict
     problem: str = ""
-    file: tuple = None             # (size, mtime_ns) of the file it read
+    file: list = None              # [size, mtime_ns] of the file it read (file_stamp)
 
 
 def file_stamp(path: str):
@@ -229,7 +229,7 @@ class FoundModels:
                 load = Load(entry.key, threading.Event(),
                             {"state": "loading", "step": "starting its load", "done": 0,
                              "steps": entry.d.n_tensors + 4},
-                            file=tuple(file_stamp(entry.d.path) or ()) or None)
+                            file=file_stamp(entry.d.path))
                 self._loads[entry.key] = load
                 self.loads_started += 1
                 threading.Thread(target=self._run, args=(app, entry, load), daemon=True,
@@ -286,7 +286,7 @@ class FoundModels:
             load.problem = problem[:1000]
             load.record = {"state": "failed", "problem": load.problem}
             self._share(app, entry.key, {"state": "failed", "problem": load.problem,
-                                         "file": list(load.file or ()) or None})
+                                         "file": load.file})
         finally:
             load.done.set()
 
