@@ -136,8 +136,7 @@ def test_quantization_s_core_says_why_the_ratio_is_not_32_over_bits(client, mode
     q = quantize.weight_memory(model.config, model.n_params(), scheme, float_bits=32)
     shrink, ideal = f32.total_bytes / q.total_bytes, 32 / bits
     assert shrink < ideal
-    assert (f"Why {shrink:.2f}× and not {ideal:.3g}× (32 ÷ {bits}):
- each group of {group} weights "
+    assert (f"Why {shrink:.2f}× and not {ideal:.3g}× (32 ÷ {bits}): each group of {group} weights "
             f"also stores a 2-byte scale (fp16) and a {bits}-bit zero point, so a quantized "
             f"weight costs {8 * q.linear_bytes / q.n_linear:.3f} bits") in text
     assert f"stay float32: {100 * q.other_bytes / f32.total_bytes:.0f}% of the float32 " \

@@ -167,7 +167,6 @@ GLOSSARY = {
            "large, slow memory, where weights and the KV cache live.",
     "SRAM": "The small, fast memory on the processor itself; on a GPU, each streaming "
             "multiprocessor's shared memory and caches.",
-
     "streaming multiprocessor": "One of the many processor blocks (SMs) of an NVIDIA GPU, each "
                                 "with its own arithmetic units and small fast on-chip memory.",
     "throughput": "Work done per unit of time: here, tokens generated per second over all "
