@@ -20,6 +20,7 @@ from flask import Flask
 from pipeline import ModelLoadError
 from web import (
     assets,
+    chat_stream,
     command_line,
     found,
     glossary,
@@ -30,7 +31,6 @@ from web import (
     serving,
     shading,
     shared_answers,
-    chat_stream,
     streaming,
     views,
 )
