@@ -16,7 +16,7 @@ from web.figures.attention import THUMB_MASKED, THUMB_PALETTE
 from web.forward import prompt_run
 from web.loaded import LoadedModel
 from web.sections import attention
-from web_support import HX, error_message, every_section, table_rows, text_of, url
+from web_support import HX, error_message, every_section, reading_text, table_rows, text_of, url
 
 PROMPT = "Mr. Darcy bowed to Elizabeth, and Elizabeth smiled at Mr. Darcy."
 
@@ -221,7 +221,8 @@ def test_attention_disclosures_open_from_the_url(client):
 def test_without_repeats_induction_is_not_measured_and_a_repeat_is_offered(client):
     prompt = "Emma was handsome, clever and rich"
     page = text_of(client.get(url("/", prompt=prompt, att_head="2"), headers=every_section()))
-    assert "Induction cannot be measured here" in page
+    assert "Induction cannot be measured here" in reading_text(page)
+
     m = re.search(r'<a href="([^"]*)" id="att-repeat">', page)
     r = client.get(html.unescape(m.group(1)), headers=every_section())
     assert r.status_code == 200

@@ -13,7 +13,7 @@ from pipeline.published import PUBLISHED
 from pipeline.sizes import counted_from_arrays, parameter_counts
 from web.forward import prompt_run
 from web.sections.block import parts_of
-from web_support import HX, error_message, every_section, text_of, url
+from web_support import HX, error_message, every_section, text_of, url, without_definitions
 
 PROMPT = "Elizabeth could not help smiling at Mr. Darcy, and"
 
@@ -90,8 +90,10 @@ def test_published_table_applies_the_formula_to_each_config(client):
 
 def table_rows_th(page, label):
     """Rows of a table whose first cell is a <th scope=row>."""
-    m = re.search(r'<table[^>]*aria-label="%s"[^>]*>(.*?)</table>' % re.escape(label), page, re.S)
+    m = re.search(r'<table[^>]*aria-label="%s"[^>]*>(.*?)</table>' % re.escape(label),
+                  without_definitions(page), re.S)   # a glossary term's words, as they read
     body = m.group(1).split("<tbody>", 1)[1]
+
     return [[html.unescape(re.sub(r"<[^>]+>", "", c)).strip()
              for c in re.findall(r"<t[hd][^>]*>(.*?)</t[hd]>", tr, re.S)]
             for tr in re.findall(r"<tr[^>]*>(.*?)</tr>", body, re.S)]

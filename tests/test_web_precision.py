@@ -60,7 +60,8 @@ def test_smollm2_s_file_types_are_the_gguf_reader_s(smollm2):
     assert (st.kv_float32, st.kv_fp16) == (46_080, 23_040)
     # the real-models table's SmolLM 135M (the same architecture) keeps the fp16 figure
     smol = next(p for p in PUBLISHED if p.name == "SmolLM 135M")
-    assert 2 * smol.n_layers * smol.n_kv_heads * smol.head_dim * 2 == st.kv_fp16
+    cfg = smol.config
+    assert 2 * cfg.n_layers * cfg.n_kv_heads * cfg.head_dim * 2 == st.kv_fp16
 
 
 def precision_paragraph(page: str) -> str:

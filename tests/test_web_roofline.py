@@ -15,11 +15,13 @@ from pipeline.roofline import (
     weight_scheme,
 )
 from web.measured import cost_table, stamp
-from web_support import HX, error_message, text_of, url
+from web_support import HX, error_message, text_of, url, without_definitions
 
 
 def plain_text(page):
-    return html.unescape(re.sub(r"\s+", " ", re.sub(r"<[^>]+>", " ", page)))
+    """The text as it reads: no markup, no glossary definitions."""
+    return html.unescape(re.sub(r"\s+", " ", re.sub(r"<[^>]+>", " ", without_definitions(page))))
+
 
 
 def test_estimates_on_the_page_are_the_formulas(client):

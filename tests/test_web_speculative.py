@@ -14,7 +14,7 @@ import pytest
 from pipeline import load_model
 from pipeline.generation import decode_loop
 from pipeline.speculative import speculative_generate
-from web_support import HX, MARKS, error_message, every_section, text_of, url
+from web_support import HX, MARKS, error_message, every_section, text_of, url, without_definitions
 
 
 def marks_to_text(inner: str) -> str:
@@ -209,7 +209,7 @@ def test_missing_draft_is_told_to_the_operator_and_learners_get_prompt_lookup(mo
     assert "nowhere: no such model directory" in caplog.text
     r = app.test_client().get("/section/speculative", headers=HX)
     assert r.status_code == 200
-    text = re.sub(r"\s+", " ", html.unescape(re.sub(r"<[^>]+>", "", text_of(r))))
+    text = plain_text(text_of(r))
     assert NO_DRAFT in text and "nowhere" not in text
 
 
@@ -221,8 +221,7 @@ def test_a_draft_with_another_tokenizer_is_told_to_the_operator(model, caplog):
                                                            "tests/fixtures/models/llama_mha")})
     assert ("the draft model cannot serve this model: the draft's vocabulary has 320 tokens, "
             "the target's 4,096") in caplog.text
-    text = re.sub(r"\s+", " ", html.unescape(re.sub(r"<[^>]+>", "", text_of(
-        app.test_client().get("/section/speculative", headers=HX)))))
+    text = plain_text(text_of(app.test_client().get("/section/speculative", headers=HX)))
     assert NO_DRAFT in text and "vocabulary" not in text
 
 
@@ -272,7 +271,9 @@ def smol(smol_app):
 
 
 def plain_text(page: str) -> str:
-    return re.sub(r"\s+", " ", html.unescape(re.sub(r"<[^>]+>", "", page)))
+    """The text as it reads: no markup, no glossary definitions."""
+    return re.sub(r"\s+", " ", html.unescape(re.sub(r"<[^>]+>", "", without_definitions(page))))
+
 
 
 SMOL_PROMPT = "x = 1\ny = 2\nprint(x)\nprint(y)\nx = 3\ny = 4\nprint("

@@ -63,7 +63,9 @@ def error_message(page: str, name: str) -> str:
 def table_rows(page: str, label: str, headers: bool = False) -> list:
     """The body rows of the table labelled `label`, each a list of its cells' text: the <td>
     cells, or with headers=True the <th> cells too (a row's own header)."""
-    m = re.search(r'<table[^>]*aria-label="%s"[^>]*>(.*?)</table>' % re.escape(label), page, re.S)
+    m = re.search(r'<table[^>]*aria-label="%s"[^>]*>(.*?)</table>' % re.escape(label),
+                  without_definitions(page), re.S)      # a glossary term's words, as they read
+
     assert m, f"no table labelled {label!r}"
     body = m.group(1).split("<tbody>", 1)[1]
     cell = r"<t[hd][^>]*>(.*?)</t[hd]>" if headers else r"<td[^>]*>(.*?)</td>"
