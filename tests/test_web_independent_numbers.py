@@ -245,3 +245,57 @@ def test_quantized_bytes_match_the_documented_formula(client, reference):
     ideal = f"{32 / bits:.3g}×"
     assert f"and not {ideal} (32 ÷ {bits})" in said
     assert f"not the {32 / 8:.3g}× and {ideal}" in said
+
+
+def smol_section(smol_app, name, **query):
+    r = smol_app.test_client().get(f"/section/{name}", query_string={"model": "smollm2", **query},
+                                   headers={**HX, "HX-Target": name})
+    assert r.status_code == 200, (name, r.status_code)
+    return text_of(r)
+
+
+def test_smollm2_logits_and_sampler_match_transformers(smol_app):
+    """SmolLM2 on "The capital of France is" against what transformers computed on the same GGUF
+    file (tests/fixtures/gguf_reference.json: its 200 highest logits). Softmax needs every logit,
+    so what is compared is what 200 determine: the logits, the ratios of probabilities
+    (p_i / p_j = e^((z_i - z_j) / T)), and the sampler once top-k has kept 40 of them. The
+    Logits chart starts at the sampler's temperature: the page shows one T."""
+    with open(os.path.join(os.path.dirname(__file__), "fixtures", "gguf_reference.json")) as f:
+        ref = json.load(f)["smollm2"]
+    case = next(c for c in ref["prompts"] if c["text"] == "The capital of France is")
+    top = dict((int(i), z) for i, z in case["top200"])
+    page = smol_section(smol_app, "logits", prompt=case["text"])
+    said = plain(page)
+    sampling = smol_section(smol_app, "sampling", prompt=case["text"])
+    settings = {k: float(v) for k, v in re.findall(
+        r"(temperature|top-k|top-p|min-p) = ([0-9.]+):", plain(sampling))}
+    temp = float(re.search(r"Next token after \S+ at T = ([0-9.]+) :", said).group(1))
+    assert temp == settings["temperature"]
+
+    rows = table_rows(page, "Highest-scoring next tokens")
+    order = sorted(top, key=lambda i: -top[i])
+    assert [int(r[2]) for r in rows] == order[:len(rows)]
+    first = rows[0]
+    for r in rows:
+        i = int(r[2])
+        assert float(r[3]) == pytest.approx(top[i], abs=2e-3)
+        for col, t in ((4, 1.0), (5, temp)):
+            ratio = float(r[col].rstrip("%")) / float(first[col].rstrip("%"))
+            want = np.exp((top[i] - top[int(first[2])]) / t)
+            assert ratio == pytest.approx(want, rel=0.01, abs=2e-4)
+
+    z = np.array([top[i] for i in order])  # the 200 highest, in order
+    k = int(settings["top-k"])
+    stages = hf_order_sampler(z[:k], settings["temperature"], 0, settings["top-p"],
+                              settings["min-p"])
+    kept = [k] + [int(np.count_nonzero(p)) for p in stages[1:]]
+    left = [r for r in table_rows(sampling, "Distribution after each stage", headers=True)
+            if r[0] == "tokens left"][0]
+    assert [int(c.replace(",", "")) for c in left[-len(kept):]] == kept
+    final = stages[-1]
+    shown = {r[0]: r[-1] for r in table_rows(sampling, "Distribution after each stage",
+                                              headers=True)}
+    for n, r in enumerate(rows[:8]):
+        p = shown[r[1]]
+        assert (p == "removed") if final[n] == 0 else \
+            float(p.rstrip("%")) == pytest.approx(100 * final[n], abs=0.006)

@@ -16,6 +16,12 @@ from web.explainer import card_for, is_big, model_key_name
 BIG_MODEL_PROMPT_TOKENS = 128
 
 
+# A parameter whose default is another's on every model: the Logits chart's temperature starts
+# at the page's one sampler temperature (the overview's and the Sampling section's), so a card
+# that changes the sampler's (SmolLM2: 1.2) changes the chart's too: the page shows one T.
+SAME_DEFAULT = {"lg_temp": "s_temp"}
+
+
 def trained_on_austen(model) -> bool:
     """The project's own models (training/train_model.py writes training_log.json beside them)
     are trained on Jane Austen's novels; of any other checkpoint the page claims nothing."""
@@ -47,6 +53,8 @@ class LoadedModel:
         own = dict(self.card.defaults) if self.card else {}
         if param.name in own:
             return own[param.name]
+        if param.name in SAME_DEFAULT and SAME_DEFAULT[param.name] in own:
+            return own[SAME_DEFAULT[param.name]]
         if self.big and param.big_default is not None:
             return param.big_default
         return param.default
