@@ -162,6 +162,10 @@
         out.margin = Object.assign({}, out.margin, { b: (out.margin.b || 0) + foot });
         out.height += foot;
       }
+      // and sides as wide as half a two-digit label: the first tick ("0") stuck out at the left
+      var side = Math.ceil(tick * 0.7);
+      out.margin = Object.assign({}, out.margin, { l: Math.max(out.margin.l || 0, side),
+                                                    r: Math.max(out.margin.r || 0, side) });
     }
     // labels placed in pixels above the plot (the roofline's phases: yshift rows in a top
     // margin of their height) get rows of the larger type's height: cut off at the top before
@@ -589,7 +593,14 @@
       }
     }
 
-    fetch(button.getAttribute("data-stream-url"), {
+    // the question, system message and limit as they are in their boxes now (the button is
+    // outside the part that typing redraws)
+    var url = new URL(button.getAttribute("data-stream-url"), window.location.href);
+    ["chat_q", "chat_sys", "chat_max"].forEach(function (name) {
+      var field = box.querySelector('[name="' + name + '"]');
+      if (field) url.searchParams.set(name, field.value);
+    });
+    fetch(url.toString(), {
       signal: controller.signal, headers: { "Accept": "text/event-stream" }
     }).then(function (response) {
       if (!response.ok) {
