@@ -299,3 +299,17 @@ def test_smollm2_logits_and_sampler_match_transformers(smol_app):
         p = shown[r[1]]
         assert (p == "removed") if final[n] == 0 else \
             float(p.rstrip("%")) == pytest.approx(100 * final[n], abs=0.006)
+
+
+def test_draws_distance_counts_the_rows_it_is_computed_over(client):
+    """The total-variation distance under "Draw many times" says how many tokens it sums over:
+    the rows of its table, each of them recomputed from the table's counts and probabilities."""
+    page = section(client, "sampling", prompt=default_prompt(client), open="sp-many")
+    rows = table_rows(page, "Draws against prediction", headers=True)
+    tokens = [r for r in rows if r[0] != "all other tokens"]
+    n = sum(int(r[1].replace(",", "")) for r in rows)
+    tv = 0.5 * sum(abs(int(r[1].replace(",", "")) / n - float(r[3].rstrip("%")) / 100)
+                   for r in rows)
+    m = re.search(r"over the (\d+) tokens above .*? as one group: ([0-9.]+)", plain(page))
+    assert int(m.group(1)) == len(tokens)
+    assert float(m.group(2)) == pytest.approx(tv, abs=2e-4)
