@@ -313,3 +313,18 @@ def test_draws_distance_counts_the_rows_it_is_computed_over(client):
     m = re.search(r"over the (\d+) tokens above .*? as one group: ([0-9.]+)", plain(page))
     assert int(m.group(1)) == len(tokens)
     assert float(m.group(2)) == pytest.approx(tv, abs=2e-4)
+
+
+def test_beam_note_says_numbers_differ_only_when_they_do(client):
+    """On the default prompt the section's settings (length penalty 1) are not the example's
+    (no penalty), but every beam runs to the length limit, so the totals are the same: the note
+    must not say they differ. Where they do differ it says so."""
+    page = section(client, "decoding", prompt=default_prompt(client))
+    said = plain(page)
+    top = re.search(r"total log p (-?[\d.]+) against (-?[\d.]+)", said)
+    note = re.search(r"greedy's total log-probability (-?[\d.]+), beam search's (-?[\d.]+)",
+                     said)
+    assert note and "These are not the settings above" in said
+    same = (top.group(1), top.group(2)) == (note.group(2), note.group(1))
+    assert ("differ from the ones above; here they are the same" in said) == same
+    assert ("so the numbers differ from the ones above" in said) == (not same)
