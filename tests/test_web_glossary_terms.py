@@ -32,7 +32,8 @@ TERMS = ONCE_UNDEFINED + OTHERS
 NOT_RUNNING_TEXT = [r"<script\b.*?</script>", r"<!--.*?-->", r"<a\b.*?</a>",
                     r"<option\b.*?</option>", r"<label\b.*?</label>", r"<summary\b.*?</summary>",
                     r"<h[1-6]\b.*?</h[1-6]>", r"<textarea\b.*?</textarea>",
-                    r'<span class="tok">.*?</span>', r'<p class="greedy"[^>]*>.*?</p>',
+                    r'<li class="chip\b.*?</li>', r'<span class="tok\b[^"]*"[^>]*>.*?</span>',
+                    r'<p class="greedy"[^>]*>.*?</p>',
                     r'<p class="stream-text">.*?</p>', r"<button\b.*?</button>",
                     # a gated answer's note names the section that asks ("in Logits")
                     r'<p class="answer-gate-note">.*?</p>', r'<p class="ov-gate-note">.*?</p>',

@@ -209,7 +209,6 @@ ALIASES = {
     "dequantize": ("dequantized",),
     "zero point": ("zero points",),
     "FLOP": ("FLOPs", "MFLOP", "GFLOP/s", "TFLOP/s", "GFLOP", "TFLOP"),
-    "streaming multiprocessor": ("SM",),
     "paged KV cache": ("paged KV memory", "paged"),
 }
 
