@@ -168,7 +168,6 @@ def build(lm, state) -> dict:
         start_text=start_text,
         start_as_text=len(tok.encode_ordinary(start_text)) if start_text else None,
         n_ctx=lm.n_ctx, stream_query=stream_query(lm, state),
-        stream_blocked=any(n in state.errors for n in ("chat_q", "chat_sys", "chat_max")),
     )
 
 
