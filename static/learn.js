@@ -96,7 +96,7 @@
   // (.slide-off), one key away (M, "More": body.present-more shows it all, and the page
   // scrolls). Nothing is scaled down: the picture's figure is drawn to the height left on the
   // screen (app.js draws it at el._slideHeight, with the presentation's font sizes).
-  var SLIDE_PICTURE = { attention: ".att-row", chat: ".chat-text" };
+  var SLIDE_PICTURE = { attention: ".att-row", chat: ".chat-text, .chat-none" };
   var PICTURES = ".plot[data-figure], ol.chips, .blk-diagram, .sp-rounds, table";
   var MIN_FIG = 220;                           // px: a figure is not drawn lower than this
   var more = false, shownStep = null;

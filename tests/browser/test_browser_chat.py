@@ -160,6 +160,19 @@ def test_austen_has_no_chat_template_and_says_why(page, chat_server):
     expect(chat.get_by_label("Your question")).to_have_count(0)
 
 
+def test_austens_slide_says_it_has_no_template(browser, chat_server):
+    app, base = chat_server
+    step = next(s.number for s in tour_steps(SECTIONS) if s.target == "chat")
+    context = browser.new_context(base_url=base, viewport={"width": 1024, "height": 768})
+    try:
+        page = context.new_page()
+        page.goto(f"/?present=1&tour={step}")
+        expect(page.locator("section#chat .chat-none")).to_be_visible()
+        expect(page.locator("section#chat .chat-none")).to_contain_text("has no chat template")
+    finally:
+        context.close()
+
+
 def test_presentation_and_phone_screens(browser, chat_server):
     app, base = chat_server
     step = next(s.number for s in tour_steps(SECTIONS) if s.target == "chat")
