@@ -118,10 +118,25 @@ class _TemplateNamespace(jinja2.utils.Namespace):
                 f"but got {name!r}.")
 
 
+class _GenerationBlocks(jinja2.ext.Extension):
+    """{% generation %}...{% endgeneration %}: transformers' AssistantTracker tag, which marks
+    the assistant's text for return_assistant_tokens_mask; rendered here as its body alone
+    (what transformers renders), the marks unused."""
+    tags = {"generation"}
+
+    def parse(self, parser):
+        lineno = next(parser.stream).lineno
+        body = parser.parse_statements(["name:endgeneration"], drop_needle=True)
+        return jinja2.nodes.CallBlock(self.call_method("_body"), [], [], body).set_lineno(lineno)
+
+    def _body(self, caller):
+        return caller()
+
+
 @lru_cache(maxsize=8)
 def compile_template(template: str) -> jinja2.Template:
     env = ImmutableSandboxedEnvironment(trim_blocks=True, lstrip_blocks=True,
-                                        extensions=[jinja2.ext.loopcontrols])
+                                        extensions=[_GenerationBlocks, jinja2.ext.loopcontrols])
     env.filters["tojson"] = _tojson
     env.globals["raise_exception"] = _raise_exception
     env.globals["strftime_now"] = _strftime_now
@@ -134,7 +149,7 @@ def render_chat(template: str, messages: list, add_generation_prompt: bool = Tru
                 **special) -> str:
     """The text the model reads for `messages` (dicts with "role" and "content")."""
     try:
-        compiled = compile_template(template)
+        compiled = compile_template(template)      # a syntax error is a TemplateError too
         return compiled.render(messages=[dict(m) for m in messages], tools=None,
                                documents=None, add_generation_prompt=add_generation_prompt,
                                **special)

@@ -85,3 +85,13 @@ def test_raise_exception_and_sandbox_are_transformers(smollm2):
 
 def test_austen_has_no_chat_template(model):
     assert chat_template_of(model) is None
+
+
+def test_generation_blocks_and_loop_controls_render_as_in_transformers():
+    # {% generation %} (transformers' AssistantTracker tag) renders its body; break works
+    template = ("{% for m in messages %}{% if m.role == 'stop' %}{% break %}{% endif %}"
+                "{% generation %}[{{ m.content }}]{% endgeneration %}{% endfor %}")
+    assert render_chat(template, [{"role": "a", "content": "x"}, {"role": "b", "content": "y"},
+                                  {"role": "stop", "content": "z"}]) == "[x][y]"
+    with pytest.raises(ChatTemplateError):
+        render_chat("{% for m in messages %}", [])            # a syntax error: refused, said
