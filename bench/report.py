@@ -273,11 +273,35 @@ def demand(runs) -> list:
     return lines + [""]
 
 
+def gguf_parity(r) -> list:
+    """bench/bench_gguf_parity.py: each tiny GGUF checkpoint against transformers' outputs."""
+    lines = ['<a id="gguf-parity"></a>', "",
+             f"**GGUF files against transformers** ({provenance(r)}): each checkpoint written by "
+             "the tests' writer as llama.cpp's converter writes its architecture, loaded by the "
+             "engine and compared with what transformers "
+             f"{r['transformers']} (torch {r['torch']}) computed from the same file "
+             f"(`{r['reference_file']}`): logits and top-5 at every position of the prompt, "
+             "the greedy tokens, the tokenizer's cases (ids and decoded text).", "",
+             "| checkpoint | architecture | tensor type | pre-tokenizer | max \\|logit diff\\| "
+             "| top-5 equal | greedy equal | tokenizer cases equal |",
+             "|---|---|---|---|---|---|---|---|"]
+    for x in r["rows"]:
+        lines.append(f"| {x['checkpoint']} | {x['architecture']} | {x['tensor_type']} | "
+                     f"{x['pre_tokenizer']} | {x['max_abs_logit_diff']:.1e} | "
+                     f"{'yes' if x['top5_equal'] else 'no'} | "
+                     f"{'yes' if x['greedy_equal'] else 'no'} | "
+                     f"{x['tokenizer_cases_equal']} / {x['tokenizer_cases']} |")
+    return lines + [""]
+
+
 def render() -> str:
     out = []
     r = load("bench_engine")
     if r:
         out += engine(r)
+    r = load("gguf_parity")
+    if r:
+        out += gguf_parity(r)
     for model in ("", "_smollm2"):
         for opened in ("", "_open"):
             r = load("bench_browser" + opened + model)

@@ -39,3 +39,35 @@ def test_the_default_models_perplexities_in_the_docs_are_the_measured_ones():
         text = " ".join(f.read().split())
     assert (f"perplexity ({m['heldout_perplexity']:.1f} vs {m['unigram_perplexity']:.1f} for a "
             "unigram model)") in text
+
+
+def test_the_gguf_parity_table_is_the_committed_result():
+    """docs/measured.md's GGUF table holds one row per checkpoint of
+    bench/results/gguf_parity.json, read back cell by cell, and that result covers every
+    checkpoint whose transformers outputs tests/fixtures/gguf_reference.json commits."""
+    import json
+    import re
+    with open(os.path.join(ROOT, "bench", "results", "gguf_parity.json")) as f:
+        r = json.load(f)
+    with open(os.path.join(ROOT, "tests", "fixtures", "gguf_reference.json")) as f:
+        ref = json.load(f)
+    assert sorted(x["checkpoint"] for x in r["rows"]) == sorted(ref["tiny"])
+    assert (r["transformers"], r["torch"]) == (ref["transformers"], ref["torch"])
+    with open(os.path.join(ROOT, "docs", "measured.md"), encoding="utf-8") as f:
+        text = f.read()
+    head = ("| checkpoint | architecture | tensor type | pre-tokenizer | max \\|logit diff\\| "
+            "| top-5 equal | greedy equal | tokenizer cases equal |")
+    assert text.count(head) == 1
+    table = text.split(head, 1)[1].split("\n\n", 1)[0].strip().splitlines()[1:]
+    cells = [[c.strip() for c in line.strip().strip("|").split("|")] for line in table]
+    assert len(cells) == len(r["rows"])
+    yes = {"yes": True, "no": False}
+    for row, x in zip(cells, r["rows"]):
+        name, arch, qtype, pre, diff, top5, greedy, tok = row
+        assert (name, arch, qtype, pre) == (x["checkpoint"], x["architecture"],
+                                            x["tensor_type"], x["pre_tokenizer"])
+        assert abs(float(diff) - x["max_abs_logit_diff"]) <= 0.051 * x["max_abs_logit_diff"]
+        assert (yes[top5], yes[greedy]) == (x["top5_equal"], x["greedy_equal"])
+        assert re.fullmatch(r"(\d+) / (\d+)", tok).groups() == (
+            str(x["tokenizer_cases_equal"]), str(x["tokenizer_cases"]))
+    assert f"transformers {r['transformers']} (torch {r['torch']})" in text
