@@ -46,6 +46,7 @@ PROMPTS = ("The weather at Pemberley was", "Mr. Collins rose and said that", "A 
 def write(path: str) -> None:
     """The tests' writer with Qwen2.5-0.5B's shapes and vocabulary size."""
     import gguf
+
     import gguf_support as gs
     tokens, types, merges = gs.tokenizer_tables()
     extra = VOCAB - len(tokens)
@@ -53,7 +54,8 @@ def write(path: str) -> None:
               tuple(types) + (int(gguf.TokenType.NORMAL),) * extra, merges)
     gs.tokenizer_tables = lambda: padded
     gs.dims = lambda arch, qtype, head_dim=None: dict(SHAPE)
-    gs.CHECKPOINTS[NAME] = ("qwen2", "Q8_0", {"pre": "qwen2", "name": "random Qwen2.5-0.5B shape"})
+    gs.CHECKPOINTS[NAME] = ("qwen2", "Q8_0",
+                            {"pre": "qwen2", "name": "random Qwen2.5-0.5B shape"})
     gs.write_checkpoint(path, NAME, SEED)
 
 
@@ -105,6 +107,7 @@ def main(argv=None):
 
 def measure(args) -> dict:
     import numpy as np
+
     from app import create_app
     before = memory()
     app, load_cpu, load_wall = timed(lambda: create_app(
@@ -146,20 +149,22 @@ def measure(args) -> dict:
         logits, cpu, wall = timed(lambda t=token: model.decode(t, kv))
         token = int(np.argmax(logits))
         steps.append((cpu, wall))
-    print("decode step with the KV cache: " + ", ".join(f"{a * 1000:.0f} ms CPU" for a, _ in steps))
+    print("decode step with the KV cache: "
+          + ", ".join(f"{a * 1000:.0f} ms CPU" for a, _ in steps))
     overview = []
     for k in range(1, args.steps + 1):
         headers = {"HX-Request": "true", "HX-Target": "overview-live"}
         client.get("/overview", query_string={"ov_steps": k - 1}, headers=headers)
-        r, cpu, wall = timed(lambda k=k: client.get(
-            "/overview", query_string={"ov_steps": k}, headers=headers))
+        r, cpu, wall = timed(lambda k=k, h=headers: client.get(
+            "/overview", query_string={"ov_steps": k}, headers=h))
         assert r.status_code == 200, r.status_code
         overview.append((cpu, wall))
     print("overview Next token (step k after k-1): " +
           ", ".join(f"{a * 1000:.0f} ms CPU" for a, _ in overview))
     med = lambda xs, i: round(statistics.median(x[i] for x in xs), 3)  # noqa: E731
     result = {
-        "shape": {"architecture": "qwen2", "engine_block": c.model_type, "d_model": c.d_model, "n_layers": c.n_layers,
+        "shape": {"architecture": "qwen2", "engine_block": c.model_type, "d_model": c.d_model,
+                  "n_layers": c.n_layers,
                   "n_heads": c.n_heads, "n_kv_heads": c.n_kv_heads, "head_dim": c.head_dim,
                   "d_ff": c.d_ff, "vocab_size": c.vocab_size, "tensor_type": "Q8_0",
                   "as": "Qwen2.5-0.5B", "parameters": params},
@@ -167,7 +172,8 @@ def measure(args) -> dict:
         "load": {"cpu_s": round(load_cpu, 2), "wall_s": round(load_wall, 2)},
         "memory_mb": {"before_load": before, "after_load": loaded, "after_pages": after_pages},
         "default_page": {"cpu_s": round(page_cpu, 2), "wall_s": round(page_wall, 2)},
-        "first_screen": {"sections": ids.split(","), "bytes": len(body), "cpu_s": [round(a, 3) for a, _ in first],
+        "first_screen": {"sections": ids.split(","), "bytes": len(body),
+                         "cpu_s": [round(a, 3) for a, _ in first],
                          "wall_s": [round(b, 3) for _, b in first],
                          "median_cpu_s": med(first, 0), "median_wall_s": med(first, 1)},
         "decode_step": {"cpu_s": [round(a, 4) for a, _ in steps],

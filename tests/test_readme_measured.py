@@ -62,7 +62,7 @@ def test_the_gguf_parity_table_is_the_committed_result():
     cells = [[c.strip() for c in line.strip().strip("|").split("|")] for line in table]
     assert len(cells) == len(r["rows"])
     yes = {"yes": True, "no": False}
-    for row, x in zip(cells, r["rows"]):
+    for row, x in zip(cells, r["rows"], strict=True):
         name, arch, qtype, pre, diff, top5, greedy, tok = row
         assert (name, arch, qtype, pre) == (x["checkpoint"], x["architecture"],
                                             x["tensor_type"], x["pre_tokenizer"])
