@@ -542,14 +542,21 @@
     });
     return seen;
   }
+  function overflows(el) {
+    return el.clientWidth > 0 && el.scrollWidth > el.clientWidth + 1 ||
+           el.clientHeight > 0 && el.scrollHeight > el.clientHeight + 1;
+  }
   function describeCut(box) {
     var table = box.querySelector("table");
     var note = box.previousElementSibling;
     if (note && !note.classList.contains("cut-note")) note = null;
-    var wide = table && box.clientWidth > 0 && box.scrollWidth > box.clientWidth + 1;
-    var tall = table && box.clientHeight > 0 && box.scrollHeight > box.clientHeight + 1;
+    // on a phone a table scrolls in its own box (style.css: table { display: block }): the
+    // wrapper then fits and the table is what is cut
+    var scroller = table && !overflows(box) && overflows(table) ? table : box;
+    var wide = table && scroller.clientWidth > 0 && scroller.scrollWidth > scroller.clientWidth + 1;
+    var tall = table && scroller.clientHeight > 0 && scroller.scrollHeight > scroller.clientHeight + 1;
     if (!wide && !tall) { if (note) note.remove(); return; }
-    var at = box.getBoundingClientRect(), parts = [];
+    var at = scroller.getBoundingClientRect(), parts = [];
     if (wide && table.rows.length) {
       var heads = Array.prototype.slice.call(table.rows[0].cells);
       var cols = wholly(heads, at.left, at.right, "left", "right");
@@ -583,7 +590,8 @@
   window.addEventListener("resize", describeCuts);
   document.addEventListener("toggle", describeCuts, true);
   document.addEventListener("scroll", function (e) {
-    if (e.target.matches && e.target.matches(CUT_BOXES)) describeCut(e.target);
+    var box = e.target.closest ? e.target.closest(CUT_BOXES) : null;   // the box or its table
+    if (box) describeCut(box);
   }, true);
 
   // --- wiring --------------------------------------------------------------------------------

@@ -25,12 +25,13 @@ def step_time_figure(steps) -> str:
              hovertemplate="%{x} tokens: %{y:.2f} ms<extra>with cache</extra>"),
     ]
     return figure_json(data, base_layout(
-        title=dict(text="Measured time per step"),
+        title=dict(text="Measured time per step", y=0.98, yanchor="top"),
         xaxis=dict(title=dict(text="tokens in the sequence")),
-        yaxis=dict(title=dict(text="time (ms)"), rangemode="tozero"), height=280,
-        # inside, top left: the cached line stays low and the recomputed one ends top right
-        legend=dict(x=0.02, xanchor="left", y=0.98, yanchor="top",
-                    bgcolor="rgba(255,255,255,0.85)")))
+        yaxis=dict(title=dict(text="time (ms)"), rangemode="tozero"), height=330,
+        # the legend between the title and the plot: inside it, on a phone, it covered the top
+        # of the lines (the recomputed one rises to the top left when its first steps are slow)
+        legend=dict(orientation="h", x=0, xanchor="left", y=1.0, yanchor="bottom"),
+        margin=dict(l=10, r=10, t=80, b=10)))
 
 
 def cache_bytes_figure(steps) -> str:
