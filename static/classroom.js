@@ -20,7 +20,8 @@
 
   var info = null, panel = null, etag = null, last = null, timer = null, lastSent = null,
       sending = false, expected = null, navigating = false, kinds = [], lastTour,
-      placed = false;      // a follower's page was moved to the teacher's step since it loaded
+      placed = false,      // a follower's page was moved to the teacher's step since it loaded
+      placedNow = 0;       // the step it was moved to by this answer of the server's (apply)
 
   function load() {
     try { return JSON.parse(window.sessionStorage.getItem(KEY) || "null"); } catch (e) { return null; }
@@ -402,6 +403,7 @@
       // back where it was scrolled, and the sections laid out for a phone moved under it
       if (step > 0 && (!placed || !tour.open() || tour.step() !== step || (changed && !present))) {
         placed = true;
+        placedNow = step;
         tour.show(step);
         // the figures fitted to the phone change the page's heights: scrolled to it again
         if (fitted && !present) Promise.resolve(fitted).then(function () { tour.show(step); });
@@ -466,6 +468,11 @@
         showStatus();
         showPoll(s.poll);
         sizes();
+        // on a phone the panel heads the page (the open poll in it) and the page scrolls under
+        // it (style.css: scroll-padding-top is the panel's height, --class-h): the step was
+        // scrolled to before the poll filled the panel, and its heading was left under the panel
+        if (placedNow && window.explainerTour) window.explainerTour.show(placedNow);
+        placedNow = 0;
       })
       .catch(function (e) {
         if (info) status(e && e.fromServer ? e.message : "Reconnecting to the class…");
