@@ -21,7 +21,7 @@ NEUTRAL = {"white", "#ffffff", "rgba(0,0,0,0)", "transparent"}
 # that role (this is what old figures got wrong: the sampler's p orange in one chart and navy
 # in the next, "attention" orange like every highlight).
 NAMED = [
-    (r"^the model's own|^T = 1\b|: probability$", "MODEL_P"),
+    (r"^the model's own|^T = 1(?![.\d])|: probability$", "MODEL_P"),
     (r"after the controls|^predicted probability|^T = (?!1\b)", "SAMPLER_P"),
     (r"seeded draws|^the class", "DRAWS"),
     (r"^embeddings$", "EMBEDDING"),

@@ -321,7 +321,8 @@ def test_a_sampled_loop_follows_the_sampling_sections_changes(client):
     sampled = client.get(url("/section/generation", gen_choose="sampler"), headers=HX)
     text = sampled.get_data(as_text=True)
     assert 'id="generation-refresh"' in text
-    assert 'hx-trigger="sampling-changed from:body"' in text
+    # the Sampling section's controls, and the overview's (the page's one sampler)
+    assert 'hx-trigger="sampling-changed from:body, sampler-moved from:body"' in text
     assert 'hx-target="#generation-run"' in text
     greedy = client.get(url("/section/generation", gen_choose="greedy"), headers=HX)
     assert 'id="generation-refresh"' not in greedy.get_data(as_text=True)

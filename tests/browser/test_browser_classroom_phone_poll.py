@@ -14,7 +14,8 @@ WHERE = """() => {
   return s ? {id: s.id, top: h.getBoundingClientRect().top, panel: panel.bottom,
               screen: window.innerHeight, y: window.scrollY} : null;
 }"""
-UNDER_THE_PANEL = "() => { const w = (" + WHERE + ")(); return w && w.panel - 1 <= w.top && w.top <= w.panel + 80; }"
+UNDER_THE_PANEL = ("() => { const w = (" + WHERE + ")(); "
+                   "return w && w.panel - 1 <= w.top && w.top <= w.panel + 80; }")
 
 
 def test_a_phone_lands_at_the_slides_heading_after_the_poll_reload(browser, live_server,

@@ -34,11 +34,13 @@ def test_a_phone_says_the_rooflines_chip_table_is_cut(page, base_url):
     assert seen["cut"], seen
     # its box stays on the screen: the page itself does not scroll sideways
     assert seen["right"] <= seen["screen"] + 1, seen
-    m = re.search(r"^Cut to fit: columns (\d+)–(\d+) of (\d+) in view — scroll sideways", seen["note"])
+    m = re.search(r"^Cut to fit: columns (\d+)–(\d+) of (\d+) in view — scroll sideways",
+                  seen["note"])
     assert m, seen
     assert int(m.group(1)) == 1 and int(m.group(2)) < 5 and int(m.group(3)) == seen["columns"] == 5
     # scrolled to its end, the note follows: the last column is in view
-    table.evaluate("t => { (t.scrollWidth > t.clientWidth + 1 ? t : t.parentElement).scrollLeft = 1e6; }")
+    table.evaluate("t => { (t.scrollWidth > t.clientWidth + 1 ? t : t.parentElement)"
+                   ".scrollLeft = 1e6; }")
     note = page.locator("#roofline .cut-note")
     expect(note).to_have_text(re.compile(r"columns \d+–5 of 5 in view"))
 
@@ -47,7 +49,8 @@ def test_a_phone_says_the_rooflines_chip_table_is_cut(page, base_url):
 LEGEND = """(title) => {
   const p = Array.from(document.querySelectorAll('#kvcache .js-plotly-plot'))
     .find(p => ((p.querySelector('.gtitle') || {}).textContent || '').startsWith(title));
-  const box = e => { const r = e.getBoundingClientRect(); return {top: r.top, bottom: r.bottom, left: r.left, right: r.right}; };
+  const box = e => { const r = e.getBoundingClientRect();
+                     return {top: r.top, bottom: r.bottom, left: r.left, right: r.right}; };
   return {legend: box(p.querySelector('.legend')), plot: box(p.querySelector('.nsewdrag')),
           title: box(p.querySelector('.gtitle')), figure: box(p),
           names: Array.from(p.querySelectorAll('.legendtext')).map(e => e.textContent)};
