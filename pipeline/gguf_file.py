@@ -19,6 +19,7 @@ The file is read with llama.cpp's own Python reader (the `gguf` package: `GGUFRe
                  blk.N.attn_{q,k,v}.bias (Qwen2)
                  blk.N.attn_{q,k}_norm (Qwen3: a [head width] RMSNorm gain for every head)
                  blk.N.attn_qkv and ffn_up = [gate | up] instead (Phi-3's fused projections)
+                 rope_factors_long, rope_factors_short (Phi-3's LongRoPE: see below)
                  blk.N.post_attention_norm, post_ffw_norm (Gemma 2, 3; ffn_norm: the one before)
                token_embd, position_embd, blk.N.{attn_norm, attn_qkv, attn_output, ffn_norm,
                ffn_up, ffn_down} (.weight and .bias), output_norm, output (GPT-2).
@@ -44,6 +45,18 @@ Llama 3.1's RoPE scaling: transformers' GGUF loader (5.23) reads no rope_freqs t
 such a file with unscaled RoPE; llama.cpp divides each pair's frequency by its factor
 (ggml_rope_ext's freq_factors), as this engine does, which is what the original model's
 rope_scaling computes (tests/test_gguf.py checks it against transformers given that rope_scaling).
+
+Gemma 3 4B+ (rope.scaling.type "linear", rope.scaling.factor 8): llama.cpp turns the global
+blocks' pairs `factor` times slower (freq_scale = 1 / factor) and keeps the sliding-window blocks'
+base 10000 unscaled (rope_freq_scale_train_swa = 1), as transformers' Gemma3 applies
+rope_parameters["full_attention"] only. Phi-3's LongRoPE (Phi-3-mini-128k, Phi-3.5-mini):
+llama.cpp divides each pair's frequency by rope_factors_long when the context it was given
+exceeds rope.scaling.original_context_length, by rope_factors_short otherwise (get_rope_factors;
+the engine's context is its n_ctx), and multiplies cos and sin by rope.scaling.attn_factor.
+transformers' GGUF
+loader (5.23) reads none of these keys or tensors (only gpt-oss's rope.scaling): the fixtures'
+reference is transformers given the rope_scaling they were written from
+(tests/fixtures/make_gguf_fixtures.py).
 
 What each tensor was stored as stays on the model: `model.stored[param path]` is a
 `StoredTensor` (GGUF name, type, GGUF shape, bytes, file offset), and `read_stored_bytes` reads
@@ -225,10 +238,21 @@ def read_config(fields: _Fields, tensors: dict, path: str) -> ModelConfig:
     if rot != head_dim:
         raise ModelLoadError(f"{path}: {arch}.rope.dimension_count {rot} is not the head width "
                              f"{head_dim} (partial RoPE is not supported)")
-    scaling = fields.get(f"{arch}.rope.scaling.type", "none", str)
-    if scaling != "none":
-        raise ModelLoadError(f"{path}: {arch}.rope.scaling.type {scaling!r}: only Llama 3.1's "
-                             "scaling (a rope_freqs.weight tensor) is supported")
+    # llama.cpp reads rope.scaling.type as "linear" when it is absent, with rope.scaling.factor
+    # (or the old rope.scale_linear) as the divisor: 1 (no scaling) when that is absent too
+    linear = fields.get(f"{arch}.rope.scaling.factor", None, float)
+    if linear is None:
+        linear = fields.get(f"{arch}.rope.scale_linear", None, float)
+    scaling = fields.get(f"{arch}.rope.scaling.type", "none" if linear is None else "linear", str)
+    linear = 0.0 if scaling == "none" or linear in (None, 0.0, 1.0) else linear
+    if scaling not in ("none", "linear") or (linear and arch != "gemma3"):
+        raise ModelLoadError(f"{path}: {arch}.rope.scaling.type {scaling!r}"
+                             + (f", factor {linear:g}" if linear else "")
+                             + ": the RoPE scalings supported are Llama 3.1's (a "
+                             "rope_freqs.weight tensor), Gemma 3's linear one and Phi-3's "
+                             "LongRoPE (rope_factors_long / rope_factors_short tensors)")
+    if linear < 0:
+        raise ModelLoadError(f"{path}: {arch}.rope.scaling.factor {linear:g} is not positive")
     factors = ()
     if "rope_freqs.weight" in tensors and arch == "llama":
         # llama.cpp's converter writes Llama 3.1+'s rope_scaling (rope_type "llama3") as this
@@ -240,12 +264,48 @@ def read_config(fields: _Fields, tensors: dict, path: str) -> ModelConfig:
         factors = tuple(float(f) for f in _dequantize(t, (head_dim // 2,), path))
         if min(factors) <= 0:
             raise ModelLoadError(f"{path}: tensor 'rope_freqs.weight' holds a factor <= 0")
+    longrope = {}
+    if arch == "phi3" and ("rope_factors_long.weight" in tensors
+                           or "rope_factors_short.weight" in tensors):
+        # Phi-3-mini-128k, Phi-3.5-mini (LongRoPE), as llama.cpp's converter writes them
+        # (Phi3MiniModel): a divisor per RoPE pair for a long context and one for a short one,
+        # the context they were trained at first (rope.scaling.original_context_length;
+        # llama.cpp: the context length if absent), the attention factor (below)
+        sets = {}
+        for which in ("long", "short"):
+            name = f"rope_factors_{which}.weight"
+            if name not in tensors:
+                raise ModelLoadError(f"{path}: tensor {name!r} is missing (LongRoPE needs both "
+                                     "rope_factors_long and rope_factors_short)")
+            t = tensors[name]
+            if tuple(int(x) for x in t.shape) != (head_dim // 2,):
+                raise ModelLoadError(f"{path}: tensor {name!r} has shape {list(t.shape)}, "
+                                     f"expected [{head_dim // 2}] (half the head width)")
+            sets[which] = tuple(float(f) for f in _dequantize(t, (head_dim // 2,), path))
+            if min(sets[which]) <= 0:
+                raise ModelLoadError(f"{path}: tensor {name!r} holds a factor <= 0")
+        original = fields.get(f"{arch}.rope.scaling.original_context_length",
+                              fields.need(f"{arch}.context_length", int), int)
+        if original <= 0:
+            raise ModelLoadError(f"{path}: {arch}.rope.scaling.original_context_length "
+                                 f"{original} is not positive")
+        longrope = dict(rope_long_factors=sets["long"], rope_short_factors=sets["short"],
+                        rope_original_ctx=original)
+    # llama.cpp multiplies RoPE's cos and sin by rope.scaling.attn_factor (default 1), whatever
+    # the scaling (Phi3MiniModel writes it with the LongRoPE factors: sqrt(1 + ln(s) / ln(L)),
+    # s = context / original context L)
+    attn_factor = fields.get(f"{arch}.rope.scaling.attn_factor", 1.0, float)
+    if not attn_factor > 0:
+        raise ModelLoadError(f"{path}: {arch}.rope.scaling.attn_factor {attn_factor:g} is not "
+                             "positive")
     gemma = {}
     if arch == "gemma3":
         # Gemma 3 as llama.cpp runs it (llm_build_gemma3_iswa): Gemma 2's block without the
         # soft-caps, with a per-head RMSNorm of queries and keys (Qwen3's), and two RoPE bases:
         # the file's for every sixth block (global attention), 10000 for the others (sliding
-        # window), as llama.cpp fixes them; 1 / sqrt(d / H) scales the 27B's (62 blocks) queries
+        # window), as llama.cpp fixes them; 1 / sqrt(d / H) scales the 27B's (62 blocks) queries.
+        # A linear RoPE scaling (4B+) slows the global blocks' pairs only (inv_freq, not
+        # inv_freq_local: pipeline.model)
         gemma = dict(embed_scale=math.sqrt(d), post_norms=True, qk_norm=True,
                      attn_scale=(d / n_heads) ** -0.5 if common["n_layers"] == 62 else 0.0,
                      rope_theta_local=10000.0, global_every=6)
@@ -262,7 +322,8 @@ def read_config(fields: _Fields, tensors: dict, path: str) -> ModelConfig:
                      final_softcap=fields.get("gemma2.final_logit_softcapping", 0.0, float))
     return ModelConfig(model_type="llama", n_kv_heads=n_kv_heads, head_dim=head_dim,
                        norm="rms_norm", mlp="geglu" if arch.startswith("gemma") else "swiglu",
-                       positions="rope", **gemma,
+                       positions="rope", **gemma, **longrope, rope_attn_factor=attn_factor,
+                       rope_linear_factor=linear,
                        rope_theta=fields.get(f"{arch}.rope.freq_base", 10000.0, float),
                        rope_freq_factors=factors, qkv_bias=arch == "qwen2",
                        **({"qk_norm": True} if arch == "qwen3" else {}),
@@ -378,7 +439,9 @@ def read_params(tensors: dict, c: ModelConfig, path: str, arch: str = "llama",
     arch: general.architecture; only "llama" has its q / k rows permuted (see the docstring).
     progress(i, n, name), when given, is told each tensor (1 to n) before it is dequantized."""
     expected = expected_tensors(c, arch)
-    read_into_config = {"rope_freqs.weight"} if c.rope_freq_factors else set()
+    read_into_config = ({"rope_freqs.weight"} if c.rope_freq_factors else set()) | (
+        {"rope_factors_long.weight", "rope_factors_short.weight"} if c.rope_long_factors
+        else set())
     for name in tensors:
         if name not in expected and name not in read_into_config:
             raise ModelLoadError(f"{path}: unexpected tensor {name!r} (not part of a "

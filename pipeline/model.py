@@ -5,8 +5,10 @@
             key/value heads; SwiGLU feed-forward. The Llama-style families differ in details
             the config names: biases on q, k, v (Qwen2, `qkv_bias`), an RMSNorm of each head's
             query and key before RoPE (Qwen3, `qk_norm`), a head width that is not d / H
-            (`head_dim`), and Llama 3.1's slower low-frequency RoPE pairs (`rope_llama3` from a
-            config.json, `rope_freq_factors` from a GGUF's rope_freqs tensor)
+            (`head_dim`), and RoPE scaling: Llama 3.1's slower low-frequency pairs (`rope_llama3`
+            from a config.json, `rope_freq_factors` from a GGUF's rope_freqs tensor), Gemma 3's
+            linear scaling of its global layers (`rope_linear_factor`), Phi-3's LongRoPE (a
+            divisor per pair, long or short, and an attention factor on cos and sin)
 
 Both end in a final norm and the unembedding (`x @ unembed`), tied to the token embeddings or
 not. One sequence at a time: the rows of `x` are its tokens, `x` is [T, d].
@@ -94,10 +96,33 @@ class ModelConfig:
     final_softcap: float = 0.0      # Gemma 2: logits -> c tanh(logits / c)
     rope_theta_local: float = 0.0   # Gemma 3: the RoPE base of the sliding-window layers, which
     global_every: int = 0           #   are all but every global_every-th (Gemma 3: 6)
+    rope_linear_factor: float = 0.0  # linear RoPE scaling (Gemma 3 4B+: 8): every pair turns this
+                                     #   many times slower, in the global layers only
+    rope_long_factors: tuple = ()   # Phi-3's LongRoPE: a divisor per pair for a context longer
+    rope_short_factors: tuple = ()  #   than rope_original_ctx, and one for a context within it
+    rope_original_ctx: int = 0      #   (llama.cpp: by the context's size; see longrope_factors)
+    rope_attn_factor: float = 1.0   # RoPE's cos and sin times this (LongRoPE's attention factor)
 
     def local_layer(self, i) -> bool:
         """Gemma 3: block i is a sliding-window layer, with RoPE base rope_theta_local."""
         return bool(self.rope_theta_local and self.global_every and (i + 1) % self.global_every)
+
+    def longrope_long(self) -> bool:
+        """LongRoPE's choice as llama.cpp makes it (llama_model::get_rope_factors): the long
+        factors when the context (here the engine's n_ctx) exceeds the original context."""
+        return self.n_ctx > self.rope_original_ctx
+
+    def longrope_factors(self) -> tuple:
+        """The LongRoPE divisors this model runs with (long or short, see longrope_long)."""
+        return self.rope_long_factors if self.longrope_long() else self.rope_short_factors
+
+    def rope_scaling(self) -> str:
+        """The RoPE scaling this config applies: "llama3", "linear", "longrope" or ""."""
+        if self.rope_llama3 or self.rope_freq_factors:
+            return "llama3"
+        if self.rope_long_factors:
+            return "longrope"
+        return "linear" if self.rope_linear_factor and self.rope_linear_factor != 1.0 else ""
     tied_embeddings: bool = True    # unembedding is the transposed token embedding
     bos_token_id: int = None        # token a document starts with (None: not set)
     eos_token_id: int = None        # token that ends a document: generation stops there
@@ -288,6 +313,9 @@ def layer_rope_cs(positions, n_layers, cfg, inv_freq, inv_freq_local=None):  # -
     two (sliding-window blocks, global blocks)."""
     cs = rope_cos_sin(positions, inv_freq)                            # 2 x [T, hd]
     local = rope_cos_sin(positions, inv_freq_local) if inv_freq_local is not None else cs
+    if cfg.rope_attn_factor != 1.0:     # LongRoPE: q and k come out of RoPE this much longer
+        a = np.float32(cfg.rope_attn_factor)
+        cs, local = (cs[0] * a, cs[1] * a), (local[0] * a, local[1] * a)
     return [local if cfg.local_layer(i) else cs for i in range(n_layers)]
 
 
@@ -530,6 +558,12 @@ class Model:
             if config.rope_freq_factors:     # as llama.cpp's ggml_rope_ext divides by them
                 factors = np.asarray(config.rope_freq_factors, np.float32)
                 self.inv_freq = (self.inv_freq / factors).astype(np.float32)
+            if config.rope_long_factors:     # LongRoPE: the same division, by one of two sets
+                factors = np.asarray(config.longrope_factors(), np.float32)
+                self.inv_freq = (self.inv_freq / factors).astype(np.float32)
+            if config.rope_linear_factor:    # llama.cpp's freq_scale = 1 / factor
+                self.inv_freq = (self.inv_freq / np.float32(config.rope_linear_factor)).astype(
+                    np.float32)
             if config.rope_theta_local:
                 self.inv_freq_local = rope_frequencies(config.head_dim, config.rope_theta_local)
 

@@ -33,6 +33,23 @@ N_MERGES = 63                          # 256 bytes + 63 merges + <|endoftext|> =
 
 STD_LINEAR, STD_EMBED, STD_NORM = 0.3, 0.2, 0.2
 
+# Gemma 3 4B, 12B, 27B: rope_scaling {"rope_type": "linear", "factor": 8.0} (global blocks only)
+GEMMA3_LINEAR_FACTOR = 8.0
+# Phi-3's LongRoPE with the tiny models' sizes: an original context of 16 (Phi-3-mini-128k: 4096)
+# for a context of 64 (131072), so the prompt (27 tokens) is longer than the original context;
+# one factor per RoPE pair (head width 16: 8), short ones near 1, long ones up to 16
+PHI3_LONGROPE = dict(
+    original_max_position_embeddings=16,
+    short_factor=[1.0, 1.02, 1.05, 1.1, 1.2, 1.35, 1.6, 2.0],
+    long_factor=[1.0, 1.25, 1.6, 2.4, 4.0, 6.5, 10.0, 16.0])
+
+
+def phi3_attn_factor(context_length: int, original: int) -> float:
+    """phi3.rope.scaling.attn_factor as Phi3MiniModel computes it for rope_type "longrope"."""
+    scale = context_length / original
+    return math.sqrt(1 + math.log(scale) / math.log(original)) if scale > 1.0 else 1.0
+
+
 # name -> (architecture, ggml type of the 2-D weights, options)
 CHECKPOINTS = {
     "llama_f32": ("llama", "F32", {}),
@@ -79,6 +96,13 @@ CHECKPOINTS = {
     "gemma3_f32": ("gemma3", "F32", {"spm": True, "head_dim": 256}),
     "gemma3_f16": ("gemma3", "F16", {"spm": True, "head_dim": 256}),
     "gemma3_q8_0": ("gemma3", "Q8_0", {"spm": True, "head_dim": 256}),
+    # Gemma 3 4B+: rope_scaling {"rope_type": "linear", "factor": 8} on the global blocks only, as
+    # llama.cpp's converter writes it (gemma3.rope.scaling.type "linear", .factor)
+    "gemma3_linear_f32": ("gemma3", "F32", {"spm": True, "head_dim": 256,
+                                            "linear": GEMMA3_LINEAR_FACTOR}),
+    # Phi-3-mini-128k, Phi-3.5-mini: LongRoPE, as Phi3MiniModel writes it (rope_factors_long /
+    # rope_factors_short tensors, phi3.rope.scaling.attn_factor, .original_context_length)
+    "phi3_longrope_f32": ("phi3", "F32", {"spm": True, "longrope": True}),
     # Qwen2 / Qwen2.5: q, k, v biases, rows not permuted, tied (0.5B) or untied (7B) unembedding
     "qwen2_f32": ("qwen2", "F32", {"pre": "qwen2"}),
     "qwen2_f16": ("qwen2", "F16", {"pre": "qwen2", "untied": True}),
@@ -329,9 +353,16 @@ def write_checkpoint(path: str, name: str, seed: int, pre: str = None) -> str:
             writer.add_sliding_window(4096)
         if arch == "gemma3":             # Gemma3Model.set_gguf_parameters
             writer.add_sliding_window(512)
+        if opts.get("linear"):           # TextModel.set_gguf_parameters, rope_type "linear"
+            writer.add_rope_scaling_type(gguf.RopeScalingType.LINEAR)
+            writer.add_rope_scaling_factor(opts["linear"])
         if arch == "phi3":               # Phi3MiniModel.set_gguf_parameters
             writer.add_rope_dimension_count(k["d"] // k["n_heads"])
             writer.add_sliding_window(2047)
+            if opts.get("longrope"):     # ... and generate_extra_tensors
+                original = PHI3_LONGROPE["original_max_position_embeddings"]
+                writer.add_rope_scaling_orig_ctx_len(original)
+                writer.add_rope_scaling_attn_factors(phi3_attn_factor(k["n_ctx"], original))
     else:
         writer.add_layer_norm_eps(1e-5)
     ftypes = gguf.LlamaFileType.__members__
@@ -361,6 +392,10 @@ def write_checkpoint(path: str, name: str, seed: int, pre: str = None) -> str:
     if opts.get("llama3"):               # written first, as generate_extra_tensors is
         writer.add_tensor("rope_freqs.weight", llama3_rope_factors(k["hd"], theta,
                                                                    **LLAMA3_SCALING))
+    if opts.get("longrope"):
+        for which in ("long", "short"):
+            writer.add_tensor(f"rope_factors_{which}.weight",
+                              np.array(PHI3_LONGROPE[f"{which}_factor"], dtype=np.float32))
     _add(writer, "token_embd.weight", w["embed"], qtype, g)
     if arch == "gpt2":
         _add(writer, "position_embd.weight", w["pos"], qtype, g)

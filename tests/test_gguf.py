@@ -22,11 +22,14 @@ import regex
 import pipeline.gguf_file as gguf_file
 from gguf_support import (
     CHECKPOINTS,
+    GEMMA3_LINEAR_FACTOR,
     LLAMA3_SCALING,
     LLAMA3_THETA,
+    PHI3_LONGROPE,
     TESTS_DIR,
     hf_weights,
     permute_rope_rows,
+    phi3_attn_factor,
     smollm2_path,
     write_checkpoint,
 )
@@ -331,6 +334,87 @@ def test_gemma3_two_rope_bases_and_head_norms(tiny):
         assert np.abs(Model(cfg, params).forward(ids) - logits).max() > 1e-2
 
 
+def test_gemma3_linear_rope_scaling_slows_the_global_blocks_only(tiny):
+    """gemma3.rope.scaling.type "linear", factor 8: block 5 (global) turns 8 times slower, blocks
+    0-4 (sliding window) keep base 10000 unscaled, as llama.cpp and transformers' Gemma3 do; the
+    logits without the scaling are the ones transformers' GGUF loader alone computes."""
+    model, ref = tiny("gemma3_linear_f32"), REF["tiny"]["gemma3_linear_f32"]
+    c, ids = model.config, ref["input_ids"]
+    assert (c.rope_linear_factor, c.rope_scaling()) == (GEMMA3_LINEAR_FACTOR, "linear")
+    np.testing.assert_allclose(model.inv_freq, rope_frequencies(c.head_dim, 1e6) / 8, rtol=1e-6)
+    np.testing.assert_allclose(model.inv_freq_local, rope_frequencies(c.head_dim, 1e4))
+    plain = Model(replace(c, rope_linear_factor=0.0), model.params)
+    assert plain.config.rope_scaling() == ""
+    _, cache = model.run_with_cache(ids)
+    _, plain_cache = plain.run_with_cache(ids)
+    for i in range(5):
+        np.testing.assert_array_equal(cache[f"blocks.{i}.attn.hook_rot_q"],
+                                      plain_cache[f"blocks.{i}.attn.hook_rot_q"])
+    assert np.abs(cache["blocks.5.attn.hook_rot_q"]
+                  - plain_cache["blocks.5.attn.hook_rot_q"]).max() > 0.1
+    diff = np.abs(plain_cache["logits"] - np.array(ref["logits"])).max()
+    assert diff > 0.1 and abs(diff - ref["transformers_gguf_unscaled_max_diff"]) < 1e-3
+
+
+def test_phi3_longrope_factors_by_context_and_attention_factor(tiny):
+    """rope_factors_long when the engine's context (64) exceeds the original one (16), as
+    llama.cpp's get_rope_factors chooses; rope_factors_short with the context set to 16, which
+    reproduces transformers on the prompt's first 16 tokens (its short factors); cos and sin times
+    phi3.rope.scaling.attn_factor."""
+    model, ref = tiny("phi3_longrope_f32"), REF["tiny"]["phi3_longrope_f32"]
+    c, ids = model.config, ref["input_ids"]
+    assert c.rope_scaling() == "longrope" and (c.n_ctx, c.rope_original_ctx) == (64, 16)
+    np.testing.assert_allclose(c.rope_long_factors, PHI3_LONGROPE["long_factor"], rtol=1e-7)
+    np.testing.assert_allclose(c.rope_short_factors, PHI3_LONGROPE["short_factor"], rtol=1e-7)
+    assert abs(c.rope_attn_factor - phi3_attn_factor(64, 16)) < 1e-6
+    base = rope_frequencies(c.head_dim, c.rope_theta)
+    assert c.longrope_long()
+    np.testing.assert_allclose(model.inv_freq, base / PHI3_LONGROPE["long_factor"], rtol=1e-6)
+    short = Model(replace(c, n_ctx=16), model.params)
+    assert not short.config.longrope_long()
+    np.testing.assert_allclose(short.inv_freq, base / PHI3_LONGROPE["short_factor"], rtol=1e-6)
+    sc = ref["short_context"]
+    expected = np.array(sc["logits"], dtype=np.float32)
+    assert np.abs(short.forward(ids[:sc["n_tokens"]]) - expected).max() <= 1e-4
+    assert np.abs(model.forward(ids[:sc["n_tokens"]]) - expected).max() > 0.1
+    # the attention factor: q and k after RoPE this much longer than RoPE alone makes them
+    _, cache = model.run_with_cache(ids)
+    unit = Model(replace(c, rope_attn_factor=1.0), model.params)
+    _, unit_cache = unit.run_with_cache(ids)
+    np.testing.assert_allclose(np.linalg.norm(cache["blocks.0.attn.hook_rot_q"], axis=-1),
+                               c.rope_attn_factor * np.linalg.norm(
+                                   cache["blocks.0.attn.hook_q"], axis=-1), rtol=1e-5)
+    np.testing.assert_allclose(unit_cache["blocks.0.attn.hook_rot_k"] * c.rope_attn_factor,
+                               cache["blocks.0.attn.hook_rot_k"], rtol=1e-5, atol=1e-6)
+    assert np.abs(unit_cache["logits"] - cache["logits"]).max() > 0.1
+    assert ref["transformers_gguf_unscaled_max_diff"] > 1.0
+
+
+def test_longrope_and_linear_refused_where_llama_cpp_reads_none(tiny_path, tmp_path):
+    src = tiny_path("phi3_longrope_f32")
+    assert_refused(rewrite(src, tmp_path / "one.gguf", drop_tensor="rope_factors_short.weight"),
+                   "rope_factors_short.weight", "both")
+    wrong = rewrite(tiny_path("phi3_f32"), tmp_path / "w.gguf",
+                    add_tensors={"rope_factors_long.weight": np.ones(5),
+                                 "rope_factors_short.weight": np.ones(5)})
+    assert_refused(wrong, "rope_factors_long.weight", "[8]")
+    qwen = rewrite(tiny_path("qwen2_f32"), tmp_path / "q.gguf",
+                   add_tensors={"rope_factors_long.weight": np.ones(8),
+                                "rope_factors_short.weight": np.ones(8)})
+    assert_refused(qwen, "unexpected tensor", "rope_factors_")
+    llama = rewrite(tiny_path("llama_f32"), tmp_path / "l.gguf",
+                    add_keys={"llama.rope.scaling.type": "linear",
+                              "llama.rope.scaling.factor": 4})
+    assert_refused(llama, "rope.scaling.type 'linear'", "factor 4", "Gemma 3's linear")
+    yarn = rewrite(tiny_path("gemma3_f32"), tmp_path / "y.gguf",
+                   add_keys={"gemma3.rope.scaling.type": "yarn"})
+    assert_refused(yarn, "rope.scaling.type 'yarn'")
+    # a linear type without a factor is no scaling (llama.cpp's factor 0: freq_scale 1)
+    same = load_model(rewrite(tiny_path("llama_f32"), tmp_path / "n.gguf",
+                              add_keys={"llama.rope.scaling.type": "linear"}))
+    assert same.config.rope_scaling() == "" and same.config.rope_linear_factor == 0.0
+
+
 def test_sentencepiece_merges_by_score_not_by_id():
     """pipeline.spm merges the best-scoring pair first, whatever the ids (a tiktoken Encoding
     would merge by id); a character with no piece falls back to its bytes, <unk> without them."""
@@ -372,7 +456,8 @@ def test_rope_freqs_refused_where_llama_cpp_reads_none(tiny_path, tmp_path):
                     add_tensors={"rope_freqs.weight": np.ones(5)})
     assert_refused(wrong, "rope_freqs.weight", "[8]")
     linear = rewrite(tiny_path("llama3_f32"), tmp_path / "l.gguf",
-                     add_keys={"llama.rope.scaling.type": "linear"})
+                     add_keys={"llama.rope.scaling.type": "linear",
+                               "llama.rope.scaling.factor": 2})
     assert_refused(linear, "rope.scaling.type", "linear")
 
 
