@@ -15,7 +15,9 @@ Encoding a text, as llama.cpp's llm_tokenizer_spm does:
   3. a piece that is no token (a character the vocabulary lacks) is written as its UTF-8
      bytes, one <0xXX> token each (byte fallback).
 Scores, not ids, order the merges: unlike a byte-level BPE (pipeline.tokenizer), this cannot be
-a tiktoken Encoding, whose merge order is its ids.
+a tiktoken Encoding, whose merge order is its ids; nor can a byte-level replay by rank
+(pipeline.bpe.bpe_replay) show it. `SentencePieceBPE.replay(text)` (merge_replay) gives the
+merges of step 2 one by one: the pieces, the pair merged and the merged piece's score.
 
 Special tokens (CONTROL and USER_DEFINED) are matched whole only where `allowed_special` says,
 as tiktoken does. The "▁" prefix is Hugging Face's Metaspace(prepend_scheme="first"), which
@@ -145,12 +147,27 @@ class SentencePieceBPE:
     def _encode_text(self, text: str, first: bool) -> list:
         if not text:
             return []
+        return self._pieces_to_ids(merge_pieces(self.spelled(text, first), self.vocab,
+                                                self.scores))
+
+    def spelled(self, text: str, first: bool = True) -> str:
+        """The text as the merge sees it: spaces as "▁", and the "▁" put in front (see the
+        module docstring; first: the text starts the input, not after a special token)."""
         text = text.replace(" ", SPACE)
         if self.prefix_every_segment and self.add_space_prefix:
-            text = SPACE + text
-        elif self.add_space_prefix and first and not text.startswith(SPACE):
-            text = SPACE + text
-        return self._pieces_to_ids(merge_pieces(text, self.vocab, self.scores))
+            return SPACE + text
+        if self.add_space_prefix and first and not text.startswith(SPACE):
+            return SPACE + text
+        return text
+
+    def replay(self, text: str) -> list:
+        """What encode_ordinary(text) does, merge by merge: [(pieces, merged_at, score)]
+        (merge_replay). The last step's pieces, through piece_ids, are encode_ordinary(text)."""
+        return merge_replay(self.spelled(text), self.vocab, self.scores) if text else []
+
+    def piece_ids(self, piece: str) -> list:
+        """The id of one piece, or the ids it falls back to (its bytes' <0xXX>, else <unk>)."""
+        return self._pieces_to_ids([piece])
 
     def _pieces_to_ids(self, pieces) -> list:
         ids = []
@@ -168,8 +185,9 @@ class SentencePieceBPE:
         return ids
 
 
-def merge_pieces(text: str, vocab: dict, scores: list) -> list:
-    """SentencePiece BPE: the characters of `text` merged pairwise, best-scoring token first."""
+def merge_pieces(text: str, vocab: dict, scores: list, record=None) -> list:
+    """SentencePiece BPE: the characters of `text` merged pairwise, best-scoring token first.
+    record(left, right, merged, score), when given, is told every merge in the order made."""
     syms = list(text)
     n = len(syms)
     nxt = list(range(1, n)) + [-1]
@@ -187,10 +205,12 @@ def merge_pieces(text: str, vocab: dict, scores: list) -> list:
     for i in range(n - 1):
         push(i, i + 1)
     while heap:
-        _, left, right, piece = heapq.heappop(heap)
+        neg_score, left, right, piece = heapq.heappop(heap)
         if (syms[left] is None or syms[right] is None or nxt[left] != right
                 or syms[left] + syms[right] != piece):
             continue                                        # outdated by an earlier merge
+        if record is not None:
+            record(left, right, piece, -neg_score)
         syms[left], syms[right] = piece, None
         nxt[left] = nxt[right]
         if nxt[right] >= 0:
@@ -198,3 +218,25 @@ def merge_pieces(text: str, vocab: dict, scores: list) -> list:
         push(prev[left], left)
         push(left, nxt[left])
     return [s for s in syms if s is not None]
+
+
+def merge_replay(text: str, vocab: dict, scores: list) -> list:
+    """The steps of merge_pieces on `text` (already spelled with "▁"), as a page replays them:
+    [(pieces, merged_at, score)], the characters first; merged_at is the index in `pieces` of
+    the pair merged to reach the next step and score the merged piece's score (None, None on the
+    last step, whose pieces are merge_pieces' own)."""
+    alive = list(range(len(text)))            # position in the symbol array of each piece
+    pieces = list(text)
+    steps = []
+
+    def record(left, right, piece, score):
+        at = alive.index(left)
+        assert alive[at + 1] == right
+        steps.append((list(pieces), at, score))
+        pieces[at:at + 2] = [piece]
+        del alive[at + 1]
+
+    final = merge_pieces(text, vocab, scores, record)
+    assert final == pieces
+    steps.append((pieces, None, None))
+    return steps

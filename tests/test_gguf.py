@@ -429,6 +429,36 @@ def test_sentencepiece_merges_by_score_not_by_id():
     assert spm.decode([1, 6, 7]) == "a\u00e9" and spm.decode_single_token_bytes(6) == b"\xc3"
 
 
+@pytest.mark.parametrize("name", ["llama_spm_f32", "phi3_f32", "gemma2_f32"])
+def test_sentencepiece_replay_merges_the_best_scoring_pair_and_ends_at_the_ids(tiny, name):
+    """SentencePieceBPE.replay on every tokenizer case: each step merges the adjacent pair whose
+    piece scores highest (the leftmost on a tie), as llama.cpp's llm_tokenizer_spm does, the
+    pieces always spell the text as the merge sees it, and the last step's pieces are the
+    tokenizer's own ids, which are transformers'."""
+    tok, ref = tiny(name).tokenizer, REF["tiny"][name]
+    n_steps = 0
+    for case in ref["tokenizer_cases"]:
+        if case.get("special") or not case["text"]:
+            continue
+        steps = tok.replay(case["text"])
+        spelled = tok.spelled(case["text"])
+        assert steps[0][0] == list(spelled)
+        for (pieces, at, score), (after, _, _) in zip(steps, steps[1:], strict=False):
+            assert "".join(pieces) == spelled and len(after) == len(pieces) - 1
+            pairs = [(tok.scores[tok.vocab[a + b]], -i) for i, (a, b)
+                     in enumerate(zip(pieces, pieces[1:], strict=False)) if a + b in tok.vocab]
+            assert max(pairs) == (score, -at)
+            assert after == pieces[:at] + [pieces[at] + pieces[at + 1]] + pieces[at + 2:]
+        last, at, score = steps[-1]
+        assert at is None and score is None
+        assert not any(a + b in tok.vocab for a, b in zip(last, last[1:], strict=False))
+        ids = [i for p in last for i in tok.piece_ids(p)]
+        assert ids == tok.encode_ordinary(case["text"]) == case["ids"], case["text"]
+        n_steps += len(steps) - 1
+    assert n_steps > 100
+    assert tok.replay("") == []
+
+
 def test_sentencepiece_vocabulary_refused_when_incomplete(tiny_path, tmp_path):
     src = tiny_path("llama_spm_f32")
     assert_refused(rewrite(src, tmp_path / "noscores.gguf", drop_key="tokenizer.ggml.scores"),
