@@ -291,6 +291,13 @@ def gguf_parity(r) -> list:
                      f"{'yes' if x['top5_equal'] else 'no'} | "
                      f"{'yes' if x['greedy_equal'] else 'no'} | "
                      f"{x['tokenizer_cases_equal']} / {x['tokenizer_cases']} |")
+    given = [x["checkpoint"] for x in r["rows"]
+             if x.get("reference", "transformers") != "transformers"
+             and "rope_scaling" in x.get("reference", "")]
+    if given:           # transformers' GGUF loader maps none of their RoPE scaling keys/tensors
+        lines += ["", "RoPE scaling (" + ", ".join(given) + "): transformers' GGUF loader reads "
+                  "none of these files' scaling keys or tensors, so the reference is "
+                  "transformers given the rope_scaling each file was written from."]
     return lines + [""]
 
 
