@@ -1,8 +1,10 @@
 """The explainer's web app: `python app.py [--host H] [--port P] [--model DIR_OR_GGUF ...]`.
 
-`create_app` builds the Flask app around the models it offers (web/explainer.py; `model=` in the
+`create_app` builds the Flask app around the models it offers (web/model_state/explainer.py;
+`model=` in the
 URL picks one; docs/models.md); `main` serves it with waitress for a classroom on 2 cores
-(web/serving.py, web/limits.py; docs/serving.md), with the options of web/command_line.py.
+(web/serving/server.py, web/core/limits.py; docs/serving.md), with the options of
+web/serving/command_line.py.
 """
 import os
 
@@ -18,31 +20,20 @@ import sys
 from flask import Flask
 
 from pipeline import ModelLoadError
-from web import (
-    assets,
-    chat_stream,
-    command_line,
-    found,
-    glossary,
-    limits,
-    numbers,
-    offered,
-    security,
-    serving,
-    shading,
-    shared_answers,
-    streaming,
-    views,
-)
 from web.classroom import views as classroom
+from web.core import limits, security, views
+from web.core.registry import refresh_trigger, sections
 from web.figures import DARK_INKS
-from web.registry import refresh_trigger, sections
+from web.model_state import found, offered
+from web.presentation import glossary, numbers, shading
+from web.serving import assets, chat_stream, command_line, shared_answers, streaming
+from web.serving import server as serving
 
 DEFAULT_DATA_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "data", "classroom")
 
 
 def create_app(test_config=None):
-    """The Flask app. Its models (web/explainer.py): the default model (MODEL_PATH, else
+    """The Flask app. Its models (web/model_state/explainer.py): the default model (MODEL_PATH, else
     models/austen), SmolLM2-135M-Instruct when its package is installed (INSTALLED_MODELS), and
     the directories or .gguf files in MODEL_PATHS (--model, repeatable: the first is the
     default). test_config may also hold MODEL (an already loaded model, the default: tests load
@@ -66,7 +57,7 @@ def create_app(test_config=None):
     if test_config:
         app.config.from_mapping(test_config)
     cfg = app.config
-    offered.offer_models(app)                # web/offered.py: the models, their drafts
+    offered.offer_models(app)                # web/model_state/offered.py: the models, their drafts
     if app.config.get("WARM_CACHES", True):
         serving.warm_in_background(app)
     app.register_blueprint(views.bp)
@@ -81,7 +72,8 @@ def create_app(test_config=None):
     # page's context
     app.jinja_env.globals.update(glossary=glossary.GLOSSARY, glossary_anchor=views.term_anchor,
                                  keep_part=views.keep_part)
-    app.jinja_env.filters.update(numbers.FILTERS)   # fixed, count, agree (web/numbers.py)
+    # fixed, count, agree (web/presentation/numbers.py)
+    app.jinja_env.filters.update(numbers.FILTERS)
 
     @app.context_processor
     def page_globals():
@@ -102,7 +94,7 @@ def create_app(test_config=None):
 
 
 def main(argv=None):
-    """Serve the app as the command line says (web/command_line.py: the options)."""
+    """Serve the app as the command line says (web/serving/command_line.py: the options)."""
     args, config = command_line.parse(argv, __doc__.splitlines()[0])
     try:
         app = create_app(config)

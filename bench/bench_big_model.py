@@ -7,7 +7,8 @@ llama.cpp's converter writes a "qwen2" file) into /tmp, in a child process. The 
 tests' tiny byte-level BPE padded with plain tokens no merge reaches, so the unembedding has the
 real model's size. Then, in this process:
 
-  - load: create_app with the file as its model (the app's loader, web/offered.py), wall and CPU;
+  - load: create_app with the file as its model (the app's loader, web/model_state/offered.py), wall
+  and CPU;
   - memory: Rss and Pss of this process (/proc/self/smaps_rollup) before and after loading;
   - the default page once, then a new prompt's first screen (the overview and the first
     sections, X-Sections as the page asks) for --prompts prompts never seen before: CPU time of
@@ -126,8 +127,8 @@ def measure(args) -> dict:
     r, page_cpu, page_wall = timed(lambda: client.get("/"))
     assert r.status_code == 200, r.status_code
     print(f"default page: {r.status_code}, {page_cpu:.2f} s CPU, {page_wall:.2f} s wall")
-    from web.registry import SECTIONS
-    from web.views import EAGER_SECTIONS
+    from web.core.registry import SECTIONS
+    from web.core.views import EAGER_SECTIONS
     ids = ",".join(s.id for s in SECTIONS[:EAGER_SECTIONS])
     first = []
     for prompt in PROMPTS[:args.prompts]:

@@ -54,7 +54,7 @@ def main(argv=None):
                          "--rounds 2..200")
 
     from app import create_app
-    from web import serving
+    from web.serving import server as serving
     app = create_app()
     if args.smollm2 and "smollm2" not in app.extensions["explainer"].models:
         raise SystemExit("bench_demand.py: SmolLM2 is not installed (make run installs it)")

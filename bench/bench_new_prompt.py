@@ -35,7 +35,7 @@ def main(argv=None):
     ap.add_argument("--no-save", action="store_true")
     args = ap.parse_args(argv)
     from app import create_app
-    from web.registry import SECTIONS
+    from web.core.registry import SECTIONS
     app = create_app({"WARM_CACHES": False, "INSTALLED_MODELS": args.model is not None})
     models = app.extensions["explainer"].models
     if args.model is not None and args.model not in models:
@@ -50,7 +50,7 @@ def main(argv=None):
     app.test_client().get("/", query_string=chosen)
     print(f"warm (every section's warm, then the default page): "
           f"{time.process_time() - t0:.2f} s CPU")
-    from web.views import EAGER_SECTIONS
+    from web.core.views import EAGER_SECTIONS
     runs = ([("chosen", args.sections)] if args.sections else
             [("first screen", ",".join(s.id for s in SECTIONS[:EAGER_SECTIONS])),
              ("every section", ",".join(s.id for s in SECTIONS))])

@@ -2,7 +2,7 @@
 
 For every registered section it prints the median, over --repeat renders, of
   - build:    the section's build(lm, state), the view's work (data + figures), forward pass
-              already cached (web.forward.prompt_run keeps it);
+              already cached (web.model_state.forward.prompt_run keeps it);
   - figures:  the part of build spent in its figure builders (web.figures.<section>), which
               return the figure JSON;
   - data:     build minus figures: the numbers the section computes;
@@ -27,7 +27,8 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 PROMPT = ("It is a truth universally acknowledged, that a single man in possession of a good "
           "fortune, must be in want of a wife. However little known")
 FORWARD_FAMILY = ("embeddings", "positions", "block", "attention", "feedforward", "logits")
-# The most work one request may ask of a section (web/limits.py), each timed on its first render
+# The most work one request may ask of a section (web/core/limits.py), each timed on its first
+# render
 # for a prompt not seen before (nothing cached but the model), the median over --repeat prompts.
 HEAVIEST = (
     ("sampling", "100,000 draws at temperature 0.9", {"s_draws": 100000, "s_temp": 0.9}, 0.5),
@@ -66,10 +67,10 @@ def main(argv=None):
     import urllib.parse
 
     from pipeline import load_model
-    from web.forward import prompt_run
-    from web.loaded import LoadedModel
-    from web.params import parse_state
-    from web.registry import SECTIONS, all_params
+    from web.core.params import parse_state
+    from web.core.registry import SECTIONS, all_params
+    from web.model_state.forward import prompt_run
+    from web.model_state.loaded import LoadedModel
 
     lm = LoadedModel.wrap(load_model(None), probe_encodings=False)
     t0 = time.process_time()

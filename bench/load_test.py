@@ -68,7 +68,7 @@ from local_server import (  # noqa: E402
     wait_until_ready,
 )
 
-from web.registry import all_params  # noqa: E402
+from web.core.registry import all_params  # noqa: E402
 
 HELD_OUT = os.path.join(ROOT, "data", "heldout_pride_and_prejudice_ch10.txt")
 PROMPTS = [

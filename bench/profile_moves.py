@@ -28,7 +28,7 @@ sys.path.insert(0, ROOT)
 
 
 def replay(client, request) -> int:
-    # compressed as the browser's answers are (web/assets.py)
+    # compressed as the browser's answers are (web/serving/assets.py)
     return client.get(request["url"], headers={"Accept-Encoding": "gzip, deflate, br, zstd",
                                                **request["headers"]}).status_code
 
@@ -48,13 +48,13 @@ def main(argv=None):
                     help="profile only this control's moves (its element id; repeatable)")
     ap.add_argument("--whole-sections", action="store_true",
                     help="render a part's answer from its whole section, as before parts were "
-                         "rendered alone (web/views.py part_wanted): for comparison")
+                         "rendered alone (web/core/views.py part_wanted): for comparison")
     args = ap.parse_args(argv)
     with open(args.trace) as f:
         trace = json.load(f)
 
     from app import create_app
-    from web import serving
+    from web.serving import server as serving
     # the trace's model only (the Austen model's trace need not wait for SmolLM2's warm-up)
     app = create_app({} if trace.get("model") else {"INSTALLED_MODELS": False})
     if args.whole_sections:
@@ -69,7 +69,7 @@ def main(argv=None):
     def fresh_client():
         """The page at the defaults, as the browser had it before its first move: every
         section computed with every disclosure open."""
-        from web.registry import sections
+        from web.core.registry import sections
         client = app.test_client()
         first = next((s for s in trace["steps"] if s["requests"]), None)
         query = first["requests"][0]["headers"].get("hx-current-url", "").partition("?")[2] \

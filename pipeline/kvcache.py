@@ -132,7 +132,8 @@ def cache_vs_recompute(model, prompt_ids, n_new: int, capacity: int = 64, start=
 
     Recomputing is one forward pass over the whole final sequence: the model is causal, so its
     row t is what a forward pass over the first t + 1 tokens gives. Nothing here is timed (a
-    step's time both ways is a prefill and a decode of that length: web.measured times them).
+    step's time both ways is a prefill and a decode of that length: web.model_state.measured times
+    them).
     start: (KV cache, logits [V]) of the prompt already run (Model.kv_from_recording), used
     as the prefill's result."""
     seq = [int(t) for t in prompt_ids]

@@ -1,5 +1,5 @@
 // The figures and controls of the page. htmx does the requests and swaps (and a section that
-// reads another's parameters follows it through an event the server names: web/registry.py's
+// reads another's parameters follows it through an event the server names: web/core/registry.py's
 // refresh_trigger); this draws the Plotly figures found in new content (their JSON is in a
 // data-figure attribute, built by the server) and mirrors range sliders into their <output>
 // while they move. learn.js, overview.js and classroom.js are the page's other scripts.
@@ -644,7 +644,7 @@
 })();
 
 // --- A request the server could not answer is said so: the page's one error handler ---------
-// The server answers 503 with a plain-text message at once when it is overloaded (web/limits.py);
+// The server answers 503 with a plain-text message at once when it is overloaded (web/core/limits.py);
 // htmx does not swap 5xx answers, so without this a busy server would look like nothing
 // happened. The page's status line says it; a section's placeholder that failed to load says it
 // in place, and tries again when a busy server says when (Retry-After). Messages are set as

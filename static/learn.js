@@ -289,7 +289,7 @@
   }
 
   // The places that show this answer: the overview's boxes and every section's answer_gate
-  // (templates/macros.html; web/answers.py computes the same key as the question).
+  // (templates/macros.html; web/presentation/answers.py computes the same key as the question).
   function answerBoxes(id, answer, root) {
     return Array.prototype.slice.call((root || document).querySelectorAll("[data-answer-of]"))
       .filter(function (el) {

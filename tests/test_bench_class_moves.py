@@ -7,7 +7,7 @@ import random
 import re
 import sys
 
-from web.registry import SECTIONS
+from web.core.registry import SECTIONS
 from web_support import HX, url
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),

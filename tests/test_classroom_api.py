@@ -9,10 +9,10 @@ import numpy as np
 import pytest
 
 from pipeline.sampling import softmax_with_temperature
-from web.cache import cached_build
 from web.classroom import codes, polls
-from web.forward import prompt_ids, prompt_run
-from web.registry import section
+from web.core.cache import cached_build
+from web.core.registry import section
+from web.model_state.forward import prompt_ids, prompt_run
 
 PROMPT = "It is a truth universally acknowledged, that a single man in possession of a good"
 QUERY = "prompt=" + PROMPT.replace(" ", "%20") + "&tour=8&present=1&theme=dark&bogus=1"
@@ -308,7 +308,7 @@ def test_the_redis_store_serves_the_same_routes(model, tmp_path, redis_url):
 
 
 def test_joins_polls_and_answers_pass_outside_the_compute_gate():
-    from web.serving import gated
+    from web.serving.server import gated
     for endpoint in ("classroom.follow", "classroom.teacher_state", "classroom.answer",
                      "classroom.join_form", "classroom.join_link"):
         assert not gated(endpoint), endpoint

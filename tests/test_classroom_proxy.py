@@ -13,7 +13,7 @@ import pytest
 from tests.classroom_support import NO_REDIS
 from tests.proxy_support import NO_NGINX, Cluster, nginx_exe
 from web.classroom import codes
-from web.limits import CLASSROOM
+from web.core.limits import CLASSROOM
 
 STUDENTS = 12
 

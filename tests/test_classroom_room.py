@@ -5,10 +5,10 @@ class (several sessions per browser, a cookie renewed while the lesson goes on).
 import pytest
 
 from tests.test_classroom_api import client_at, joined, make_app, start
-from web.cache import cached_build
 from web.classroom import polls
 from web.classroom.views import teacher_view
-from web.registry import section, sections
+from web.core.cache import cached_build
+from web.core.registry import section, sections
 
 NOTE = "Withheld until the reveal."
 

@@ -275,7 +275,8 @@ def test_compact_recording_is_read_safely_from_threads(model):
 
 @pytest.mark.parametrize("compact", [False, True])
 def test_a_kv_cache_from_a_recording_is_the_one_prefill_leaves(model, compact):
-    """Decoding can start from the prompt's recorded keys and values (web.forward.prefilled):
+    """Decoding can start from the prompt's recorded keys and values
+    (web.model_state.forward.prefilled):
     the same cache, bit for bit, as a prefill, and the same next steps."""
     tokens = tokens_for(model, 10)
     logits, cache = model.run_with_cache(tokens, compact=compact)

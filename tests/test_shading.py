@@ -2,7 +2,7 @@
 import numpy as np
 import pytest
 
-from web.shading import NEGATIVE, POSITIVE, blend, chip_style, contrast
+from web.presentation.shading import NEGATIVE, POSITIVE, blend, chip_style, contrast
 
 
 def test_contrast_matches_wcag_reference_values():

@@ -1,10 +1,10 @@
-"""Identical requests are computed once (web/shared_answers.py): a class that opens the same
+"""Identical requests are computed once (web/serving/shared_answers.py): a class that opens the same
 page in the same second gets it from one computation, outside the compute gate, and what a
 class's member is withheld is never served to anyone else (nor the reverse)."""
 import threading
 
 from tests.test_classroom_api import joined, make_app, start
-from web.views import builds
+from web.core.views import builds
 
 
 def test_sixty_identical_page_loads_are_computed_once_and_none_is_refused(model, tmp_path):

@@ -1,6 +1,6 @@
 """A section is its own files plus one line in the registry (README "Adding a section"): a
 section written here, in a temporary directory (its module sections/tiny.py, which declares its
-SECTION, and its template sections/tiny.html), with its name added to web.registry.MODULES and
+SECTION, and its template sections/tiny.html), with its name added to web.core.registry.MODULES and
 nothing else, is on the page, in the nav, at /section/<id>, in the tour and in the URL's validated
 state. Without that line there is no such section."""
 import importlib
@@ -12,7 +12,7 @@ import pytest
 from jinja2 import ChoiceLoader, FileSystemLoader
 
 import web.sections
-from web import registry
+from web.core import registry
 from web.sections import Section
 from web_support import HX, error_message, every_section, text_of, url
 
@@ -20,7 +20,7 @@ TOUR = ("A section written by a test: its tour text lives in the SECTION of its 
         "its id, title, parameters and build function, and nowhere else in the app.")
 
 MODULE = '''
-from web.params import Param
+from web.core.params import Param
 from web.sections import Section
 
 PARAMS = (Param("tiny_n", "Repeats", kind="int", default=2, min=1, max=5),)

@@ -9,7 +9,7 @@ import urllib.request
 import pytest
 
 from pipeline import DEFAULT_MODEL_DIR
-from web import limits
+from web.core import limits
 from web_support import has_default_model
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))

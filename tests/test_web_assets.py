@@ -1,4 +1,5 @@
-"""The files the page links (web/assets.py): compressed answers (brotli, gzip) when the request
+"""The files the page links (web/serving/assets.py): compressed answers (brotli, gzip) when the
+request
 asks and only then, streams left alone, content-hashed URLs cached for a year, and the plotly.js
 bundle of the same version as the Python plotly package."""
 import base64
@@ -17,7 +18,7 @@ import plotly.offline
 import pytest
 from flask import Flask, Response, jsonify
 
-from web import assets
+from web.serving import assets
 from web_support import HX, every_section, text_of
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))

@@ -13,8 +13,8 @@ from engine_support import get_model
 from pipeline.attention_analysis import attention_row, head_measures, stack_layers, strongest_heads
 from pipeline.model import softmax
 from web.figures.attention import THUMB_MASKED, THUMB_PALETTE
-from web.forward import prompt_run
-from web.loaded import LoadedModel
+from web.model_state.forward import prompt_run
+from web.model_state.loaded import LoadedModel
 from web.sections import attention
 from web_support import HX, error_message, every_section, reading_text, table_rows, text_of, url
 

@@ -8,7 +8,7 @@ import pytest
 from pipeline.batching import page_snapshots
 from pipeline.costs import fmt_ms
 from pipeline.kvcache import kv_cache_bytes
-from web.measured import cost_table
+from web.model_state.measured import cost_table
 from web.sections import batching
 from web_support import HX, error_message, every_section, table_rows, text_of, url
 

@@ -11,7 +11,7 @@ from engine_support import get_model
 from pipeline.model import softmax
 from pipeline.published import PUBLISHED
 from pipeline.sizes import counted_from_arrays, parameter_counts
-from web.forward import prompt_run
+from web.model_state.forward import prompt_run
 from web.sections.block import parts_of
 from web_support import HX, error_message, every_section, text_of, url, without_definitions
 

@@ -1,8 +1,8 @@
 """A section whose rebuild at the defaults runs past its own time budget too (the server is too
 busy to compute even them now) answers a 503 busy message, not a 500."""
-from web import limits
-from web.params import parse_state
-from web.registry import all_params
+from web.core import limits
+from web.core.params import parse_state
+from web.core.registry import all_params
 from web_support import HX
 
 
@@ -22,7 +22,7 @@ class BusyServerSection:
 
 
 def test_a_rebuild_over_its_own_budget_is_a_503_busy_answer(app):
-    from web.views import build_in_budget
+    from web.core.views import build_in_budget
     section = BusyServerSection()
     with app.test_request_context("/section/stalled?merges=40", headers=HX):
         state = parse_state(b"merges=40", all_params())

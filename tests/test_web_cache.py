@@ -1,4 +1,5 @@
-"""web.cache and web.measured: each entry computed once (also under concurrent requests), each
+"""web.core.cache and web.model_state.measured: each entry computed once (also under concurrent
+requests), each
 timing measured once per model and shown the same everywhere, section results cached with the
 messages their builds left on the state."""
 import re
@@ -7,12 +8,12 @@ import threading
 import pytest
 from flask import current_app, has_app_context
 
-from web import measured as measured_module
-from web.cache import Memo, cached_build, memoized, model_key
-from web.measured import cost_table, stamp
-from web.params import Param, Query, parse_state
-from web.registry import all_params
-from web.registry import section as find_section
+from web.core.cache import Memo, cached_build, memoized, model_key
+from web.core.params import Param, Query, parse_state
+from web.core.registry import all_params
+from web.core.registry import section as find_section
+from web.model_state import measured as measured_module
+from web.model_state.measured import cost_table, stamp
 from web_support import HX, every_section, text_of, url
 
 PROMPTS = ("Elizabeth walked to Netherfield", "Mr. Darcy looked at her and said nothing at all")
@@ -131,7 +132,8 @@ def counted(model, monkeypatch):
             return original(*args, **kwargs)
         monkeypatch.setattr(module, name, wrapper)
 
-    count(pipeline.costs, "measure_costs")          # web.measured imports it when it measures
+    # web.model_state.measured imports it when it measures
+    count(pipeline.costs, "measure_costs")
     count(pipeline.roofline, "measure_machine")
     count(speculative, "measure_speed")
     fresh = create_app({"MODEL": model, "TESTING": True, "WARM_CACHES": False,
@@ -157,7 +159,7 @@ def test_each_measurement_is_made_once_across_prompts_and_renders(counted):
 
 
 def test_the_sections_warm_makes_the_measurements_before_any_request(counted):
-    from web.registry import SECTIONS
+    from web.core.registry import SECTIONS
     app, counted = counted
     lm = app.extensions["explainer"].default_model
     for s in SECTIONS:
@@ -170,7 +172,8 @@ def test_the_sections_warm_makes_the_measurements_before_any_request(counted):
 
 
 def test_two_apps_share_no_cache_or_measurement(counted, app):
-    """Each app holds its own caches (web/explainer.py): a measurement made for one is not
+    """Each app holds its own caches (web/model_state/explainer.py): a measurement made for one is
+    not
     another's, and each app's counters are its own."""
     fresh, counted = counted
     with app.app_context():
@@ -186,7 +189,7 @@ def test_two_apps_share_no_cache_or_measurement(counted, app):
 
 
 def test_a_worker_forked_after_warm_shows_the_parents_measurement(app):
-    """What web/serving.py does: warm in the parent, then fork the workers. A forked worker
+    """What web/serving/server.py does: warm in the parent, then fork the workers. A forked worker
     measures nothing again and shows the parent's numbers with the parent's time."""
     with app.app_context():
         forked_worker_shows_the_parents_measurement(app)
@@ -195,7 +198,7 @@ def test_a_worker_forked_after_warm_shows_the_parents_measurement(app):
 def forked_worker_shows_the_parents_measurement(app):
     import multiprocessing
 
-    from web.registry import SECTIONS
+    from web.core.registry import SECTIONS
     lm = app.extensions["explainer"].default_model
     for t in threading.enumerate():            # no other thread may hold a lock at the fork
         if t.name == "warm-sections":
@@ -280,7 +283,7 @@ class FakeSection:
 
 
 def fresh_state(query: bytes, s):
-    from web.params import PROMPT
+    from web.core.params import PROMPT
     return parse_state(query, [PROMPT, *s.params])
 
 

@@ -1,4 +1,4 @@
-"""Token chips are coloured by token id, not by position (web.tokens.chip_colour and
+"""Token chips are coloured by token id, not by position (web.presentation.tokens.chip_colour and
 templates/macros.html's chip_colour, the same formula): the same token has the same colour in
 every list of chips on the page, so a repeated token is seen to repeat."""
 import re
@@ -6,8 +6,8 @@ from collections import defaultdict
 
 import pytest
 
-from web.params import PROMPT
-from web.tokens import CHIP_COLOURS, chip_colour
+from web.core.params import PROMPT
+from web.presentation.tokens import CHIP_COLOURS, chip_colour
 from web_support import ordered_list, text_of, url
 
 LIVE = {"HX-Request": "true", "HX-Target": "overview-live", "HX-Trigger": "ov-next"}

@@ -1,5 +1,6 @@
 """One decode step, one value on the whole page: every section that quotes a time reads it from
-the model's one cost table (web.measured.cost_table), for both models. Renders every timing
+the model's one cost table (web.model_state.measured.cost_table), for both models. Renders every
+timing
 section with its disclosures open, collects every time quoted from the table (span.cost: what,
 at how many tokens, the value shown) and fails if two places print different values for the
 same thing at the same length, or a value other than the table's."""
@@ -9,7 +10,7 @@ import re
 
 import pytest
 
-from web.measured import cost_table
+from web.model_state.measured import cost_table
 from web_support import HX, text_of, url
 
 PROMPTS = ("It is a truth universally acknowledged, that a single man in possession",

@@ -168,7 +168,7 @@ def test_a_sampling_control_names_the_event_the_samples_follow(client):
     """The server, not static/app.js, knows who follows whom: a sampling control's answer names
     "sampling-changed" (after the swap), the samples' refresh element listens for exactly that,
     and answers that are not a control change of a followed section name nothing."""
-    from web.registry import readers, refresh_trigger, section
+    from web.core.registry import readers, refresh_trigger, section
     # both builds read the sampler (generation shows its messages, decoding's samples follow it)
     assert [s.id for s in readers(section("sampling"))] == ["decoding", "generation"]
     # and the overview's sampler controls (the same parameters) name "sampler-moved"

@@ -1,10 +1,11 @@
-"""web.distribution.Distribution: a distribution at temperature T and its numbers, each the
+"""web.presentation.distribution.Distribution: a distribution at temperature T and its numbers, each
+the
 pipeline function's own result, computed once."""
 import numpy as np
 import pytest
 
 from pipeline.sampling import softmax_with_temperature, top_p_keep
-from web.distribution import Distribution
+from web.presentation.distribution import Distribution
 
 LOGITS = np.array([2.0, 1.0, 0.5, 0.5, -1.0, -3.0], dtype=np.float32)
 
@@ -35,7 +36,7 @@ def test_greedy_is_one_hot_with_zero_entropy_not_minus_zero():
 
 
 def test_each_number_is_computed_once(monkeypatch):
-    import web.distribution as module
+    import web.presentation.distribution as module
     calls = []
     real = module.entropy_bits
     monkeypatch.setattr(module, "entropy_bits", lambda p: calls.append(1) or real(p))

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from pipeline.embedding_space import analogy, cosine_neighbours, far_rows, pca_2d, unit_rows
-from web.cache import model_key
+from web.core.cache import model_key
 from web.sections import embeddings as section
 from web_support import HX, error_message, table_rows, text_of, url
 

@@ -9,8 +9,8 @@ import re
 
 import pytest
 
+from web.core.registry import SECTIONS
 from web.figures import ROLES, SERIES
-from web.registry import SECTIONS
 from web_support import HX, text_of, url
 
 SECTION_IDS = [s.id for s in SECTIONS]

@@ -13,10 +13,10 @@ import plotly.graph_objects as go
 import pytest
 
 from test_web_embeddings import array
+from web.core.registry import SECTIONS
 from web.figures import DIVERGING, TICK_SIZE, TITLE_SIZE, base_layout, signed_colours
 from web.figures.attention import MASKED
 from web.figures.positions import TWILIGHT
-from web.registry import SECTIONS
 from web_support import HX, text_of
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))

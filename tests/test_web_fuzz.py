@@ -21,7 +21,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from test_web_hardening import assert_inert
-from web.registry import SECTIONS, all_params
+from web.core.registry import SECTIONS, all_params
 from web_support import HX
 
 PROFILE = os.environ.get("HYPOTHESIS_PROFILE", "ci")

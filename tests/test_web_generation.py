@@ -10,9 +10,9 @@ from pipeline.costs import LENGTHS
 from pipeline.generation import TextStream, decode_loop
 from pipeline.model import softmax
 from pipeline.sampling import SamplerSettings, sampler
-from web import streaming
-from web.measured import cost_table, stamp
+from web.model_state.measured import cost_table, stamp
 from web.sections import generation
+from web.serving import streaming
 from web_support import HX, chip_ids, error_message, every_section, table_rows, text_of, url
 
 PROMPT = "Mr. Darcy looked at Elizabeth and said"
@@ -292,7 +292,7 @@ def test_the_stepped_run_starts_from_the_prompts_shared_run(client, model, monke
     """The loop's steps are the ones a prefill would give, but the prompt is not run again: its
     times are not shown (the page's one measurement is), so it starts from the prompt's run."""
     prompt = "Mr. Darcy looked at Elizabeth and"
-    from web.registry import sections
+    from web.core.registry import sections
     lm = client.application.extensions["explainer"].default_model
     for s in sections():                  # the measurements, as the server makes them at start
         if s.warm is not None:
@@ -335,14 +335,14 @@ def test_a_loop_past_the_time_budget_says_so_next_to_its_limit(client, model, mo
     """The generation loop checks the request's time budget before each step: past it, the
     new-token limit shows the budget's message (422) and the section shows the loop at the
     limit's default, in a budget of its own."""
-    import web.request_state
-    from web import limits
+    import web.core.request_state
+    from web.core import limits
     budgets = []
 
     def short():                                      # this request's budget: 1 ms
         budgets.append(limits.Deadline(0.001))
         return budgets[-1]
-    monkeypatch.setattr(web.request_state, "Deadline", short)
+    monkeypatch.setattr(web.core.request_state, "Deadline", short)
     prompt = "Elizabeth walked to the window and the budget"     # a loop no test has cached
     page = client.get(url("/section/generation", prompt=prompt, gen_max=150,
                           gen_choose="greedy"), headers=HX)

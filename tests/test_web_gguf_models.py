@@ -11,7 +11,7 @@ import pytest
 
 from gguf_support import TESTS_DIR, write_checkpoint
 from pipeline import load_model
-from web.registry import SECTIONS
+from web.core.registry import SECTIONS
 from web_support import HX
 
 with open(os.path.join(TESTS_DIR, "fixtures", "gguf_reference.json"), encoding="utf-8") as f:

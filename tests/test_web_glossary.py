@@ -1,4 +1,5 @@
-"""The glossary (web/glossary.py): every term the page, the tour and the slides define comes from
+"""The glossary (web/presentation/glossary.py): every term the page, the tour and the slides define
+comes from
 it, and the page defines each term once, at its first use (the `term` macro)."""
 import glob
 import html
@@ -7,9 +8,9 @@ import re
 import pytest
 from markupsafe import escape
 
-from web.glossary import ALIASES, GLOSSARY, PATTERNS, mark_first_uses
-from web.registry import SECTIONS
-from web.tour import tour_steps
+from web.core.registry import SECTIONS
+from web.presentation.glossary import ALIASES, GLOSSARY, PATTERNS, mark_first_uses
+from web.presentation.tour import tour_steps
 from web_support import every_section, text_of, url
 
 TERM_CALL = re.compile(r"\bterm\((.*?)\)\s*}}")
@@ -43,7 +44,7 @@ def test_every_term_used_is_in_the_glossary_and_defined_briefly():
     used = term_keys_in_templates()
     assert len(used) >= 20
     for path, key in used:
-        assert key in GLOSSARY, f"{path}: term({key!r}) is not in web/glossary.py"
+        assert key in GLOSSARY, f"{path}: term({key!r}) is not in web/presentation/glossary.py"
     for key, text in GLOSSARY.items():
         assert text.strip() and len(text) <= 300, key
     assert set(ALIASES) <= set(GLOSSARY)

@@ -1,4 +1,5 @@
-"""Every glossary term (web/glossary.py) is defined where a reader first meets it in each part of
+"""Every glossary term (web/presentation/glossary.py) is defined where a reader first meets it in
+each part of
 the page: the overview and every section, on the default model and on SmolLM2, with every "Go
 deeper" disclosure open. A section is read on its own (it loads as it nears the screen, a link
 or a slide opens it), so each marks its own first use of a term: its first occurrence in running
@@ -6,8 +7,8 @@ text is a glossary term element (the `term` macro) of that very term, and it is 
 import html
 import re
 
-from web.glossary import GLOSSARY, PATTERNS
-from web.registry import SECTIONS
+from web.core.registry import SECTIONS
+from web.presentation.glossary import GLOSSARY, PATTERNS
 from web_support import HX, text_of, url
 
 # The terms the page had used without defining them; each must be in the glossary and met,

@@ -1,7 +1,7 @@
 """Hardening, for every registered section: limits, the time budget, the overload gate, security
 headers, inert user text, start-up errors, and the accessibility of the rendered page.
 
-Everything is parametrized over web.registry.SECTIONS and each section's PARAMS, so a section
+Everything is parametrized over web.core.registry.SECTIONS and each section's PARAMS, so a section
 that lands later is checked without editing this file."""
 import html
 import html.parser
@@ -14,9 +14,9 @@ import urllib.parse
 
 import pytest
 
-from web import limits
-from web.params import Param, parse_state
-from web.registry import SECTIONS, all_params
+from web.core import limits
+from web.core.params import Param, parse_state
+from web.core.registry import SECTIONS, all_params
 from web_support import HX, error_message, every_section, text_of, url
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -121,7 +121,7 @@ def describe(el: Node) -> str:
 def test_every_parameter_is_bounded(param):
     if param.kind in ("int", "float"):
         assert param.min is not None and param.max is not None, \
-            f"{param.name}: give min and max (or limit=, from web/limits.py)"
+            f"{param.name}: give min and max (or limit=, from web/core/limits.py)"
         assert param.min <= param.max < 10 ** limits.INT_DIGITS
     else:
         assert param.max_chars is not None and param.max_chars <= max(limits.LIMITS["text_chars"],
@@ -131,7 +131,7 @@ def test_every_parameter_is_bounded(param):
 @pytest.mark.parametrize("name", sorted(limits.LIMITED))
 def test_every_limited_parameter_is_registered_and_capped(name):
     params = {p.name: p for p in all_params()}
-    assert name in params, f"web.limits.LIMITED names {name!r}, which no section registers"
+    assert name in params, f"web.core.limits.LIMITED names {name!r}, which no section registers"
     p = params[name]
     assert p.limit == limits.LIMITED[name] and p.max <= limits.LIMITS[p.limit]
     state = parse_state(f"{name}={limits.LIMITS[p.limit] + 1}".encode(), all_params())
@@ -223,7 +223,7 @@ class SlowSection:
 
 
 def test_over_the_time_budget_the_control_says_so_and_the_default_is_shown(app):
-    from web.views import build_in_budget
+    from web.core.views import build_in_budget
     with app.test_request_context("/?merges=40"):
         state = parse_state(b"merges=40", all_params())
         section = SlowSection()
@@ -236,8 +236,8 @@ def test_over_the_time_budget_the_control_says_so_and_the_default_is_shown(app):
 
 
 def test_the_deadline_starts_with_the_request_and_is_not_the_states(app):
-    from web.params import Query
-    from web.request_state import current_state, deadline
+    from web.core.params import Query
+    from web.core.request_state import current_state, deadline
     with app.test_request_context("/?merges=3"):
         _, state = current_state()
         budget = deadline()

@@ -1,6 +1,6 @@
-"""State.index_within (web/params.py): the one check of an index against what this prompt or
+"""State.index_within (web/core/params.py): the one check of an index against what this prompt or
 model has, with its message and the fallback to the default."""
-from web.params import Param, parse_state
+from web.core.params import Param, parse_state
 
 PARAMS = [Param("tok", "Clicked token", kind="int", min=0, max=9999),          # section's default
           Param("layer", "Layer", kind="int", default=0, min=0, max=99)]

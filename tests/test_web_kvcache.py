@@ -7,8 +7,8 @@ import pytest
 from pipeline.kvcache import cache_vs_recompute, kv_cache_bytes
 from pipeline.published import KV_ONLY, PUBLISHED
 from web.figures.kvcache import human_bytes
-from web.forward import prompt_ids
-from web.measured import cost_table, stamp
+from web.model_state.forward import prompt_ids
+from web.model_state.measured import cost_table, stamp
 from web.sections import kvcache
 from web_support import HX, error_message, every_section, table_rows, text_of, url
 

@@ -6,8 +6,8 @@ import re
 import numpy as np
 import pytest
 
-from web.registry import SECTIONS
-from web.tour import tour_steps
+from web.core.registry import SECTIONS
+from web.presentation.tour import tour_steps
 from web_support import HX, error_message, text_of, url
 
 

@@ -9,7 +9,7 @@ import pytest
 
 from pipeline.model import softmax
 from pipeline.sampling import entropy_bits, softmax_with_temperature, tokens_holding_mass
-from web.sampler_settings import DEFAULT_TEMPERATURE
+from web.core.sampler_settings import DEFAULT_TEMPERATURE
 from web.sections.logits import CANDIDATES
 from web_support import HX, error_message, every_section, table_rows, text_of, url
 

@@ -1,5 +1,5 @@
 """Each model's defaults show each section's lesson on that model's own first prompt: the
-numbers behind SmolLM2's own defaults (web/explainer.py, Card.defaults), computed by the
+numbers behind SmolLM2's own defaults (web/model_state/explainer.py, Card.defaults), computed by the
 pipeline, and the page built with them. On SmolLM2's "The capital of France is" the page's
 shared defaults showed nothing: 1 of 49,152 tokens drawable, 1 of 1 tiles, 0 of 1 guesses."""
 import math
@@ -10,8 +10,8 @@ import pytest
 
 from pipeline.sampling import SamplerSettings, final_distribution
 from pipeline.speculative import speculative_generate
-from web.explainer import KNOWN_CARDS, installed_smollm2
-from web.registry import all_params
+from web.core.registry import all_params
+from web.model_state.explainer import KNOWN_CARDS, installed_smollm2
 from web_support import HX, text_of
 
 pytestmark = pytest.mark.skipif(
@@ -64,7 +64,7 @@ def test_sampling_defaults_leave_several_tokens_drawable_on_smollm2(smol):
 def test_tiling_defaults_cut_smollm2s_prompt_into_several_tiles_and_rescale(smol):
     app, lm = smol
     from pipeline.tiling import tiles_computed
-    from web.forward import prompt_run
+    from web.model_state.forward import prompt_run
     from web.sections.tiling import rescaling_row
     with app.app_context():
         run = prompt_run(lm, lm.default_prompt)
@@ -106,7 +106,7 @@ def test_a_value_in_the_url_wins_over_the_models_default_and_links_leave_it_out(
     text = section(app, "sampling", s_temp=0.8, s_minp=0.05)
     assert "1 of 49,152 tokens can be drawn" in text
     with app.test_request_context("/?model=smollm2"):
-        from web.request_state import current_state
+        from web.core.request_state import current_state
         _, state = current_state()
         assert state["s_temp"] == default(lm, "s_temp") != PARAMS["s_temp"].default
         assert "s_temp" not in state.query_string()

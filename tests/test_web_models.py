@@ -1,4 +1,5 @@
-"""The model is part of the page's state: `model=` picks one of the app's models (web/explainer.py),
+"""The model is part of the page's state: `model=` picks one of the app's models
+(web/model_state/explainer.py),
 the picker offers each with where it came from, an unknown name is a 422 naming the choices,
 every cache is the model's own, and SmolLM2 (when its package is installed) says " Paris"."""
 import re
@@ -10,8 +11,8 @@ import pytest
 from engine_support import get_model, model_dir
 from pipeline.model import softmax
 from pipeline.sampling import final_distribution, sampler
-from web import explainer as explainer_module
-from web.registry import SECTIONS
+from web.core.registry import SECTIONS
+from web.model_state import explainer as explainer_module
 from web_support import HX, chip_ids, reading_text, text_of
 
 SHORT = "the cat sat on the mat"
@@ -114,7 +115,7 @@ def test_switching_keeps_the_prompt_where_it_fits_and_drops_it_where_not(two):
 
 
 def test_each_model_has_its_own_caches(two):
-    from web.forward import prompt_run
+    from web.model_state.forward import prompt_run
     ex = two.extensions["explainer"]
     c = two.test_client()
     for key in ex.models:
@@ -140,7 +141,7 @@ def test_every_section_answers_on_a_gguf_model_given_at_start(two, section):
 def test_a_missing_smollm2_package_is_said_with_how_to_add_it(monkeypatch):
     from app import create_app
     monkeypatch.setattr(explainer_module, "installed_smollm2", lambda: None)
-    from web import offered
+    from web.model_state import offered
     monkeypatch.setattr(offered, "installed_smollm2", lambda: None)
     app = create_app({"MODEL": get_model("default"), "INSTALLED_MODELS": True, "TESTING": True,
                       "PROBE_ENCODINGS": False, "WARM_CACHES": False})
@@ -172,8 +173,8 @@ def test_smollm2_is_offered_and_its_overview_says_paris(smol):
     r = smol.test_client().get("/", query_string={"model": "smollm2"})
     assert r.status_code == 200
     page = text_of(r)
-    from web.overview import pct
-    from web.sampler_settings import default_settings
+    from web.core.sampler_settings import default_settings
+    from web.presentation.overview import pct
     ids = lm.tokenizer.encode_ordinary(lm.default_prompt)
     logits = lm.model.forward(ids)[-1]
     probs = softmax(logits)
@@ -206,7 +207,7 @@ def test_every_section_answers_on_smollm2(smol, section):
 def test_a_big_model_has_its_own_defaults_for_controls_that_generate_text(smol):
     """SmolLM2 generates 8 tokens where Austen generates 20 (Param.big_default): its controls
     show its default, a shared link leaves it out, and a value given in the URL wins."""
-    from web.registry import all_params
+    from web.core.registry import all_params
     big = {p.name: p for p in all_params() if p.big_default is not None}
     assert {"gen_max", "kv_new", "b_new", "sp_tokens"} <= set(big)
     c = smol.test_client()
@@ -219,7 +220,7 @@ def test_a_big_model_has_its_own_defaults_for_controls_that_generate_text(smol):
               headers={**HX, "HX-Target": "generation"})
     assert re.search(r'name="gen_max"[^>]*value="12"', text_of(r))
     with smol.test_request_context("/?model=smollm2"):
-        from web.request_state import current_state
+        from web.core.request_state import current_state
         _, state = current_state()
         assert state["gen_max"] == 8 and "gen_max" not in state.query_string()
 
@@ -228,7 +229,7 @@ def test_a_big_model_has_its_own_defaults_for_controls_that_generate_text(smol):
 def test_the_big_model_has_a_gate_of_its_own_so_the_small_one_never_waits_behind_it(model,
                                                                                     smollm2):
     from app import create_app
-    from web import limits
+    from web.core import limits
     app = create_app({"MODEL": model, "EXTRA_MODELS": (smollm2,), "INSTALLED_MODELS": True,
                       "TESTING": True, "PROBE_ENCODINGS": False, "WARM_CACHES": False,
                       "GATE_WAITING": 0})

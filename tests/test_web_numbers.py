@@ -1,11 +1,12 @@
-"""How the page writes numbers and counts (web/numbers.py): no negative zero, nouns and verbs
+"""How the page writes numbers and counts (web/presentation/numbers.py): no negative zero, nouns and
+verbs
 that agree with their number."""
 import re
 
 import pytest
 
 from pipeline.sampling import entropy_bits
-from web.numbers import agree, count, fixed
+from web.presentation.numbers import agree, count, fixed
 
 
 @pytest.mark.parametrize("value, places, text", [
@@ -40,7 +41,7 @@ def test_entropy_is_never_negative():
                                      (12, "12th"), (13, "13th"), (21, "21st"), (22, "22nd"),
                                      (30, "30th"), (101, "101st"), (111, "111th")])
 def test_ordinal(n, text):
-    from web.numbers import ordinal
+    from web.presentation.numbers import ordinal
     assert ordinal(n) == text
 
 

@@ -4,7 +4,7 @@ no or full key/value grouping, untied embeddings, a 64-token context), never a 5
 import pytest
 
 from engine_support import fixture_names, get_model
-from web.registry import SECTIONS
+from web.core.registry import SECTIONS
 from web_support import HX
 
 PROMPT = "the cat sat on the mat and the dog sat on the log"

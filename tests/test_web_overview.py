@@ -1,4 +1,5 @@
-"""The overview (web/overview.py, templates/overview.html, GET /overview): every number on it is
+"""The overview (web/presentation/overview.py, templates/overview.html, GET /overview): every number
+on it is
 the pipeline's: token ids, tensor shapes from the activation cache, the residual norms, the KV
 cache's bytes, the top five and the chosen token of the generation loop; bad input gives a 4xx
 with a message; token text stays text."""
@@ -13,11 +14,11 @@ from engine_support import get_model
 from pipeline.generation import decode_loop, generation_steps
 from pipeline.model import softmax
 from pipeline.sampling import SamplerSettings, final_distribution, sampler
-from web.forward import prompt_ids, prompt_run
-from web.overview import CHIPS_HEAD, CHIPS_TAIL, OV_LIMIT
-from web.params import PROMPT
-from web.registry import SECTIONS
-from web.sampler_settings import DEFAULT_TEMPERATURE
+from web.core.params import PROMPT
+from web.core.registry import SECTIONS
+from web.core.sampler_settings import DEFAULT_TEMPERATURE
+from web.model_state.forward import prompt_ids, prompt_run
+from web.presentation.overview import CHIPS_HEAD, CHIPS_TAIL, OV_LIMIT
 from web.sections.sampling import PARAMS as SAMPLING_PARAMS
 from web_support import HX, chip_ids, error_message, ordered_list, reading_text, text_of, url
 
@@ -214,7 +215,7 @@ def test_the_chosen_tokens_probability_is_the_samplers(client, model, steps):
     written beside the chosen token is the one the sampler drew it with (pipeline.sampling's
     final distribution), not the model's T = 1 softmax, and it is written with enough digits
     not to read 0."""
-    from web.overview import pct
+    from web.presentation.overview import pct
     settings = settings_with(temperature=1.5, top_k=0, top_p=1.0, min_p=0.0)
     page = text_of(client.get(url("/overview", s_temp=1.5, s_topk=0, s_topp=1, s_minp=0,
                                   ov_steps=steps), headers=LIVE))
@@ -420,7 +421,7 @@ def test_the_last_free_positions(client, model):
 # --- SmolLM2-135M-Instruct (30 blocks): skipped when its package is absent ---
 
 def test_smollm2_residual_strip_holds_the_31_norms_of_the_cache(smol_app):
-    from web.forward import prompt_run
+    from web.model_state.forward import prompt_run
     app = smol_app
     lm = app.extensions["explainer"].models["smollm2"]
     prompt = "The capital of France is"
@@ -588,7 +589,7 @@ def test_one_sampler_for_the_overview_sampling_and_the_loop(client, model):
     """The overview's controls carry the Sampling section's names: one set of parameters in the
     URL, shown by both, used by both and by a sampled generation loop; the overview has none of
     its own."""
-    from web.registry import all_params
+    from web.core.registry import all_params
     names = [p.name for p in all_params()]
     assert not [n for n in names if n.startswith("ov_") and n != "ov_steps"]
     q = dict(s_temp=1.3, s_topk=20, s_topp=0.75, s_minp=0.02, gen_choose="sampler")

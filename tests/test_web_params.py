@@ -1,4 +1,5 @@
-"""web.params: a Param's choices and open lower bound are checked with the query, with the page's
+"""web.core.params: a Param's choices and open lower bound are checked with the query, with the
+page's
 usual message naming the parameter; State.one_of checks a set of choices known only once the
 model is; the control macro renders a select's options from its Param."""
 import re
@@ -6,8 +7,8 @@ import re
 import pytest
 from flask import render_template_string
 
-from web.params import Param, parse_state
-from web.registry import all_params
+from web.core.params import Param, parse_state
+from web.core.registry import all_params
 from web_support import HX, error_message, text_of, url
 
 COLOUR = Param("colour", "Colour", default="red", max_chars=10, choices=("red", "green"))
@@ -139,8 +140,8 @@ def test_a_value_given_twice_is_one_value_and_two_values_are_refused():
     """The page's sampler has controls in the overview and in Sampling that share names: a
     form with both sends the name twice, with one value (kept equal), which is one value; two
     different values are refused, with the control's label."""
-    from web.params import parse_state
-    from web.registry import all_params
+    from web.core.params import parse_state
+    from web.core.registry import all_params
     state = parse_state(b"s_temp=0.5&s_temp=0.5", all_params())
     assert state.errors == {} and state["s_temp"] == 0.5
     state = parse_state(b"s_temp=0.5&s_temp=0.7", all_params())

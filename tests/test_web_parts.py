@@ -1,12 +1,12 @@
 """A control that changes one part of a section is answered with that part rendered alone
-(web/views.py part_wanted): the same HTML as the part cut from the whole section's render, for
+(web/core/views.py part_wanted): the same HTML as the part cut from the whole section's render, for
 every part of every section, with none of the other parts' content rendered (a part inside it
 or around it aside)."""
 from flask import g
 
-from web import views
-from web.registry import SECTIONS
-from web.request_state import current_state
+from web.core import views
+from web.core.registry import SECTIONS
+from web.core.request_state import current_state
 from web_support import HX, url
 
 PROMPT = "Mr. Bennet was among the earliest of those who waited on Mr. Bingley"

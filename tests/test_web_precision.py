@@ -1,5 +1,6 @@
 """How the numbers are stored, told once (the generation loop's "How the numbers are stored",
-web/precision.py): the file's tensor types and bytes as the file itself says them, the engine's
+web/presentation/precision.py): the file's tensor types and bytes as the file itself says them, the
+engine's
 float32 copy (parameters x 4 bytes), the KV cache's bytes per token in float32 here and in fp16 in
 the table of published models; the places that cite it refer to it; Quantization says what it
 quantizes and why its compression ratio is not 32 / bits."""
@@ -10,7 +11,7 @@ import numpy as np
 
 from pipeline.loader import WEIGHTS_FILE
 from pipeline.published import PUBLISHED
-from web.precision import storage
+from web.presentation.precision import storage
 from web_support import HX, reading_text, text_of, url
 
 

@@ -12,7 +12,7 @@ import pytest
 from pipeline import quantize
 from pipeline.generation import decode_loop
 from pipeline.published import published
-from web.params import PROMPT
+from web.core.params import PROMPT
 from web_support import HX, MARKS, error_message, every_section, reading_text, text_of, url
 
 
@@ -348,7 +348,7 @@ def test_the_default_scheme_shows_what_quantizing_costs(client, model, windows):
     change, change4 = (held.perplexity / float_held.perplexity - 1,
                        held4.perplexity / float_held.perplexity - 1)
     assert change > 0.01 and change > 3 * change4
-    from web.explainer import AUSTEN_PROMPTS  # the page's prompt without one in the URL
+    from web.model_state.explainer import AUSTEN_PROMPTS  # the page's prompt without one in the URL
     ids = model.tokenizer.encode_ordinary(AUSTEN_PROMPTS[0])
     greedy = [p.token for p in decode_loop(model, ids, GREEDY_TOKENS)]
     quantized = [p.token for p in decode_loop(qm.model, ids, GREEDY_TOKENS)]

@@ -14,7 +14,7 @@ from pipeline.roofline import (
     roofline,
     weight_scheme,
 )
-from web.measured import cost_table, stamp
+from web.model_state.measured import cost_table, stamp
 from web_support import HX, error_message, text_of, url, without_definitions
 
 
@@ -99,9 +99,10 @@ def test_disclosure_open_from_the_url(client):
 
 
 def test_this_servers_roof_is_measured_once_in_web_measured(client):
-    """web.measured.machine: the roof the roofline and generation sections cite, measured once
+    """web.model_state.measured.machine: the roof the roofline and generation sections cite,
+    measured once
     (a second call returns the same measurement and measures nothing)."""
-    from web import measured
+    from web.model_state import measured
     first = measured.machine_measurement()
     count = measured.measurements()
     assert measured.machine_measurement() is first and measured.machine() is first[0]

@@ -5,8 +5,8 @@ import urllib.parse
 
 import pytest
 
-from web import views
-from web.registry import SECTIONS
+from web.core import views
+from web.core.registry import SECTIONS
 from web_support import HX, error_message, text_of, url
 
 STATES = [

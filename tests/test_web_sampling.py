@@ -11,8 +11,8 @@ import pytest
 
 from pipeline.sampling import SamplerSettings, draw, sample_next, sampling_stages
 from pipeline.statistics import goodness_of_fit
+from web.presentation.tokens import plain
 from web.sections.sampling import EXAMPLE, PARAMS, drawn_tv_distance, pct, shown_tokens
-from web.tokens import plain
 from web_support import error_message, every_section, table_rows, text_of, url
 
 PROMPT = "Elizabeth was very much surprised; she had not expected to see Mr. Darcy"
@@ -155,7 +155,7 @@ def test_default_values_leave_the_url_and_others_stay(client):
 def test_every_default_setting_changes_the_default_prompts_distribution(client, model):
     """The defaults show each stage at work: on the default prompt every filter removes tokens
     and temperature reshapes; the penalty, off by default, is the one stage listed as idle."""
-    from web.params import PROMPT as PROMPT_PARAM
+    from web.core.params import PROMPT as PROMPT_PARAM
     ids = prompt_ids_of(model, PROMPT_PARAM.default)
     stages = sampling_stages(model.forward(ids)[-1], ids, settings_of({}))
     kept = [int(st.kept.sum()) for st in stages]

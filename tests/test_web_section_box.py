@@ -11,7 +11,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
 def test_a_refused_prompt_leaves_each_section_its_notice_only(client):
-    from web.registry import sections
+    from web.core.registry import sections
     message = error_message(text_of(client.get(url("/", prompt=""))), "prompt")
     assert message == "The prompt is empty: type some text."
     for s in sections():

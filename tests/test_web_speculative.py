@@ -75,7 +75,7 @@ def test_the_prediction_is_the_measured_run_priced_from_the_cost_table(client, a
     priced in decode steps from the cost table; the figure's passes are the same table's, so the
     mean pass is the mean of the figure's bars over the run's pass sizes."""
     from pipeline.costs import price_speculative
-    from web.measured import cost_table
+    from web.model_state.measured import cost_table
     from web.sections.speculative import speed_table
     lm = app.extensions["explainer"].default_model
     for mode, gamma in (("sample", 5), ("greedy", 2)):
@@ -344,7 +344,7 @@ def test_smollm2_measurements_are_the_ones_shown(smol):
     """The times on screen are the cost table's (step, pass) and lookup_speed's (its run); the
     prediction is that run priced from the table, the measured speed-up the run's own."""
     from pipeline.costs import price_speculative
-    from web.measured import cost_table
+    from web.model_state.measured import cost_table
     from web.sections.speculative import LOOKUP_GAMMA, LOOKUP_TEXT, LOOKUP_TOKENS, lookup_speed
     client, lm = smol
     page = text_of(client.get(url("/section/speculative", model="smollm2", prompt=SMOL_PROMPT,
@@ -396,7 +396,7 @@ def test_smollm2_prompt_without_repetition(smol):
 def test_the_target_step_is_the_cost_tables_with_the_runs_own_beside_it(client, app):
     """The unit is the cost table's decode step (the one every section quotes); the target
     alone's own mean step in the measured run is shown beside it, with why they differ."""
-    from web.measured import cost_table
+    from web.model_state.measured import cost_table
     from web.sections.speculative import speed_table
     lm = app.extensions["explainer"].default_model
     if lm.draft is None:

@@ -7,7 +7,7 @@ import urllib.parse
 import pytest
 
 from pipeline.generation import decode_loop
-from web import streaming
+from web.serving import streaming
 
 TIMEOUT = 20
 

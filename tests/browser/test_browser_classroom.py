@@ -6,7 +6,7 @@ import re
 import numpy as np
 from playwright.sync_api import expect
 
-from web.tokens import plain
+from web.presentation.tokens import plain
 
 
 def model_top(live_app):

@@ -6,7 +6,7 @@ import re
 from playwright.sync_api import expect
 
 from pipeline.tiling import plain_traffic, tiled_traffic
-from web.explainer import AUSTEN_PROMPTS
+from web.model_state.explainer import AUSTEN_PROMPTS
 
 
 def region(page, title):

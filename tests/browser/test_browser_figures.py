@@ -5,7 +5,7 @@ import json
 
 from playwright.sync_api import expect
 
-from web.registry import SECTIONS
+from web.core.registry import SECTIONS
 
 
 def test_every_figure_draws(page, page_errors, dialogs):

@@ -13,7 +13,7 @@ from waitress.server import create_server
 
 from gguf_support import write_checkpoint
 from pipeline import discovery, load_model
-from web.sampler_settings import default_settings
+from web.core.sampler_settings import default_settings
 
 
 @pytest.fixture(scope="module")

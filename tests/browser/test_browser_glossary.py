@@ -5,7 +5,7 @@ import re
 
 from playwright.sync_api import expect
 
-from web.glossary import GLOSSARY
+from web.presentation.glossary import GLOSSARY
 
 RESIDUAL = GLOSSARY["residual stream"]
 

@@ -13,10 +13,10 @@ import pytest
 from playwright.sync_api import expect
 from waitress.server import create_server
 
-from web import limits
+from web.core import limits
+from web.core.registry import SECTIONS
 from web.figures import label
-from web.registry import SECTIONS
-from web.tokens import plain
+from web.presentation.tokens import plain
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 AXE_JS = os.path.join(ROOT, "node_modules", "axe-core", "axe.min.js")
@@ -139,7 +139,7 @@ def test_typed_hostile_prompt_updates_every_section_as_text(page, model, dialogs
 def tight_server(model):
     """The app with one computing slot and no waiting room, served by waitress."""
     from app import create_app
-    from web.serving import warm
+    from web.serving.server import warm
     app = create_app({"MODEL": model, "PROBE_ENCODINGS": False, "GATE_SLOTS": 1,
                       "GATE_WAITING": 0, "GATE_WAIT_SECONDS": 5.0, "WARM_CACHES": False})
     warm(app)               # as app.py does before it serves: this app's own caches, filled

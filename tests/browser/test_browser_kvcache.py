@@ -5,7 +5,7 @@ import re
 from playwright.sync_api import expect
 
 from pipeline.kvcache import kv_cache_bytes
-from web.measured import cost_table, stamp
+from web.model_state.measured import cost_table, stamp
 from web.sections import kvcache
 
 PROMPT = "Mr. Collins was not a sensible man"

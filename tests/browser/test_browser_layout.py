@@ -36,8 +36,8 @@ import warnings
 
 from playwright.sync_api import TimeoutError as PlaywrightTimeout
 
-from web.registry import SECTIONS
-from web.tour import tour_steps
+from web.core.registry import SECTIONS
+from web.presentation.tour import tour_steps
 
 SIZES = (
     ("1280x900", {"viewport": {"width": 1280, "height": 900}}),

@@ -9,10 +9,10 @@ import re
 import numpy as np
 from playwright.sync_api import expect
 
+from web.core.registry import SECTIONS
 from web.figures import DARK_INKS as FIGURE_DARK_INKS
 from web.figures import INK, ROLES
-from web.registry import SECTIONS
-from web.tour import tour_steps
+from web.presentation.tour import tour_steps
 
 STEPS = tour_steps(SECTIONS)
 

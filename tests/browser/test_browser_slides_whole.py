@@ -13,9 +13,9 @@ import pytest
 from playwright.sync_api import expect
 from waitress.server import create_server
 
-from web.explainer import installed_smollm2
-from web.registry import SECTIONS
-from web.tour import tour_steps
+from web.core.registry import SECTIONS
+from web.model_state.explainer import installed_smollm2
+from web.presentation.tour import tour_steps
 
 STEPS = tour_steps(SECTIONS)
 PROJECTOR = {"viewport": {"width": 1024, "height": 768}}

@@ -11,7 +11,7 @@ import pytest
 from playwright.sync_api import expect
 from waitress.server import create_server
 
-from web.explainer import installed_smollm2
+from web.model_state.explainer import installed_smollm2
 
 # Recorded by the page itself at DOMContentLoaded, before any script draws a figure.
 RECORD = """() => {

@@ -4,7 +4,7 @@ import re
 from playwright.sync_api import expect
 
 from pipeline.bpe import learn_bpe
-from web.tokens import plain
+from web.presentation.tokens import plain
 
 
 def token_ids(page, label="Tokens of the prompt"):

@@ -3,7 +3,7 @@
 A join code is CODE_LENGTH characters from an alphabet without look-alikes (no 0/O, 1/I/L):
 31 symbols, so 31**7 = 27.5 billion codes, 34.7 bits. Typed codes are read case-insensitively,
 with spaces and dashes ignored. Join attempts with a wrong code are rate-limited per client
-(web/limits.py CLASSROOM["join_failures"]), so guessing a live code is hopeless.
+(web/core/limits.py CLASSROOM["join_failures"]), so guessing a live code is hopeless.
 """
 import hashlib
 import hmac

@@ -2,7 +2,7 @@
 
 A poll is opened on the teacher's screen as it is (the teacher's page state, a query string):
 its question and the model's answer come from the section's own build for that state
-(`web.cache.cached_build(section, lm, state)`, the very call that renders the section), so the
+(`web.core.cache.cached_build(section, lm, state)`, the very call that renders the section), so the
 model's side of a reveal is the number the section shows, never typed. The model's answer is
 kept in the store with the poll and sent to nobody until the teacher reveals it.
 
@@ -15,7 +15,8 @@ kept in the store with the poll and sent to nobody until the teacher reveals it.
     kv-bytes        kvcache         a whole number          final_nbytes
 
 On reveal, the class's answers are counted beside the model's. For the next token, the class's
-guesses are drawn against the model's probabilities on the same axis (web.forward.prompt_run's
+guesses are drawn against the model's probabilities on the same axis
+(web.model_state.forward.prompt_run's
 last row of logits through pipeline.sampling.softmax_with_temperature at T = 1, as the logits
 section computes it), with the probability the model gave the class's favourite guess.
 """
@@ -31,10 +32,10 @@ from typing import Callable
 import numpy as np
 
 from pipeline.sampling import softmax_with_temperature
-from web.cache import memoized
+from web.core.cache import memoized
+from web.core.limits import CLASSROOM
 from web.figures import ROLES, base_layout, label, roles
-from web.forward import prompt_ids, prompt_run
-from web.limits import CLASSROOM
+from web.model_state.forward import prompt_ids, prompt_run
 
 # the reveal's chart: the class's guesses are what was observed (DRAWS, as the sampling
 # section's draws), the model's bars its softmax probability (MODEL_P)
@@ -82,7 +83,8 @@ def _n_tokens(lm, state, ctx):
 
 
 def _top_p_half(lm, state, ctx):
-    n = ctx["model"].probs.size               # web.distribution.Distribution: the model's own
+    # web.presentation.distribution.Distribution: the model's own
+    n = ctx["model"].probs.size
     kept, mass = ctx["half"]                  # what top-p = 0.5 alone keeps (kept, mass)
     return dict(question=f"Top-p = 0.5 alone keeps the most probable tokens until they hold half "
                          f"of the probability. Of the {n:,} tokens, how many does it keep for "

@@ -10,13 +10,13 @@ One small interface, two implementations, chosen at start (`python app.py --stor
                               process, which answers the followers' polls from what it heard
 
 One client address (a hash of it: web/classroom/codes.py client_tag) may hold a few live
-sessions and a few members of one session (web/limits.py "sessions_per_client",
+sessions and a few members of one session (web/core/limits.py "sessions_per_client",
 "members_per_client"), so one phone or one script cannot fill the server or a class. A session
 nobody has joined ends sooner than one with a class ("unjoined_idle_seconds").
 
 Every change of a session (the teacher's state, a join, a poll opened, an answer, a reveal)
 increments the session's `version`: a follower's poll sends the version it has (ETag) and gets
-304 until it changes. Sessions expire after `idle` seconds without a change (web/limits.py
+304 until it changes. Sessions expire after `idle` seconds without a change (web/core/limits.py
 CLASSROOM["idle_seconds"]); their members, polls and answers go with them (SQLite: foreign
 keys ON DELETE CASCADE, swept at most once a minute and checked on every read; Redis: every key
 of the session carries the same time-to-live, renewed by each change).
@@ -26,7 +26,7 @@ query string of the projected page), anonymous random student ids (no name, no a
 address), the polls (the question, the model's answer) and each student's answer. No personal
 data.
 
-Caps (web/limits.py CLASSROOM) are passed in by the views and enforced here, atomically:
+Caps (web/core/limits.py CLASSROOM) are passed in by the views and enforced here, atomically:
 sessions active at once, members per session, polls per session, answers per session.
 """
 import json
@@ -84,7 +84,8 @@ class Unavailable(StoreError):
 
 GONE = "There is no class with this code: it ended, expired or never existed."
 # How long the code of a session that ended or expired is remembered (known()): the followers'
-# polls and reloads of a class that just ended are not wrong codes (web/limits.py's join window).
+# polls and reloads of a class that just ended are not wrong codes (web/core/limits.py's join
+# window).
 REMEMBER_SECONDS = 600
 
 

@@ -46,14 +46,14 @@ from flask import (
     url_for,
 )
 
-from web import serving
-from web.cache import cached_build
 from web.classroom import codes, polls
 from web.classroom.store import Gone, StoreError, Unavailable, open_store
-from web.limits import CLASSROOM, RETRY_AFTER_SECONDS
-from web.registry import all_params
-from web.registry import section as find_section
-from web.request_state import current_state
+from web.core.cache import cached_build
+from web.core.limits import CLASSROOM, RETRY_AFTER_SECONDS
+from web.core.registry import all_params
+from web.core.registry import section as find_section
+from web.core.request_state import current_state
+from web.serving import server as serving
 
 bp = Blueprint("classroom", __name__, url_prefix="/class")
 TEACHER_COOKIE = "cls_t"

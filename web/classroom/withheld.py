@@ -3,8 +3,9 @@ the poll's answer (web/classroom/polls.py PollKind.withholds), on every route a 
 
 A member is a browser holding a student id (`cls_s`) and the codes it joined (`cls_j`), both
 set by the join at path / (web/classroom/views.py). While one of those sessions has a poll open
-and the id is one of its members, the page's own routes (web/views.py: the page, a section, the
-overview; web/streaming.py: the streamed answer) show each withheld place as a short note that
+and the id is one of its members, the page's own routes (web/core/views.py: the page, a section, the
+overview; web/serving/streaming.py: the streamed answer) show each withheld place as a short note
+that
 says why, and nothing of its content: no number, no attribute, no "show" button. The server
 decides; a blur in the browser would hide nothing from a phone's page source.
 

@@ -111,7 +111,8 @@ def series(i: int) -> str:
 # Values >= 0 (attention weights, norms): white to dark blue.
 SEQUENTIAL = [[0.0, "#ffffff"], [0.15, "#c6dbef"], [0.5, "#4a8fc9"], [1.0, "#08306b"]]
 # Signed values, always centred on 0 (signed_colours): red below 0, white at 0, blue above,
-# the positive half being SEQUENTIAL; the page's shaded chips (web.shading) use the same ends.
+# the positive half being SEQUENTIAL; the page's shaded chips (web.presentation.shading) use the
+# same ends.
 DIVERGING = ([[0.0, "#a4161a"], [0.25, "#d6604d"], [0.425, "#fbd0c3"], [0.5, "#ffffff"]]
              + [[0.5 + p / 2, c] for p, c in SEQUENTIAL[1:]])
 

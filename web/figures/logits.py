@@ -4,7 +4,8 @@ from web.figures import ACCENT, MUTED, ROLES, base_layout, figure_json, label, r
 
 def probs_figure(texts: list, own, dist, ids) -> str:
     """The highest-scoring tokens' probabilities at temperature 1 (`own`, a
-    web.distribution.Distribution) and at the chosen one (`dist`); ids: the tokens, best first."""
+    web.presentation.distribution.Distribution) and at the chosen one (`dist`); ids: the tokens,
+    best first."""
     names = [f"{r + 1}. {label(t)}" for r, t in enumerate(texts)]
     temp = dist.temperature
     data = [
@@ -27,7 +28,8 @@ def probs_figure(texts: list, own, dist, ids) -> str:
 
 def entropy_figure(temps: list, entropies: list, dist) -> str:
     """Entropy (bits) of this prompt's next-token distribution as the temperature varies, and
-    `dist` (a web.distribution.Distribution at the chosen temperature) marked on the curve."""
+    `dist` (a web.presentation.distribution.Distribution at the chosen temperature) marked on the
+    curve."""
     data = [
         dict(type="scatter", x=temps, y=entropies, mode="lines", line=dict(color=MUTED),
              meta=roles("CONTEXT"),

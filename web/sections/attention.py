@@ -2,7 +2,8 @@
 softmax and weights after), what a clicked token attends to, and measured head behaviour.
 
 Every number is read from the activation cache of the one forward pass of the prompt
-(web.forward.prompt_run): blocks.{i}.attn.hook_attn_scores (q.k / sqrt(head_dim), -inf where
+(web.model_state.forward.prompt_run): blocks.{i}.attn.hook_attn_scores (q.k / sqrt(head_dim), -inf
+where
 masked) and blocks.{i}.attn.hook_pattern (their softmax). The measures are
 pipeline.attention_analysis's.
 """
@@ -21,11 +22,11 @@ from pipeline.attention_analysis import (
     stack_layers,
     strongest_heads,
 )
+from web.core.params import Param
 from web.figures import attention as figures
-from web.forward import prompt_run
-from web.params import Param
+from web.model_state.forward import prompt_run
+from web.presentation.tokens import token_pieces, token_plain
 from web.sections import Section
-from web.tokens import token_pieces, token_plain
 
 GRID_MAX = 48          # the grid's panels show at most this many rows and columns (else blocks)
 N_STRONGEST = 3        # heads named for each kind of behaviour

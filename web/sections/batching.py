@@ -2,7 +2,8 @@
 
 Request lengths are real generations of the running model (seeded sampling from the prompts
 below until a paragraph ends, end-of-text, or MAX_NEW tokens, computed once per model); the
-cost of a decode step of 1..MAX_SLOTS sequences is the model's cost table (web.measured.cost_table:
+cost of a decode step of 1..MAX_SLOTS sequences is the model's cost table
+(web.model_state.measured.cost_table:
 `decode_batch` timed for each batch size, a batch of one being the table's decode step), the
 same table every timing section quotes. Neither depends on the page's prompt. The schedules,
 latencies and memory are `pipeline.batching` replaying that queue with those costs.
@@ -11,13 +12,13 @@ latencies and memory are `pipeline.batching` replaying that queue with those cos
 from pipeline.batching import StepCosts, generate_requests, make_queue, page_snapshots, simulate
 from pipeline.costs import fmt_ms
 from pipeline.kvcache import kv_bytes_per_token
-from web.cache import memo
+from web.core.cache import memo
+from web.core.params import Param
 from web.figures import batching as figures
 from web.figures.kvcache import human_bytes
-from web.measured import cost_table, model_key, stamp
-from web.params import Param
+from web.model_state.measured import cost_table, model_key, stamp
+from web.presentation.tokens import token_string
 from web.sections import Section
-from web.tokens import token_string
 
 MAX_REQUESTS = 8
 MAX_SLOTS = 8

@@ -3,7 +3,8 @@ from the activation cache, the parameter count of every component (counted from 
 by the formula, and the same formula on published models), the residual stream's size across
 layers, and the logit lens.
 
-Tensors come from the one cached forward pass of the prompt (`web.forward.prompt_run`); the
+Tensors come from the one cached forward pass of the prompt (`web.model_state.forward.prompt_run`);
+the
 parameter tables depend only on the model and are computed once per model.
 """
 import os
@@ -16,12 +17,12 @@ from pipeline.model import softmax
 from pipeline.published import PUBLISHED
 from pipeline.ranking import top_k
 from pipeline.sizes import counted_from_arrays, parameter_counts
-from web.cache import memoized
+from web.core.cache import memoized
+from web.core.params import Param
 from web.figures import block as figures
-from web.forward import prompt_run
-from web.params import Param
+from web.model_state.forward import prompt_run
+from web.presentation.tokens import token_plain
 from web.sections import Section
-from web.tokens import token_plain
 
 LENS_TOP = 5              # guesses per layer in the logit lens table
 LOGIT_COLUMNS = 24        # vocabulary columns shown when the logits tensor is picked

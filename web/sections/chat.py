@@ -3,8 +3,8 @@ own chat template, the text and special tokens that makes, the ids, and the answ
 the generation loop until the model writes its end-of-turn token.
 
 The rendering is pipeline/chat.py (transformers' apply_chat_template, checked against it by
-tests/test_chat.py); the stream is web/chat_stream.py, the generation stream's own loop
-(web.streaming.answer_events) on these ids. A model whose files carry no chat template (the
+tests/test_chat.py); the stream is web/serving/chat_stream.py, the generation stream's own loop
+(web.serving.streaming.answer_events) on these ids. A model whose files carry no chat template (the
 project's Austen model: a base model trained on novels) gets that said, not an error.
 """
 import urllib.parse
@@ -19,11 +19,11 @@ from pipeline.chat import (
     specials_in,
     split_special,
 )
-from web.cache import memo
-from web.measured import model_key
-from web.params import Param
+from web.core.cache import memo
+from web.core.params import Param
+from web.model_state.measured import model_key
+from web.presentation.tokens import token_pieces
 from web.sections import Section
-from web.tokens import token_pieces
 
 MAX_NEW_TOKENS = 200       # the stream's most (as the generation loop's)
 CHAT_CHARS = 600           # a question or a system message: a few sentences

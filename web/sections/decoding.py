@@ -14,14 +14,14 @@ from dataclasses import dataclass
 from pipeline.decoding import beam_search, continue_batch
 from pipeline.generation import most_new_tokens
 from pipeline.sampling import SamplerSettings, greedy, sampler
-from web.cache import memoized
+from web.core.cache import memoized
+from web.core.params import Param
+from web.core.sampler_settings import settings_from
 from web.figures import decoding as figures
-from web.forward import prefilled, prompt_ids
-from web.params import Param
-from web.sampler_settings import settings_from
+from web.model_state.forward import prefilled, prompt_ids
+from web.presentation.tokens import token_plain, token_string
 from web.sections import Section
 from web.sections.sampling import SAMPLER
-from web.tokens import token_plain, token_string
 
 MAX_WIDTH, MAX_NEW = 8, 12
 N_SAMPLES = 3
@@ -62,7 +62,8 @@ class Line:
     ended: bool = False   # stopped at end-of-text
 
 
-# Each search starts from the prompt's shared run (web.forward.prefilled): the prompt is not
+# Each search starts from the prompt's shared run (web.model_state.forward.prefilled): the prompt is
+# not
 # run again for every width, length or seed.
 @memoized(32)
 def cached_search(model, ids: tuple, width: int, n: int, alpha: float):

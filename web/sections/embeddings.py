@@ -20,12 +20,12 @@ from pipeline.embedding_space import (
     rank_of,
     unit_rows,
 )
-from web.cache import memo, memoized, model_key
+from web.core.cache import memo, memoized, model_key
+from web.core.params import Param
 from web.figures import embeddings as figures
-from web.forward import prompt_run
-from web.params import Param
+from web.model_state.forward import prompt_run
+from web.presentation.tokens import plain, token_pieces, token_plain
 from web.sections import Section
-from web.tokens import plain, token_pieces, token_plain
 
 MAX_HEATMAP_TOKENS = 64       # rows of the token-vector heatmap (more would not be readable)
 MAX_COSINE_TOKENS = 32        # rows and columns of the prompt's cosine-similarity matrix

@@ -3,7 +3,7 @@ values of one token in one layer, their histogram, the most active neurons, and 
 tokens drive one neuron.
 
 Every value is read from the activation cache of the prompt's forward pass
-(web.forward.prompt_run): blocks.{i}.mlp.hook_pre (GELU input / SwiGLU gate),
+(web.model_state.forward.prompt_run): blocks.{i}.mlp.hook_pre (GELU input / SwiGLU gate),
 blocks.{i}.mlp.hook_pre_linear (SwiGLU up-projection) and blocks.{i}.mlp.hook_post. The curve
 and the check use pipeline.model's own gelu / silu through pipeline.feedforward.
 """
@@ -17,11 +17,11 @@ from pipeline.feedforward import (
     top_neurons,
     top_tokens,
 )
+from web.core.params import Param
 from web.figures import feedforward as figures
-from web.forward import prompt_run
-from web.params import Param
+from web.model_state.forward import prompt_run
+from web.presentation.tokens import token_pieces, token_plain
 from web.sections import Section
-from web.tokens import token_pieces, token_plain
 
 N_TOP = 10            # rows of the most-active-neurons table
 N_TOKENS = 5          # prompt tokens named for the chosen neuron

@@ -2,7 +2,8 @@
 
 Every number comes from the running model: the steps from pipeline.generation.generation_steps
 (Model.prefill / Model.decode), computed per prompt; the prefill and decode times from the
-model's cost table (web.measured.cost_table, measured once per model over several lengths and
+model's cost table (web.model_state.measured.cost_table, measured once per model over several
+lengths and
 interpolated to the prompt's length, the same values every timing section quotes); the byte
 and FLOP counts from the loaded arrays.
 """
@@ -10,15 +11,15 @@ import urllib.parse
 
 from pipeline.generation import generation_steps
 from pipeline.roofline import decode_work, model_costs, prefill_work, roofline
-from web.cache import memo
+from web.core.cache import memo
+from web.core.params import Param
+from web.core.sampler_settings import CHOOSERS, sampler_for, settings_from
 from web.figures import generation as figures
-from web.forward import prefilled, prompt_ids
-from web.measured import cost_table, machine, model_key, stamp
-from web.params import Param
-from web.sampler_settings import CHOOSERS, sampler_for, settings_from
+from web.model_state.forward import prefilled, prompt_ids
+from web.model_state.measured import cost_table, machine, model_key, stamp
+from web.presentation.tokens import token_pieces
 from web.sections import Section
 from web.sections.sampling import SAMPLER
-from web.tokens import token_pieces
 
 MAX_NEW_TOKENS = 200       # the most a request may generate (a classroom shares 2 cores)
 N_TOP = 5                  # candidates shown per step
@@ -68,8 +69,10 @@ def stepped_run(lm, ids: tuple, max_new_tokens: int, sample, sample_key: tuple,
                 timed=lambda steps: steps) -> tuple:
     """The loop's steps; `sample_key` names the chooser (a seeded one always draws alike).
     `timed` wraps the steps as they are made (Query.in_time: the request's time budget)."""
-    # Its times are not shown (the page's one measurement is: web.measured), so it starts from
-    # the prompt's shared run (web.forward.prefilled) instead of running the prompt again.
+    # Its times are not shown (the page's one measurement is: web.model_state.measured), so it
+    # starts from
+    # the prompt's shared run (web.model_state.forward.prefilled) instead of running the prompt
+    # again.
     return _runs.get((model_key(lm.model), ids, max_new_tokens, sample_key),
                      lambda: tuple(timed(generation_steps(lm.model, ids, max_new_tokens,
                                                           sample=sample, n_top=N_TOP,

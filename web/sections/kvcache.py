@@ -1,6 +1,7 @@
 """KV cache: generation with and without the cache on the running model, and the cache's size.
 
-The step times come from the model's cost table (`web.measured.cost_table`, measured once per
+The step times come from the model's cost table (`web.model_state.measured.cost_table`, measured
+once per
 model over several sequence lengths, interpolated to the prompt's): a step without the cache is
 a forward pass over the whole sequence, the prefill of that many tokens; with the cache it is
 one decode step. Every timing section quotes the same table. The logits differences and byte counts
@@ -22,13 +23,13 @@ from pipeline.kvcache import (
     kv_cache_bytes,
 )
 from pipeline.published import KV_ONLY, PUBLISHED, attention_config
-from web.cache import memo
+from web.core.cache import memo
+from web.core.params import Param
 from web.figures import kvcache as figures
-from web.forward import prefilled, prompt_ids
-from web.measured import cost_table, model_key, stamp
-from web.params import Param
+from web.model_state.forward import prefilled, prompt_ids
+from web.model_state.measured import cost_table, model_key, stamp
+from web.presentation.tokens import token_string
 from web.sections import Section
-from web.tokens import token_string
 
 MAX_NEW = 48              # most generated tokens measured (each step also runs a full forward)
 START_CAPACITY = 16       # tokens the section's cache reserves at first (then it doubles)

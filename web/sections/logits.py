@@ -1,9 +1,10 @@
 """Logits and softmax: the model's raw scores for the token after the prompt, the probabilities
 softmax makes of them, and how temperature reshapes them.
 
-The scores are the last row of the prompt's cached forward pass (`web.forward.prompt_run`);
+The scores are the last row of the prompt's cached forward pass
+(`web.model_state.forward.prompt_run`);
 probabilities and entropy come from `pipeline.sampling`, the same functions the sampler uses,
-through `web.distribution.Distribution` (one at the chosen temperature, one at T = 1).
+through `web.presentation.distribution.Distribution` (one at the chosen temperature, one at T = 1).
 The "confident example" is found by running the model on a fixed list of candidate prompts (famous
 lines and names from its training text), once per model, and keeping the most confident.
 """
@@ -14,14 +15,14 @@ from flask import current_app
 
 from pipeline.ranking import top_k
 from pipeline.sampling import softmax_with_temperature
-from web.cache import memoized
-from web.distribution import Distribution
+from web.core.cache import memoized
+from web.core.params import Param
+from web.core.sampler_settings import DEFAULT_TEMPERATURE
 from web.figures import logits as figures
-from web.forward import prompt_ids, prompt_run
-from web.params import Param
-from web.sampler_settings import DEFAULT_TEMPERATURE
+from web.model_state.forward import prompt_ids, prompt_run
+from web.presentation.distribution import Distribution
+from web.presentation.tokens import token_plain
 from web.sections import Section
-from web.tokens import token_plain
 
 TOP = 10                                  # rows of the table
 TOP_BARS = 12                             # bars in the figure

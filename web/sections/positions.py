@@ -18,12 +18,12 @@ from pipeline.positions import (
     word_order_differences,
 )
 from pipeline.ranking import top_k
-from web.cache import memoized
+from web.core.cache import memoized
+from web.core.params import PROMPT, Param, parse_state
 from web.figures import positions as figures
-from web.forward import prompt_run
-from web.params import PROMPT, Param, parse_state
+from web.model_state.forward import prompt_run
+from web.presentation.tokens import token_plain
 from web.sections import Section
-from web.tokens import token_plain
 
 SINUSOID_POSITIONS = 64          # rows of the sinusoidal heatmap
 BASE_STEP = 100                  # the base slider's step

@@ -5,7 +5,8 @@ arrays, logits and perplexity from the engine's forward pass on the dequantized 
 from the same storage formula applied to published configs (`pipeline.published`).
 Prompt-independent work (quantizing, the held-out perplexity) runs once per process.
 
-A big model (web.explainer.BIG_MODEL_PARAMS) keeps only each scheme's codes and scales and
+A big model (web.model_state.explainer.BIG_MODEL_PARAMS) keeps only each scheme's codes and scales
+and
 dequantizes a block at a time during the forward pass (quantize_model(..., on_the_fly=True):
 the same logits, bit for bit); its quantized greedy texts check float32's in one pass
 (quantize.greedy_by_checking) and it scores fewer tokens of the chapter. A model read from a
@@ -23,13 +24,13 @@ from pipeline.gguf_file import read_stored_bytes
 from pipeline.published import published
 from pipeline.sampling import greedy
 from pipeline.sizes import parameter_counts
-from web.cache import memoized
-from web.explainer import is_big
+from web.core.cache import memoized
+from web.core.params import Param
 from web.figures import quantization as figures
-from web.forward import prefilled, prompt_run
-from web.params import Param
+from web.model_state.explainer import is_big
+from web.model_state.forward import prefilled, prompt_run
+from web.presentation.tokens import token_plain
 from web.sections import Section
-from web.tokens import token_plain
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 HELDOUT_PATH = os.path.join(ROOT, "data", "heldout_pride_and_prejudice_ch10.txt")
@@ -65,7 +66,7 @@ DEFAULT_BITS = next(p.default for p in PARAMS if p.name == "q_bits")
 DEFAULT_GROUP = next(p.default for p in PARAMS if p.name == "q_group")
 
 
-# --- cached per process (web.cache: one entry per model, computed once) ----------------------
+# --- cached per process (web.core.cache: one entry per model, computed once) ----------------------
 
 def big(model) -> bool:
     return is_big(model)

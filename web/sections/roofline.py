@@ -1,6 +1,6 @@
 """Prefill vs decode on the roofline: published hardware and model configurations through the
 roofline formula (pipeline/roofline.py), next to this server's own roof and the live model's
-prefill and decode, each measured once per process (web.measured)."""
+prefill and decode, each measured once per process (web.model_state.measured)."""
 from pipeline.published import PUBLISHED, published
 from pipeline.roofline import (
     HARDWARE,
@@ -13,10 +13,10 @@ from pipeline.roofline import (
     roofline,
     weight_scheme,
 )
+from web.core.params import Param
 from web.figures import roofline as figures
-from web.forward import prompt_ids
-from web.measured import cost_table, machine, machine_measurement, stamp
-from web.params import Param
+from web.model_state.forward import prompt_ids
+from web.model_state.measured import cost_table, machine, machine_measurement, stamp
 from web.sections import Section
 
 DEFAULT_MODEL = "Llama 3 8B"
@@ -109,7 +109,7 @@ def prefill_verdict(n, rows) -> str:
 def live_point(lm, state) -> dict:
     """The live model's prefill and decode on this server: FLOPs and bytes from the same
     formulas (float32: 4 bytes per weight and per cached value), times from the model's cost
-    table (web.measured.cost_table) interpolated to the prompt's length."""
+    table (web.model_state.measured.cost_table) interpolated to the prompt's length."""
     m, m_at = machine_measurement()
     table = cost_table(lm)
     n_prompt = len(prompt_ids(lm, state["prompt"]))

@@ -2,9 +2,11 @@
 sampler in order, then drawn from: once with a seed, and N times against the prediction.
 
 Every probability is computed by pipeline/sampling.py from the logits of the prompt's last
-position (web/forward.py's one cached forward pass); every draw is a real draw of NumPy's
+position (web/model_state/forward.py's one cached forward pass); every draw is a real draw of
+NumPy's
 seeded generator. The context names its parts: the model's own and the final distribution
-(web.distribution.Distribution), the stages (StageView), one seeded draw (SeededDraw), many
+(web.presentation.distribution.Distribution), the stages (StageView), one seeded draw (SeededDraw),
+many
 draws against the prediction (ManyDraws) and the "It was a beautiful" example (Example).
 """
 import urllib.parse
@@ -23,15 +25,15 @@ from pipeline.sampling import (
     sampling_stages,
 )
 from pipeline.statistics import goodness_of_fit
-from web.cache import memoized
-from web.distribution import Distribution
+from web.core.cache import memoized
+from web.core.params import Param
+from web.core.sampler_settings import DEFAULT_TEMPERATURE, settings_from, top_p_param
 from web.figures import ROLES
 from web.figures import sampling as figures
-from web.forward import prompt_run
-from web.params import Param
-from web.sampler_settings import DEFAULT_TEMPERATURE, settings_from, top_p_param
+from web.model_state.forward import prompt_run
+from web.presentation.distribution import Distribution
+from web.presentation.tokens import token_plain
 from web.sections import Section
-from web.tokens import token_plain
 
 SHOWN = 12            # tokens drawn in the figures and the table (most probable first)
 EXAMPLE = "It was a beautiful"     # a common example of explainers of sampling, run on this model
@@ -47,10 +49,10 @@ PARAMS = (
     top_p_param("s_topp", 0.9),
     Param("s_minp", "Min-p", kind="float", default=0.05, min=0.0, max=1.0),
     Param("s_seed", "Seed", kind="int", default=0, min=0, max=999_999_999),
-    Param("s_draws", "Number of draws", kind="int", default=1000, min=1),   # max: web.limits
+    Param("s_draws", "Number of draws", kind="int", default=1000, min=1),   # max: web.core.limits
 )
 # The sampler's settings and seed: what the other sections that sample read (decoding's samples,
-# the generation loop; web.sampler_settings turns them into a sampler), declared here only.
+# the generation loop; web.core.sampler_settings turns them into a sampler), declared here only.
 SAMPLER = ("s_rep", "s_temp", "s_topk", "s_topp", "s_minp", "s_seed")
 assert set(SAMPLER) <= {p.name for p in PARAMS}
 

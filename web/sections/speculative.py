@@ -14,7 +14,8 @@ smaller (`lookup_speed`): the target alone and lookup at γ = LOOKUP_GAMMA in gr
 text that repeats itself (LOOKUP_TEXT).
 
 That run is the section's own experiment: its measured speed-up. The prediction it is set
-against is the same run priced from the model's cost table (web.measured.cost_table, the table
+against is the same run priced from the model's cost table (web.model_state.measured.cost_table, the
+table
 every timing section quotes; pipeline.costs.price_speculative): each verification pass over k
 tokens costs the table's pass of k tokens in decode steps, each draft step the table's c.
 """
@@ -37,13 +38,13 @@ from pipeline.speculative import (
     speculative_generate,
     timed_generate,
 )
-from web.cache import memo
+from web.core.cache import memo
+from web.core.params import Param
 from web.figures import speculative as figures
-from web.forward import prefilled, prompt_ids
-from web.measured import cost_table, measured, model_key, stamp
-from web.params import Param
+from web.model_state.forward import prefilled, prompt_ids
+from web.model_state.measured import cost_table, measured, model_key, stamp
+from web.presentation.tokens import token_plain
 from web.sections import Section
-from web.tokens import token_plain
 
 MODES = {"sample": 1.0, "greedy": 0.0}     # mode -> temperature of both models
 MAX_GAMMA = 8
@@ -77,7 +78,7 @@ def draft_key(draft):
 
 def live_run(target, draft, ids: tuple, gamma: int, n_tokens: int, mode: str, seed: int):
     """This prompt's speculative run, once per setting. Its times are not shown: see
-    speed_table. It starts from the prompt's shared run (web.forward.prefilled)."""
+    speed_table. It starts from the prompt's shared run (web.model_state.forward.prefilled)."""
     def run():
         return speculative_generate(target, draft, list(ids), n_tokens, gamma, MODES[mode],
                                     np.random.default_rng(seed),
@@ -268,7 +269,7 @@ def warm(lm):
 def other_drafts(lm, text: str) -> list:
     """The draft models loaded for the app's other models, each with why it cannot serve `lm`
     (check_draft on the loaded models) and `text`'s ids in both tokenizers."""
-    from web.request_state import explainer
+    from web.core.request_state import explainer
     out = []
     for other in explainer().models.values():
         d = other.draft

@@ -16,12 +16,12 @@ from pipeline.tiling import (
     tiled_traffic,
     tiles_computed,
 )
-from web.cache import memoized
+from web.core.cache import memoized
+from web.core.params import Param
 from web.figures import tiling as figures
-from web.forward import prompt_run
-from web.params import Param
+from web.model_state.forward import prompt_run
+from web.presentation.tokens import token_plain
 from web.sections import Section
-from web.tokens import token_plain
 
 MAX_TILE_PAIRS = 2500          # tiles the NumPy run may visit (keeps a request fast)
 # H100: shared memory per SM, configurable up to 228 KB (NVIDIA's Hopper Tuning Guide, where a

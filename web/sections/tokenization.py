@@ -9,11 +9,11 @@ from dataclasses import dataclass
 from flask import current_app, has_app_context
 
 from pipeline.bpe import bpe_replay, learn_bpe, merge_pair, pretokenize, segment
-from web.cache import memoized
+from web.core.cache import memoized
+from web.core.params import Param
 from web.figures import tokenization as figures
-from web.params import Param
+from web.presentation.tokens import pieces, plain, token_pieces
 from web.sections import Section
-from web.tokens import pieces, plain, token_pieces
 
 MAX_MERGES = 60            # most merges the learn-BPE demo runs (slider's upper end)
 TOP_PAIRS = 8              # rows of the pair-count table
@@ -33,7 +33,7 @@ PARAMS = (
 @dataclass(frozen=True)
 class Token:
     id: int
-    pieces: list          # [(kind, text)] see web.tokens.pieces
+    pieces: list          # [(kind, text)] see web.presentation.tokens.pieces
 
 
 def build(lm, state) -> dict:
@@ -88,7 +88,8 @@ class PageTokenizer:
 
 
 def page_tokenizers(lm) -> list:
-    """The tokenizers of the other models this server offers (web.explainer.Explainer.models),
+    """The tokenizers of the other models this server offers
+    (web.model_state.explainer.Explainer.models),
     one per vocabulary that differs from lm's: the same prompt in a 4,096-token and a
     49,152-token vocabulary."""
     if not has_app_context() or "explainer" not in current_app.extensions:

@@ -1,0 +1,70 @@
+// A table cut by its box says so in words. A table wider (or taller) than the box that scrolls
+// it gets a line just above the box: which of its columns (rows) are wholly in view, of how
+// many, and that the rest is a scroll away; a faint shadow at the edge was the only cue, and a
+// cut on a row boundary looks complete. Updated on new content, resizes, disclosures and the
+// box's own scrolling. Talks to no other file (boxes.js makes the same boxes focusable).
+(function () {
+  "use strict";
+  var CUT_BOXES = ".table-scroll, .scroll, .att-scroll";
+  function wholly(cells, lo, hi, start, end) {
+    var seen = [];
+    cells.forEach(function (c, i) {
+      var r = c.getBoundingClientRect();
+      if (r[start] >= lo - 1 && r[end] <= hi + 1) seen.push(i);
+    });
+    return seen;
+  }
+  function overflows(el) {
+    return el.clientWidth > 0 && el.scrollWidth > el.clientWidth + 1 ||
+           el.clientHeight > 0 && el.scrollHeight > el.clientHeight + 1;
+  }
+  function describeCut(box) {
+    var table = box.querySelector("table");
+    var note = box.previousElementSibling;
+    if (note && !note.classList.contains("cut-note")) note = null;
+    // on a phone a table scrolls in its own box (style.css: table { display: block }): the
+    // wrapper then fits and the table is what is cut
+    var scroller = table && !overflows(box) && overflows(table) ? table : box;
+    var wide = table && scroller.clientWidth > 0 && scroller.scrollWidth > scroller.clientWidth + 1;
+    var tall = table && scroller.clientHeight > 0 && scroller.scrollHeight > scroller.clientHeight + 1;
+    if (!wide && !tall) { if (note) note.remove(); return; }
+    var at = scroller.getBoundingClientRect(), parts = [];
+    if (wide && table.rows.length) {
+      var heads = Array.prototype.slice.call(table.rows[0].cells);
+      var cols = wholly(heads, at.left, at.right, "left", "right");
+      if (cols.length) parts.push("columns " + (cols[0] + 1) + "–" + (cols[cols.length - 1] + 1) +
+                                  " of " + heads.length + " in view — scroll sideways for the rest");
+    }
+    if (tall && table.tBodies.length) {
+      var rows = Array.prototype.slice.call(table.tBodies[0].rows);
+      var seen = wholly(rows, at.top, at.bottom, "top", "bottom");
+      if (seen.length) parts.push("rows " + (seen[0] + 1) + "–" + (seen[seen.length - 1] + 1) +
+                                  " of " + rows.length + " in view — scroll down for the rest");
+    }
+    if (!parts.length) { if (note) note.remove(); return; }
+    if (!note) {
+      note = document.createElement("p");
+      note.className = "cut-note";
+      box.insertAdjacentElement("beforebegin", note);
+    }
+    var text = "Cut to fit: " + parts.join("; ") + ".";
+    if (note.textContent !== text) note.textContent = text;
+  }
+  var cutsQueued = false;
+  function describeCuts() {
+    if (cutsQueued) return;
+    cutsQueued = true;
+    window.requestAnimationFrame(function () {
+      cutsQueued = false;
+      document.querySelectorAll(CUT_BOXES).forEach(describeCut);
+    });
+  }
+  window.addEventListener("resize", describeCuts);
+  document.addEventListener("toggle", describeCuts, true);
+  document.addEventListener("scroll", function (e) {
+    var box = e.target.closest ? e.target.closest(CUT_BOXES) : null;   // the box or its table
+    if (box) describeCut(box);
+  }, true);
+  if (typeof htmx !== "undefined") htmx.onLoad(function () { describeCuts(); });
+  else document.addEventListener("DOMContentLoaded", function () { describeCuts(); });
+})();

@@ -1,0 +1,82 @@
+"""The chat section's answer, streamed: GET /chat/stream?model=&chat_q=&chat_sys=&chat_max=.
+
+The conversation is rendered and encoded exactly as the section shows it
+(web.sections.chat.chat_of), then the generation stream's own loop runs on those ids
+(web.serving.streaming.answer_events: Server-Sent Events, the same slots, the stop when the client
+goes
+away). Greedy; it stops at the model's end-of-sequence token (its end of turn) or the limit.
+Each token event also carries its chip (`pieces`, `special`) and the step's five most probable
+tokens with their probabilities, so a click on a streamed token shows that step. A bad value, or
+a model with no chat template, is a 4xx JSON answer {"errors": {name: message}}.
+"""
+from flask import Blueprint, Response, current_app, jsonify, request
+
+from web.classroom.withheld import withheld
+from web.core.request_state import current_state
+from web.presentation.tokens import token_pieces
+from web.sections.chat import ChatInputError, chat_of, no_template_reason
+from web.serving.streaming import answer_events, stream_slots
+
+bp = Blueprint("chat_stream", __name__)
+
+N_TOP = 5
+
+
+def step_fields(tokenizer, specials):
+    special_ids = set(specials.values())
+
+    def extra(step) -> dict:
+        return {"pieces": token_pieces(tokenizer, step.token),
+                "special": step.token in special_ids,
+                "n_context": step.n_context,
+                "top": [{"id": i, "pieces": token_pieces(tokenizer, i),
+                         "prob": round(p, 5)} for i, p in step.top]}
+    return extra
+
+
+@bp.get("/chat/stream")
+def stream():
+    lm, state = current_state()
+    if withheld().covers("stream"):           # a class's member while its poll is open
+        return jsonify(errors={"stream": "Withheld until the reveal: your class has a poll "
+                                         "open, and the model's answer would give it away."}), 403
+    if state.errors:
+        return jsonify(errors=state.errors), state.status
+    try:
+        chat = chat_of(lm, state["chat_q"], state["chat_sys"])
+    except ChatInputError as e:
+        return jsonify(errors={e.name: e.message}), 422
+    if chat is None:
+        return jsonify(errors={"model": f"{lm.name} has no chat template: "
+                                        f"{no_template_reason(lm)}"}), 422
+    ids = chat["ids"]
+    if len(ids) + state["chat_max"] > lm.n_ctx:
+        return jsonify(errors={"chat_max": (
+            f"The chat is {len(ids)} tokens; with {state['chat_max']} new ones it would pass "
+            f"the model's context window of {lm.n_ctx:,} tokens.")}), 422
+    slots = stream_slots()
+    progress = slots.acquire()
+    if progress is None:
+        response = jsonify(errors={"stream": (
+            f"{slots.limit} answers are already being generated on this server, the most it "
+            "runs at once so the page stays quick for everyone. Try again in a few seconds.")})
+        response.status_code = 503
+        response.headers["Retry-After"] = "5"
+        return response
+
+    def release():
+        slots.release(progress)
+
+    try:
+        gone = request.environ.get("waitress.client_disconnected")
+        body = answer_events(lm.model, ids, state["chat_max"], 0, None, gone, progress, release,
+                             n_top=N_TOP, extra=step_fields(lm.tokenizer, chat["specials"]))
+        response = Response(body, mimetype="text/event-stream")
+    except Exception:
+        release()
+        raise
+    response.headers["Cache-Control"] = "no-cache, no-transform"
+    response.headers["X-Accel-Buffering"] = "no"
+    response.call_on_close(release)
+    current_app.logger.debug("chat: streaming up to %d new tokens", state["chat_max"])
+    return response
