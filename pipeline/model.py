@@ -107,6 +107,10 @@ class ModelConfig:
         """Gemma 3: block i is a sliding-window layer, with RoPE base rope_theta_local."""
         return bool(self.rope_theta_local and self.global_every and (i + 1) % self.global_every)
 
+    def score_scale(self) -> float:
+        """What q.k is multiplied by to make an attention score: attn_scale, else 1 / sqrt(hd)."""
+        return self.attn_scale or self.head_dim ** -0.5
+
     def longrope_long(self) -> bool:
         """LongRoPE's choice as llama.cpp makes it (llama_model::get_rope_factors): the long
         factors when the context (here the engine's n_ctx) exceeds the original context."""
@@ -569,6 +573,12 @@ class Model:
 
     def __repr__(self):
         return f"Model({self.path!r}, {self.config})"
+
+    def layer_inv_freq(self, i):
+        """The RoPE frequencies block i turns by: Gemma 3's sliding-window ones, or inv_freq."""
+        if self.inv_freq_local is not None and self.config.local_layer(i):
+            return self.inv_freq_local
+        return self.inv_freq
 
     def n_params(self):
         """Parameters of the model as trained (a tied unembedding is not counted twice); counted

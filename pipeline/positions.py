@@ -7,7 +7,7 @@ from collections import Counter
 
 import numpy as np
 
-from pipeline.model import rope, rope_cos_sin
+from pipeline.model import rope, rope_cos_sin, softcap
 
 
 def sinusoidal_encoding(n_positions, d_model, base=10000.0):  # -> [n_positions, d_model]
@@ -30,21 +30,31 @@ def rope_angles(positions, inv_freq):  # [T] -> [T, hd/2]: radians each pair is 
     return np.arctan2(sin[:, :half], cos[:, :half])
 
 
-def rope_at(x, position, inv_freq):  # [hd] -> [hd]: the vector rotated as if at `position`
-    cos, sin = rope_cos_sin(np.array([position]), inv_freq)
+def _cos_sin(positions, inv_freq, mscale):
+    cos, sin = rope_cos_sin(np.asarray(positions), inv_freq)
+    if mscale != 1.0:                     # LongRoPE's attention factor, as pipeline.model
+        cos, sin = cos * np.float32(mscale), sin * np.float32(mscale)
+    return cos, sin
+
+
+def rope_at(x, position, inv_freq, mscale=1.0):  # [hd] -> [hd]: x rotated as if at `position`
+    """mscale: the config's rope_attn_factor (LongRoPE), which lengthens the rotated vector."""
+    cos, sin = _cos_sin([position], inv_freq, mscale)
     return rope(np.asarray(x, dtype=np.float32)[None, None, :], cos, sin)[0, 0]
 
 
-def rope_relative_scores(q, k, inv_freq, pairs):
-    """The attention score q.k / sqrt(hd) after RoPE, with q placed at position m and k at n,
-    for each (m, n) in `pairs`. RoPE turns q by m * theta and k by n * theta, so the score
-    depends on m - n only. q, k: [hd] (before rotation) -> [len(pairs)] scores."""
+def rope_relative_scores(q, k, inv_freq, pairs, mscale=1.0, scale=None, cap=0.0):
+    """The attention score after RoPE, with q placed at position m and k at n, for each (m, n)
+    in `pairs`: q.k times `scale` (default 1 / sqrt(hd); the config's score_scale()), soft-capped
+    at `cap` (Gemma 2), RoPE's cos and sin times `mscale` (LongRoPE). RoPE turns q by m * theta and
+    k by n * theta, so the score depends on m - n only. q, k: [hd] (before rotation) ->
+    [len(pairs)] scores."""
     hd = len(q)
     m = np.array([p[0] for p in pairs])
     n = np.array([p[1] for p in pairs])
-    q_rot = rope(np.broadcast_to(q, (len(pairs), 1, hd)), *rope_cos_sin(m, inv_freq))[:, 0]
-    k_rot = rope(np.broadcast_to(k, (len(pairs), 1, hd)), *rope_cos_sin(n, inv_freq))[:, 0]
-    return (q_rot * k_rot).sum(-1) * hd ** -0.5
+    q_rot = rope(np.broadcast_to(q, (len(pairs), 1, hd)), *_cos_sin(m, inv_freq, mscale))[:, 0]
+    k_rot = rope(np.broadcast_to(k, (len(pairs), 1, hd)), *_cos_sin(n, inv_freq, mscale))[:, 0]
+    return softcap((q_rot * k_rot).sum(-1) * (scale or hd ** -0.5), cap)
 
 
 # --- word order ---------------------------------------------------------------------------

@@ -125,3 +125,50 @@ def test_word_order_block_0_is_blind_only_without_positions(which, request):
                   ).max() == pytest.approx(without[1][1], abs=1e-6)
     np.testing.assert_allclose(la1, model.forward(a)[-1], atol=1e-5)
     np.testing.assert_allclose(lb0, model.forward(b, use_positions=False)[-1], atol=1e-5)
+
+
+GGUF_NAMES = ("gemma2_f32", "gemma3_linear_f32", "phi3_longrope_f32", "llama3_f32")
+
+
+@pytest.fixture(scope="module")
+def gguf_models(tmp_path_factory):
+    """Tiny GGUF checkpoints whose RoPE or scores differ from Llama's (tests/gguf_support.py)."""
+    import json
+    import os
+
+    from gguf_support import TESTS_DIR, write_checkpoint
+    with open(os.path.join(TESTS_DIR, "fixtures", "gguf_reference.json"), encoding="utf-8") as f:
+        seeds = {n: r["seed"] for n, r in json.load(f)["tiny"].items()}
+    directory = tmp_path_factory.mktemp("gguf")
+    return {name: load_model(write_checkpoint(str(directory / f"{name}.gguf"), name, seeds[name]))
+            for name in GGUF_NAMES}
+
+
+@pytest.mark.parametrize("name", GGUF_NAMES)
+def test_rope_scores_are_the_models_on_every_layer_of_scaled_and_capped_models(gguf_models,
+                                                                               name):
+    """With each block's own frequencies (Gemma 3: 10000 in the sliding-window blocks, the scaled
+    1e6 in the global one), LongRoPE's attention factor, Gemma's score scale and soft-cap, the
+    relative scores at the real positions are the model's hook_attn_scores, and rope_at is its
+    hook_rot_q."""
+    model = gguf_models[name]
+    cfg = model.config
+    ids, cache = prompt_cache(model)
+    m, n = len(ids) - 1, 3
+    for layer in range(cfg.n_layers):
+        inv = model.layer_inv_freq(layer)
+        q = cache[f"blocks.{layer}.attn.hook_q"][m, 1]
+        k = cache[f"blocks.{layer}.attn.hook_k"][n, 0]
+        if cfg.qk_norm:                      # Gemma 3 rotates the normed query and key
+            q = cache[f"blocks.{layer}.attn.q_norm.hook_normalized"][m, 1]
+            k = cache[f"blocks.{layer}.attn.k_norm.hook_normalized"][n, 0]
+        np.testing.assert_allclose(rope_at(q, m, inv, cfg.rope_attn_factor),
+                                   cache[f"blocks.{layer}.attn.hook_rot_q"][m, 1], atol=1e-5)
+        score = rope_relative_scores(q, k, inv, [(m, n), (m + 5, n + 5)], cfg.rope_attn_factor,
+                                     cfg.score_scale(), cfg.attn_softcap)
+        model_score = cache[f"blocks.{layer}.attn.hook_attn_scores"][1, m, n]
+        assert abs(score[0] - model_score) < 1e-4 * max(1.0, abs(model_score))
+        assert abs(score[1] - score[0]) < 1e-4 * max(1.0, abs(model_score))
+    if cfg.local_layer(0):
+        assert model.layer_inv_freq(0) is model.inv_freq_local
+        assert model.layer_inv_freq(cfg.global_every - 1) is model.inv_freq
