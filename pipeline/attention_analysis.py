@@ -81,6 +81,24 @@ def strongest_heads(scores, k=3) -> list:
     return [(int(i // n_heads), int(i % n_heads), float(flat[i])) for i in order]
 
 
+def score_rule(cfg) -> dict:
+    """How the running model turns a query and a key into a score, from its config (what
+    pipeline.model.attention does): q.k times `scale` = 1 / sqrt(`under_root`), the head width or
+    Gemma's query_pre_attn_scalar (`gemma`: a Gemma model, whose configs name that number; the
+    27B's is width / heads, `pre_attn_is_head_width` False); then `softcap` c > 0 squashes a
+    score into (-c, c) as c tanh(score / c) (Gemma 2); and RoPE's cos and sin carry LongRoPE's
+    attention factor `rope_attn_factor` a, so q and k come out a times longer and every score
+    a^2 times larger (`score_factor`)."""
+    scale = cfg.score_scale()
+    under_root = cfg.head_dim if not cfg.attn_scale else scale ** -2
+    if abs(under_root - round(under_root)) < 1e-3 * under_root:
+        under_root = int(round(under_root))
+    return dict(scale=scale, under_root=under_root, gemma=cfg.mlp == "geglu",
+                pre_attn_is_head_width=under_root == cfg.head_dim, softcap=cfg.attn_softcap,
+                rope_attn_factor=cfg.rope_attn_factor,
+                score_factor=cfg.rope_attn_factor ** 2)
+
+
 def kv_groups(n_heads, n_kv_heads) -> list:
     """[(kv head, [query heads that use it])], as pipeline.model.attention repeats the keys and
     values: query head h reads key/value head h // (n_heads // n_kv_heads)."""

@@ -322,3 +322,107 @@ def test_the_core_names_the_previous_token_head_with_its_measure(client, model):
             f"(both counted from 0): on average {100 * score:.0f}% of its attention goes to the "
             "token just before") in said
     assert page.index('id="att-headline"') < page.index('id="deeper-att-measures"')
+
+
+def score_rule_said(page: str) -> str:
+    m = re.search(r'<p id="att-score-rule">(.*?)</p>', page, re.S)
+    assert m, "no score sentence"
+    return " ".join(reading_text(m.group(1)).split())
+
+
+def test_the_score_sentence_says_what_austen_computes(client, model):
+    """Austen divides by sqrt(head width) and caps nothing: the sentence says so, with the
+    scale the cached scores were made with (score / rotated q.k)."""
+    page = text_of(client.get(url("/", prompt=PROMPT, att_layer=1, att_head=2,
+                                  open="att-softmax"), headers=every_section()))
+    said = score_rule_said(page)
+    hd = model.config.head_dim
+    assert f"divided by √{hd} (times {hd ** -0.5:.4f}) so the scores" in said
+    for word in ("query_pre_attn_scalar", "tanh", "LongRoPE"):
+        assert word not in said
+    _, cache = model.run_with_cache(model.tokenizer.encode(PROMPT))
+    q, k = cache["blocks.1.attn.hook_rot_q"][9, 2], cache["blocks.1.attn.hook_rot_k"][4, 2 // (
+        model.config.n_heads // model.config.n_kv_heads)]
+    assert abs(cache["blocks.1.attn.hook_attn_scores"][2, 9, 4] / float(q @ k)
+               - hd ** -0.5) < 1e-5
+
+
+@pytest.fixture(scope="module")
+def gguf_client(tmp_path_factory):
+    """An app per tiny GGUF checkpoint (tests/gguf_support.py): Gemma 2 (query_pre_attn_scalar,
+    soft-cap), Phi-3 with LongRoPE (attention factor)."""
+    import os
+
+    from app import create_app
+    from gguf_support import TESTS_DIR, write_checkpoint
+    from pipeline import load_model
+    with open(os.path.join(TESTS_DIR, "fixtures", "gguf_reference.json"), encoding="utf-8") as f:
+        seeds = {n: r["seed"] for n, r in json.load(f)["tiny"].items()}
+    directory = tmp_path_factory.mktemp("gguf")
+    made = {}
+
+    def make(name):
+        if name not in made:
+            m = load_model(write_checkpoint(str(directory / f"{name}.gguf"), name, seeds[name]))
+            made[name] = m, create_app({"MODEL": m, "TESTING": True, "PROBE_ENCODINGS": False,
+                                        "WARM_CACHES": False}).test_client()
+        return made[name]
+    return make
+
+
+def test_the_score_sentence_says_what_gemma2_computes(gguf_client):
+    """Gemma 2: q.k / sqrt(query_pre_attn_scalar = 256, its head width), then 50 tanh(s / 50);
+    the cached scores are exactly that."""
+    model, client = gguf_client("gemma2_f32")
+    page = text_of(client.get(url("/section/attention", prompt=PROMPT, att_layer=1, att_head=3,
+                                  open="att-softmax"), headers=HX))
+    said = score_rule_said(page)
+    cfg = model.config
+    assert cfg.head_dim == 256 and cfg.attn_softcap == 50.0
+    assert ("divided by √256 (times 0.0625): Gemma's query_pre_attn_scalar, here the head width"
+            in said)
+    assert "squashed into (−50, 50): 50 · tanh(score / 50), Gemma 2's soft-cap" in said
+    assert "LongRoPE" not in said
+    _, cache = model.run_with_cache(model.tokenizer.encode(PROMPT))
+    q = cache["blocks.1.attn.hook_rot_q"][6, 3]
+    k = cache["blocks.1.attn.hook_rot_k"][2, 3 // (cfg.n_heads // cfg.n_kv_heads)]
+    assert abs(cache["blocks.1.attn.hook_attn_scores"][3, 6, 2]
+               - 50 * np.tanh(float(q @ k) * 0.0625 / 50)) < 1e-4
+    assert abs(float(q @ k) * 0.0625) > 1.0            # large enough for the cap to bend it
+
+
+def test_the_score_sentence_of_a_gemma_27b_scale(gguf_client):
+    """Gemma 2 / 3 27B: query_pre_attn_scalar is width / heads (4608 / 32 = 144), not the head
+    width (128); the loader sets attn_scale so (46 or 62 blocks). The same tiny weights with that
+    scale: the sentence names 144 and the cached scores use it."""
+    from dataclasses import replace
+
+    from app import create_app
+    from pipeline.model import Model
+    gemma, _ = gguf_client("gemma2_f32")
+    model = Model(replace(gemma.config, attn_scale=144 ** -0.5, attn_softcap=0.0), gemma.params,
+                  gemma.tokenizer)
+    client = create_app({"MODEL": model, "TESTING": True, "PROBE_ENCODINGS": False,
+                         "WARM_CACHES": False}).test_client()
+    said = score_rule_said(text_of(client.get(url("/section/attention", prompt=PROMPT,
+                                                  open="att-softmax"), headers=HX)))
+    assert ("divided by √144 (times 0.0833): Gemma's query_pre_attn_scalar, the width over the "
+            "heads (144), not the head width 256") in said and "tanh" not in said
+    _, cache = model.run_with_cache(model.tokenizer.encode(PROMPT))
+    q, k = cache["blocks.0.attn.hook_rot_q"][5, 0], cache["blocks.0.attn.hook_rot_k"][1, 0]
+    assert abs(cache["blocks.0.attn.hook_attn_scores"][0, 5, 1] - float(q @ k) / 12) < 1e-4
+
+
+def test_the_score_sentence_names_longropes_attention_factor(gguf_client):
+    model, client = gguf_client("phi3_longrope_f32")
+    page = text_of(client.get(url("/section/attention", prompt=PROMPT, att_head=0,
+                                  open="att-softmax"), headers=HX))
+    said = score_rule_said(page)
+    a = model.config.rope_attn_factor
+    assert f"come out of RoPE {a:.4f} times longer (LongRoPE's attention factor)" in said
+    assert f"every score is {a * a:.4f} times what plain RoPE would give" in said
+    assert "divided by √16 (times 0.2500)" in said and "tanh" not in said
+    _, cache = model.run_with_cache(model.tokenizer.encode(PROMPT))
+    np.testing.assert_allclose(np.linalg.norm(cache["blocks.0.attn.hook_rot_k"], axis=-1),
+                               a * np.linalg.norm(cache["blocks.0.attn.hook_k"], axis=-1),
+                               rtol=1e-5)

@@ -2,10 +2,10 @@
 softmax and weights after), what a clicked token attends to, and measured head behaviour.
 
 Every number is read from the activation cache of the one forward pass of the prompt
-(web.model_state.forward.prompt_run): blocks.{i}.attn.hook_attn_scores (q.k / sqrt(head_dim), -inf
-where
-masked) and blocks.{i}.attn.hook_pattern (their softmax). The measures are
-pipeline.attention_analysis's.
+(web.model_state.forward.prompt_run): blocks.{i}.attn.hook_attn_scores (q.k times the config's
+score scale, soft-capped where the model caps them, -inf where masked: the sentence says which,
+pipeline.attention_analysis.score_rule) and blocks.{i}.attn.hook_pattern (their softmax). The
+measures are pipeline.attention_analysis's.
 """
 import re
 import urllib.parse
@@ -18,6 +18,7 @@ from pipeline.attention_analysis import (
     head_measures,
     kv_groups,
     masked_as_nan,
+    score_rule,
     softmax_of_scores,
     stack_layers,
     strongest_heads,
@@ -61,7 +62,7 @@ def build(lm, state) -> dict:
         n_tokens=T, layer=layer, head=head, head_value=MEAN if head is None else str(head),
         token=t, tokens=tokens, chosen=chosen,
         n_layers=cfg.n_layers, n_heads=cfg.n_heads, n_kv_heads=cfg.n_kv_heads,
-        head_dim=cfg.head_dim, scale=cfg.head_dim ** -0.5, model_name=lm.name,
+        head_dim=cfg.head_dim, score=score_rule(cfg), model_name=lm.name,
         groups=kv_groups(cfg.n_heads, cfg.n_kv_heads),
         row=[dict(index=s, weight=float(w), percent=100 * float(w)) for s, w in enumerate(weights)],
         top=sorted(range(t + 1), key=lambda s: (-weights[s], s))[:N_TOP],
