@@ -1,4 +1,5 @@
-"""The KV cache (`KVCache`), what it saves (measured on the running model) and what it costs.
+"""The KV cache (`KVCache`), how attention reads it (`NoCache`, `LayerKV`, `BatchKV`), what it
+saves (measured on the running model) and what it costs.
 
 Decoding token t+1 needs the keys and values of tokens 1..t in every layer. Without a cache the
 model recomputes them all at every step (a full forward over the growing sequence); with a
@@ -12,6 +13,8 @@ import math
 from dataclasses import dataclass
 
 import numpy as np
+
+from pipeline.activations import NO_HOOKS
 
 # bytes per stored number: the engine's float32, the usual fp16/bf16, and 8-bit caches
 BYTES_PER_VALUE = {"fp32": 4, "fp16": 2, "int8": 1}
@@ -71,6 +74,44 @@ class KVCache:
         other.v[:, :self.n_tokens] = self.v[:, :self.n_tokens]
         other.n_tokens = self.n_tokens
         return other
+
+
+# --- what attention attends over: the tokens of this pass, or a KV cache too -----------------
+# pipeline.model's attention_layer calls `kv.attend(attention, q, k, v, hook, scale, cap)` with
+# its own `attention` function: this module never imports the model.
+
+class NoCache:
+    """Attention over the T tokens of this pass only (a full forward)."""
+
+    def attend(self, attention, q, k, v, hook, scale=0.0, cap=0.0):
+        return attention(q, k, v, hook, scale, cap)
+
+
+class LayerKV:
+    """One layer of a KVCache: appends this pass's keys and values, attends over all of them."""
+
+    def __init__(self, cache, layer):
+        self.cache, self.layer = cache, layer
+
+    def attend(self, attention, q, k, v, hook, scale=0.0, cap=0.0):
+        c, start, end = self.cache, self.cache.n_tokens, self.cache.n_tokens + k.shape[0]
+        c.k[self.layer, start:end] = k
+        c.v[self.layer, start:end] = v
+        return attention(q, c.k[self.layer, :end], c.v[self.layer, :end], hook,  # S = end
+                         scale, cap)
+
+
+class BatchKV:
+    """One layer of several sequences' caches: row b of the batch attends over cache b only."""
+
+    def __init__(self, layers):
+        self.layers = layers
+
+    def attend(self, attention, q, k, v, hook, scale=0.0, cap=0.0):
+        # q [B, H, hd], k v [B, KVH, hd]
+        return np.concatenate([layer.attend(attention, q[b:b + 1], k[b:b + 1], v[b:b + 1],
+                                            NO_HOOKS, scale, cap)
+                               for b, layer in enumerate(self.layers)])
 
 
 def kv_bytes_per_token(config, bytes_per_value: int) -> int:

@@ -21,7 +21,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from pipeline.model import NO_HOOKS, attention
+from pipeline.activations import NO_HOOKS
+from pipeline.model import attention
 
 
 @dataclass

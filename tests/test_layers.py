@@ -69,3 +69,61 @@ def test_web_figures_is_the_only_code_of_the_app_that_imports_plotly():
     files = python_files("web", "pipeline") + ["app.py"]
     users = {f for f in files if "plotly" in imported_roots(os.path.join(ROOT, f))}
     assert users and all(f.startswith("web/figures/") for f in users), users
+
+
+def pipeline_imports(path: str) -> set:
+    """The pipeline modules a pipeline file imports, at any depth of its code (a function's own
+    import included): `from .x import`, `from . import x`, `from pipeline.x import`,
+    `import pipeline.x`."""
+    with open(path, encoding="utf-8") as f:
+        tree = ast.parse(f.read(), path)
+    names = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom):
+            if node.level == 1 and node.module:
+                names.add(node.module.split(".")[0])
+            elif node.level == 1 or node.module == "pipeline":
+                names.update(a.name for a in node.names)
+            elif node.level == 0 and node.module and node.module.startswith("pipeline."):
+                names.add(node.module.split(".")[1])
+        elif isinstance(node, ast.Import):
+            names.update(a.name.split(".")[1] for a in node.names
+                         if a.name.startswith("pipeline."))
+    return names & set(pipeline_modules())
+
+
+def import_cycles(graph: dict) -> list:
+    """Every cycle a depth-first walk of the graph meets, each as [a, b, ..., a]."""
+    state, cycles = {}, []
+
+    def walk(node, path):
+        state[node] = "open"
+        path.append(node)
+        for other in sorted(graph[node]):
+            if state.get(other) == "open":
+                cycles.append(path[path.index(other):] + [other])
+            elif other not in state:
+                walk(other, path)
+        path.pop()
+        state[node] = "done"
+
+    for node in sorted(graph):
+        if node not in state:
+            walk(node, [])
+    return cycles
+
+
+def test_the_pipeline_has_no_import_cycle():
+    """Each pipeline module's imports go one way: the KV cache and the activation cache are
+    imported by the model, never the reverse; the GGUF reader, the loader and the tokenizer
+    form no circle."""
+    graph = {m: pipeline_imports(os.path.join(ROOT, "pipeline", m + ".py"))
+             for m in pipeline_modules()}
+    assert {"activations", "kvcache"} <= graph["model"]
+    assert "activations" in graph["kvcache"] and "model" not in graph["kvcache"]
+    assert graph["activations"] == set()
+    assert {"gguf_file", "tokenizer"} <= graph["loader"] and "tokenizer" in graph["gguf_file"]
+    assert import_cycles(graph) == []
+    # the walk finds a circle when there is one
+    assert import_cycles({**graph, "tokenizer": graph["tokenizer"] | {"loader"}}) == [
+        ["tokenizer", "loader", "gguf_file", "tokenizer"], ["tokenizer", "loader", "tokenizer"]]

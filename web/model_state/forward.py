@@ -14,8 +14,8 @@ from web.core.cache import memo, model_key
 from web.model_state.explainer import is_big
 
 KEEP = 16             # prompts remembered (a 256-token cache of the default model is ~5 MB)
-# A big model's runs are compact (pipeline.model.ActivationCache: each block's input kept, the
-# rest computed again when read; SmolLM2's 21-token page 4.7 MB instead of 34 MB) and kept
+# A big model's runs are compact (pipeline.activations.ActivationCache: each block's input
+# kept, the rest computed again when read; SmolLM2's 21-token page 4.7 MB instead of 34 MB) and kept
 # within a byte budget per worker, whatever their number: 160 MB holds a class of 30's prompts
 # (a run missed is a prompt run again on every control: bench/bench_demand.py), and the server
 # stays under 2 GB with both workers (bench/load_test.py reads its Pss).
