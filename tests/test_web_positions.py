@@ -213,3 +213,109 @@ def test_the_core_states_the_word_order_result_measured(client, model):
     assert said.endswith("without positions the first block is blind to order (float32 "
                          "rounding only), the second is not.")
     assert page.index('id="pos-headline"') < page.index('id="deeper-pos-order"')
+
+
+@pytest.fixture(scope="module")
+def gguf_apps(tmp_path_factory):
+    """Apps on tiny GGUF checkpoints (tests/gguf_support.py) with each RoPE scaling the engine
+    runs: Llama 3.1's, Gemma 3's linear (two bases), Phi-3's LongRoPE."""
+    import json
+    import os
+
+    from app import create_app
+    from gguf_support import TESTS_DIR, write_checkpoint
+    with open(os.path.join(TESTS_DIR, "fixtures", "gguf_reference.json"), encoding="utf-8") as f:
+        seeds = {n: r["seed"] for n, r in json.load(f)["tiny"].items()}
+    directory = tmp_path_factory.mktemp("gguf")
+    out = {}
+    for name in ("llama3_f32", "gemma3_linear_f32", "phi3_longrope_f32"):
+        m = load_model(write_checkpoint(str(directory / f"{name}.gguf"), name, seeds[name]))
+        out[name] = m, create_app({"MODEL": m, "TESTING": True, "PROBE_ENCODINGS": False,
+                                   "WARM_CACHES": False}).test_client()
+    return out
+
+
+def scaling_said(page: str) -> str:
+    from web_support import reading_text
+    m = re.search(r'<p id="pos-rope-scaling">(.*?)</p>', page, re.S)
+    assert m, "no scaling sentence"
+    return " ".join(reading_text(m.group(1)).split())
+
+
+def wavelengths_drawn(page: str) -> np.ndarray:
+    fig = next(f for f in figures(page)
+               if f["layout"]["title"]["text"] == "How fast each pair turns")
+    return array(fig["data"][0]["y"]).astype(np.float64)
+
+
+def test_austen_says_it_runs_without_rope_scaling(client, model):
+    page = part(text_of(client.get(url("/"), headers=every_section())))
+    assert scaling_said(page) == (f"No RoPE scaling: these are base "
+                                  f"{model.config.rope_theta:,.0f}'s own frequencies.")
+    np.testing.assert_allclose(wavelengths_drawn(page), 2 * np.pi / model.inv_freq, rtol=1e-6)
+
+
+@pytest.mark.parametrize("name,said", [
+    ("llama3_f32", "These are scaled frequencies: Llama 3.1's RoPE scaling (rope_type llama3) "
+                   "divides each pair's frequency by 1.00 (the fast pairs) up to 8.00 (the slow "
+                   "ones), interpolating between, so the slow pairs turn that much slower than "
+                   "base 500,000 alone would make them."),
+    ("gemma3_linear_f32", "These are scaled frequencies: linear RoPE scaling (factor 8) divides "
+                          "every pair's frequency by 8 in the global layers (every 6th: full "
+                          "attention), so they turn 8 times slower than base 1,000,000 alone "
+                          "would make them. The other layers (sliding window, all but every 6th) "
+                          "turn with base 10,000, unscaled: pair 0 once every 6.3 positions, the "
+                          "last once every"),
+    ("phi3_longrope_f32", "These are scaled frequencies: Phi-3's LongRoPE divides each pair's "
+                          "frequency by its own factor, here 1.00 to 16.00: the long factors, "
+                          "because the context this engine offers (64 positions) is longer than "
+                          "the original 16 (llama.cpp chooses by the context's size; transformers "
+                          "by the sequence's, so it uses the short ones, 1.00 to 2.00, for a "
+                          "sequence of at most 16 tokens). RoPE's cos and sin are also multiplied "
+                          "by 1.2247, the attention factor: the rotated queries and keys come out "
+                          "that much longer."),
+])
+def test_the_frequencies_shown_are_the_scaled_ones_the_model_runs(gguf_apps, name, said):
+    """The page draws 2 pi / the engine's own (scaled) frequencies, says which scaling made them
+    and with what numbers (the divisors: the base's frequencies over the model's)."""
+    model, client = gguf_apps[name]
+    page = part(text_of(client.get(url("/section/positions", prompt="It is a truth"),
+                                   headers=HX)))
+    assert scaling_said(page).startswith(said)
+    drawn = wavelengths_drawn(page)
+    np.testing.assert_allclose(drawn, 2 * np.pi / model.inv_freq, rtol=1e-6)
+    from pipeline.model import rope_frequencies
+    base = 2 * np.pi / rope_frequencies(model.config.head_dim, model.config.rope_theta)
+    assert not np.allclose(drawn, base, rtol=1e-3)        # scaled, not the base's own
+    fastest = re.search(r"Pair 0 turns once every ([\d.,]+)\s+positions", page).group(1)
+    assert fastest == f"{drawn[0]:.1f}"
+
+
+@pytest.mark.parametrize("name,layer", [("gemma3_linear_f32", 0), ("gemma3_linear_f32", 5),
+                                        ("phi3_longrope_f32", 1)])
+def test_rope_on_the_prompt_uses_the_layers_own_frequencies(gguf_apps, name, layer):
+    """Gemma 3's layer 0 turns with base 10000, layer 5 with the scaled 1e6; Phi-3's pairs come
+    out LongRoPE's factor longer: the pair table, the rotated q and the scores are the model's."""
+    model, client = gguf_apps[name]
+    cfg = model.config
+    prompt = "It is a truth universally acknowledged, that a single man"
+    page = part(text_of(client.get(url("/section/positions", prompt=prompt, pos_layer=layer,
+                                       pos_head=1, pos_q=9, pos_k=3, open="pos-rope"),
+                                   headers=HX)))
+    ids = model.tokenizer.encode(prompt)
+    _, cache = model.run_with_cache(ids)
+    inv = model.layer_inv_freq(layer)
+    pairs = table_rows(page, "Rotation of each pair")
+    assert [float(r[1]) for r in pairs] == [float(f"{f:.5f}") for f in inv]
+    for r in pairs:
+        assert abs(float(r[6]) - cfg.rope_attn_factor * float(r[5])) < 2e-4
+    score = cache[f"blocks.{layer}.attn.hook_attn_scores"][1, 9, 3]
+    assert f'<strong id="rope-model-score">{score:.6f}</strong>' in page
+    rotated = float(re.search(r"which gives\s+(-?\d+\.\d+)", page).group(1))
+    assert abs(rotated - score) < 2e-6 * max(1.0, abs(score))
+    same = table_rows(page, "Same distance")
+    real = [r for r in same if (int(r[0]), int(r[1])) == (9, 3)]
+    assert real and abs(float(real[0][2]) - score) < 2e-5 * max(1.0, abs(score))
+    if cfg.rope_theta_local:
+        kind = "sliding-window" if cfg.local_layer(layer) else "global"
+        assert f"layer {layer} is a {kind} layer" in " ".join(page.split())

@@ -1,14 +1,17 @@
 """Positions: the model's own scheme, sinusoidal encodings, RoPE on real q and k, word order.
 
 RoPE's frequencies are the engine's `model.inv_freq` (from `rope_frequencies` and the config's
-rope_theta); rotations use the engine's `rope` / `rope_cos_sin`; q and k come from the prompt's
-activation cache; the word-order numbers come from the engine run with and without positions.
+rope_theta, scaled as the config says: Llama 3.1's, Gemma 3's linear, Phi-3's LongRoPE) and, for a
+chosen layer, `model.layer_inv_freq` (Gemma 3's sliding-window layers turn with their own base);
+rotations use the engine's `rope` / `rope_cos_sin` (with LongRoPE's attention factor); q and k come
+from the prompt's activation cache; the word-order numbers come from the engine run with and
+without positions.
 """
 
 import numpy as np
 
 from pipeline.embedding_space import unit_rows
-from pipeline.model import softmax
+from pipeline.model import rope_frequencies, softcap, softmax
 from pipeline.positions import (
     reordered_positions,
     rope_angles,
@@ -74,8 +77,27 @@ def own_scheme(model) -> dict:
     cfg = model.config
     if cfg.positions == "rope":
         wavelengths = 2 * np.pi / model.inv_freq                       # positions per turn
+        # what the scaling divides each pair's frequency by: the base's own over the model's
+        divisors = (rope_frequencies(cfg.head_dim, cfg.rope_theta).astype(np.float64)
+                    / model.inv_freq.astype(np.float64))
+        local = {}
+        if model.inv_freq_local is not None:                           # Gemma 3: two bases
+            local_wavelengths = 2 * np.pi / model.inv_freq_local
+            local = dict(local_theta=cfg.rope_theta_local, global_every=cfg.global_every,
+                         local_fastest=float(local_wavelengths[0]),
+                         local_slowest=float(local_wavelengths[-1]))
+        longrope = {}
+        if cfg.rope_scaling() == "longrope":
+            short = np.asarray(cfg.rope_short_factors)
+            longrope = dict(longrope_long=cfg.longrope_long(), original_ctx=cfg.rope_original_ctx,
+                            short_min=float(short.min()), short_max=float(short.max()))
         return dict(
-            rope_theta=cfg.rope_theta, llama3=cfg.rope_llama3, n_pairs=len(model.inv_freq),
+            rope_theta=cfg.rope_theta, n_pairs=len(model.inv_freq),
+            theta_source=("the file's rope.freq_base" if model.file_format == "gguf"
+                          else "the model's config.json"),
+            scaling=cfg.rope_scaling(), divisor_min=float(divisors.min()),
+            divisor_max=float(divisors.max()), linear_factor=cfg.rope_linear_factor,
+            attn_factor=cfg.rope_attn_factor, **local, **longrope,
             fastest=float(wavelengths[0]), slowest=float(wavelengths[-1]),
             wavelength_figure=figures.rope_wavelengths(model.inv_freq, cfg.n_ctx))
     table = model.params["wpe"][:MAX_TABLE_POSITIONS]                  # [P, d]
@@ -126,13 +148,18 @@ def rope_on_prompt(lm, state) -> dict:
         k_at = state["pos_k"]
     kv_head = head // (cfg.n_heads // cfg.n_kv_heads)        # grouped-query: heads share k
     prefix = f"blocks.{layer}.attn."
-    q = run.cache[prefix + "hook_q"][q_at, head]              # [hd], before rotation
-    k = run.cache[prefix + "hook_k"][k_at, kv_head]
+    # what RoPE turns: q and k, or (Qwen3, Gemma 3) each head's q and k after its RMSNorm
+    before = ("q_norm.hook_normalized", "k_norm.hook_normalized") if cfg.qk_norm else \
+        ("hook_q", "hook_k")
+    q = run.cache[prefix + before[0]][q_at, head]             # [hd], before rotation
+    k = run.cache[prefix + before[1]][k_at, kv_head]
     q_rot = run.cache[prefix + "hook_rot_q"][q_at, head]      # [hd], after
     k_rot = run.cache[prefix + "hook_rot_k"][k_at, kv_head]
     half = cfg.head_dim // 2
-    angles = rope_angles(np.arange(T), model.inv_freq)        # [T, hd/2]
-    pair_rows = [dict(j=j, freq=float(model.inv_freq[j]), angle=float(angles[q_at, j]),
+    inv_freq = model.layer_inv_freq(layer)                   # Gemma 3: this layer's own base
+    rule = dict(mscale=cfg.rope_attn_factor, scale=cfg.score_scale(), cap=cfg.attn_softcap)
+    angles = rope_angles(np.arange(T), inv_freq)              # [T, hd/2]
+    pair_rows = [dict(j=j, freq=float(inv_freq[j]), angle=float(angles[q_at, j]),
                       before=(float(q[j]), float(q[j + half])),
                       after=(float(q_rot[j]), float(q_rot[j + half])),
                       length=float(np.hypot(q[j], q[j + half])),
@@ -144,16 +171,18 @@ def rope_on_prompt(lm, state) -> dict:
     same = [(offset, 0)] * (k_at > 0) + same
     other = [(k_at + d, k_at) for d in (offset + 1, offset + 5, max(offset - 1, 0))
              if d != offset and k_at + d < cfg.n_ctx]
-    scores = rope_relative_scores(q, k, model.inv_freq, same + other)
+    scores = rope_relative_scores(q, k, inv_freq, same + other, **rule)
     offsets = np.arange(cfg.n_ctx)
-    curve = rope_relative_scores(q, k, model.inv_freq, [(int(d), 0) for d in offsets])
+    curve = rope_relative_scores(q, k, inv_freq, [(int(d), 0) for d in offsets], **rule)
     labels = [token_plain(lm.tokenizer, i) for i in run.ids]
     same_scores = scores[:len(same)]
     return dict(
         layer=layer, head=head, kv_head=kv_head, q_at=q_at, k_at=k_at, offset=offset,
         token_labels=labels, q_token=labels[q_at], k_token=labels[k_at],
         model_score=float(run.cache[prefix + "hook_attn_scores"][head, q_at, k_at]),
-        rotated_dot=float(q_rot @ k_rot) * cfg.head_dim ** -0.5,
+        rotated_dot=float(softcap(np.float32(q_rot @ k_rot) * rule["scale"], rule["cap"])),
+        score_scale=rule["scale"], score_cap=rule["cap"], layer_local=cfg.local_layer(layer),
+        normed=cfg.qk_norm,
         same_rows=[dict(m=m, n=n, score=float(s))
                    for (m, n), s in zip(same, same_scores, strict=True)],
         same_spread=float(same_scores.max() - same_scores.min()),
