@@ -329,7 +329,7 @@
                             "aria-label": "Bars: the class's share of each guess beside the model's probability of it" });
       fig.setAttribute("data-figure", JSON.stringify(r.figure));
       box.appendChild(fig);
-      if (window.explainerDraw) window.explainerDraw(fig);
+      if (window.Explainer && window.Explainer.draw) window.Explainer.draw(fig);
     }
     var table = el("table", { className: "class-table", "aria-label": "The class's answers" });
     var head = el("tr");
@@ -393,7 +393,7 @@
       location.replace("/" + (s ? "?" + s : ""));
       return;
     }
-    var tour = window.explainerTour;
+    var tour = window.Explainer && window.Explainer.tour;
     if (tour) {
       // a phone shows the slide's section in the phone layout, scrolled to
       var present = want.present === "1" && !phone(), changed = present !== tour.presenting();
@@ -471,7 +471,7 @@
         // on a phone the panel heads the page (the open poll in it) and the page scrolls under
         // it (style.css: scroll-padding-top is the panel's height, --class-h): the step was
         // scrolled to before the poll filled the panel, and its heading was left under the panel
-        if (placedNow && window.explainerTour) window.explainerTour.show(placedNow);
+        if (placedNow && window.Explainer.tour) window.Explainer.tour.show(placedNow);
         placedNow = 0;
       })
       .catch(function (e) {

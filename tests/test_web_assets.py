@@ -23,8 +23,13 @@ from web_support import HX, every_section, text_of
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 DECODE = {"br": brotli.decompress, "gzip": gzip.decompress}
-LINKED = ["favicon.svg", "style.css", "htmx.min.js", "plotly.min.js", "app.js", "learn.js",
-          "overview.js", "classroom.js"]
+# The page's own scripts, in the order templates/page.html runs them (explainer.js first: it
+# makes the namespace the others share).
+SCRIPTS = ["explainer.js", "figure-style.js", "figures.js", "boxes.js", "stream.js", "errors.js",
+           "controls.js", "lazy.js", "requests.js", "suggest.js", "section-map.js",
+           "glossary.js", "anchor.js", "exports.js", "predict.js", "tour.js", "present.js",
+           "theme.js", "deeper.js", "cuts.js", "copy-link.js", "overview.js", "classroom.js"]
+LINKED = ["favicon.svg", "style.css", "htmx.min.js", "plotly.min.js", *SCRIPTS]
 
 
 def linked_urls(page: str) -> dict:
@@ -168,6 +173,17 @@ def test_the_page_links_every_file_by_its_digest(app, client):
         assert url == f"/assets/{assets.digest_of(files[name].data)}/{name}"
 
 
+def test_the_page_runs_every_script_of_static_in_its_order(client):
+    """Each script of static/ is linked by the page, after htmx and plotly.js, in the order
+    SCRIPTS names (retry.js is the busy page's own)."""
+    head = text_of(client.get("/")).split("</head>", 1)[0]
+    names = [u.rsplit("/", 1)[1] for u in re.findall(r'<script\b[^>]*\bsrc="([^"]+)"', head)]
+    assert names == ["htmx.min.js", "plotly.min.js", *SCRIPTS]
+    assert all(re.search(rf'<script src="[^"]+/{re.escape(n)}" defer>', head) for n in names)
+    on_disk = {n for n in os.listdir(os.path.join(ROOT, "static")) if n.endswith(".js")}
+    assert on_disk == {*SCRIPTS, "retry.js"}
+
+
 def test_the_digest_names_the_bytes():
     a, b = b"let x = 1;\n", b"let x = 2;\n"
     assert assets.digest_of(a) == assets.digest_of(bytes(a))
@@ -182,22 +198,23 @@ def make_app(model, static_dir):
 
 
 def test_a_changed_file_gets_a_new_url(model, tmp_path):
+    changed = "stream.js"
     static = tmp_path / "static"
     shutil.copytree(os.path.join(ROOT, "static"), static)
     before = make_app(model, static).test_client()
     old = linked_urls(text_of(before.get("/")))
-    (static / "app.js").write_bytes((static / "app.js").read_bytes() + b"\n// changed\n")
+    (static / changed).write_bytes((static / changed).read_bytes() + b"\n// changed\n")
     after = make_app(model, static).test_client()
     new = linked_urls(text_of(after.get("/")))
-    assert new["app.js"] != old["app.js"]
-    assert new["app.js"] == f"/assets/{assets.digest_of((static / 'app.js').read_bytes())}/app.js"
-    assert {k: v for k, v in new.items() if k != "app.js"} == \
-           {k: v for k, v in old.items() if k != "app.js"}
+    assert new[changed] != old[changed]
+    assert new[changed] == f"/assets/{assets.digest_of((static / changed).read_bytes())}/{changed}"
+    assert {k: v for k, v in new.items() if k != changed} == \
+           {k: v for k, v in old.items() if k != changed}
     # the old URL still gets the file (today's), but is not to be kept for a year
-    r = after.get(old["app.js"])
+    r = after.get(old[changed])
     assert r.status_code == 200 and r.get_data().endswith(b"// changed\n")
     assert r.headers["Cache-Control"] == "no-cache"
-    r = after.get(new["app.js"])
+    r = after.get(new[changed])
     assert r.headers["Cache-Control"] == "public, max-age=31536000, immutable"
 
 
@@ -212,9 +229,9 @@ def test_hashed_urls_are_cached_for_a_year(client, name):
     assert again.status_code == 304 and again.get_data() == b""
 
 
-@pytest.mark.parametrize("path", ["/assets/0123456789abcdef/app.js", "/assets/old/style.css",
+@pytest.mark.parametrize("path", ["/assets/0123456789abcdef/figures.js", "/assets/old/style.css",
                                   "/vendor/plotly.min.js", "/vendor/htmx.min.js",
-                                  "/static/app.js"])
+                                  "/static/figures.js"])
 def test_other_urls_get_the_file_without_the_long_cache(client, path):
     r = client.get(path)
     assert r.status_code == 200 and len(r.get_data()) > 1000

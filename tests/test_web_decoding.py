@@ -165,7 +165,7 @@ HX_SAMPLES = {"HX-Request": "true", "HX-Target": "decoding-samples"}
 
 
 def test_a_sampling_control_names_the_event_the_samples_follow(client):
-    """The server, not static/app.js, knows who follows whom: a sampling control's answer names
+    """The server, not the page's scripts, knows who follows whom: a sampling control's answer names
     "sampling-changed" (after the swap), the samples' refresh element listens for exactly that,
     and answers that are not a control change of a followed section name nothing."""
     from web.core.registry import readers, refresh_trigger, section

@@ -279,7 +279,7 @@ def test_overload_is_a_fast_503_with_a_message(tight_app, path):
         assert page.status_code == 503 and limits.BUSY_MESSAGE in html.unescape(text_of(page))
         assert page.headers["Content-Security-Policy"]
         # files are not gated
-        for asset in ("/static/app.js", "/vendor/htmx.min.js"):
+        for asset in ("/static/figures.js", "/vendor/htmx.min.js"):
             a = client.get(asset)
             assert a.status_code == 200
             a.close()
@@ -319,7 +319,7 @@ def _csp(header: str) -> dict:
     return out
 
 
-HEADER_PATHS = (["/", "/?prompt=", "/?merges=abc", "/section/nope", "/static/app.js",
+HEADER_PATHS = (["/", "/?prompt=", "/?merges=abc", "/section/nope", "/static/figures.js",
                  "/vendor/plotly.min.js", "/static/style.css"]
                 + [f"/section/{i}" for i in SECTION_IDS])
 

@@ -548,7 +548,7 @@ def test_the_embedding_strip_labels_the_last_tokens_rows(client, model):
 
 def test_the_top_token_waits_for_the_logits_prediction(client, model):
     """Before any step, the overview's top five and chosen token carry the answer of the Logits
-    section's prediction under the same key (static/learn.js blurs them until it is shown);
+    section's prediction under the same key (static/predict.js blurs them until it is shown);
     after a step there is nothing to hide."""
     for prompt in ("She was the youngest of the two daughters", "Emma Woodhouse, handsome"):
         page = text_of(client.get(url("/", prompt=prompt)))

@@ -189,7 +189,7 @@ def test_page_uses_no_cdn_and_no_inline_script(client):
 
 
 @pytest.mark.parametrize("asset", ["/vendor/plotly.min.js", "/vendor/htmx.min.js",
-                                   "/static/app.js", "/static/style.css"])
+                                   "/static/figures.js", "/static/style.css"])
 def test_assets_are_served_locally(client, asset):
     r = client.get(asset)
     assert r.status_code == 200 and len(r.data) > 1000

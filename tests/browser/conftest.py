@@ -115,14 +115,15 @@ def patient_expect():
 def load_every_section(page):
     """Load each section that is still a placeholder: the page computes a section only when it
     nears the screen, and most tests read sections far down. All are asked for at once, as
-    printing does (app.js explainerLoadAll); one the busy server refused is asked again, or its
-    Try again button pressed, as a reader would."""
+    printing does (static/lazy.js: Explainer.loadAll); one the busy server refused is asked
+    again, or its Try again button pressed, as a reader would."""
     lazy = page.locator("[data-lazy]")
     retry = page.get_by_role("button", name="Try again")
     for _ in range(30):
         if lazy.count() == 0:
             break
-        page.evaluate("() => window.explainerLoadAll && window.explainerLoadAll()")
+        page.evaluate("() => window.Explainer && window.Explainer.loadAll &&"
+                      " window.Explainer.loadAll()")
         page.wait_for_load_state("networkidle")
         try:
             if retry.first.is_visible():
@@ -166,7 +167,7 @@ def page(page):
 @pytest.fixture()
 def class_store(live_app, tmp_path):
     """The served app's classes, in a store of this test's own."""
-    from web.classroom.store import SQLiteStore
+    from web.classroom.store.sqlite import SQLiteStore
     c = live_app.extensions["classroom"]
     before = c._store
     c.store = SQLiteStore(str(tmp_path / "data"), c.limits["idle_seconds"])

@@ -1,6 +1,6 @@
 """A reload or a shared link opens at the section whose state the address holds: a control's
 answer adds that section as the address's fragment (#tiling), and the page scrolls there and
-stays there while the sections around it load, until the reader scrolls (static/app.js)."""
+stays there while the sections around it load, until the reader scrolls (static/anchor.js)."""
 import re
 
 from playwright.sync_api import expect

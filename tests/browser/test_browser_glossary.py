@@ -1,6 +1,6 @@
 """Glossary terms in Chromium: a term's definition shows on keyboard focus, a tap or click
 toggles it, Escape hides it, and it stays inside the window (templates/macros.html `term`,
-static/app.js)."""
+static/glossary.js)."""
 import re
 
 from playwright.sync_api import expect

@@ -2,7 +2,7 @@
 (1280x900), a projector at 150% zoom (1024x768, device scale factor 1.5) and a phone (390x844).
 
 Every section is loaded (all at once, as printing asks for them), every <details> on the page is
-opened (as a reader clicking each summary: static/learn.js fits the figures inside), then one pass
+opened (as a reader clicking each summary: static/deeper.js fits the figures inside), then one pass
 over the DOM collects every defect, named by size, section and element:
 - a figure (`.plot[data-figure]`, drawn: it has a `.main-svg`) narrower than 250 px, or drawn
   wider than its own box;
@@ -377,11 +377,11 @@ CHECKS = """(limits) => {
 
 
 def load_every_section(page, timeout_s=120):
-    """Asks for every section that is still a placeholder (as printing does: app.js's
-    explainerLoadAll) and waits until none is left; a placeholder refused by a busy server asks
+    """Asks for every section that is still a placeholder (as printing does: lazy.js's
+    Explainer.loadAll) and waits until none is left; a placeholder refused by a busy server asks
     again by itself, or is asked again here."""
     deadline = time.monotonic() + timeout_s
-    left = page.evaluate("() => window.explainerLoadAll()")
+    left = page.evaluate("() => window.Explainer.loadAll()")
     while left and time.monotonic() < deadline:
         page.wait_for_timeout(250)
         left = page.evaluate("""() => {
@@ -455,13 +455,13 @@ SLIDE = """() => {
 }"""
 
 
-# The slide's figures are drawn at their boxes' widths (static/learn.js redraws a figure drawn
+# The slide's figures are drawn at their boxes' widths (static/present.js redraws a figure drawn
 # while its slide was hidden, once the slide is fitted): true once none is wider than its box.
 REDRAWN = """() => Array.from(document.querySelectorAll('main .section.current .plot[data-figure]'))
   .filter(p => p.getClientRects().length && p.querySelector('.main-svg'))
   .every(p => p.querySelector('.main-svg').getBoundingClientRect().width
               <= p.getBoundingClientRect().width + 2)"""
-REDRAW_MS = 3000            # the time learn.js has to redraw them; after it, a defect
+REDRAW_MS = 3000            # the time present.js has to redraw them; after it, a defect
 
 
 def slide_defects(browser, base_url) -> tuple:

@@ -245,7 +245,8 @@ FIGURE_COLOURS = """() => Array.from(document.querySelectorAll('.plot[data-figur
       .concat([el._fullLayout.showlegend ? el._fullLayout.legend.bgcolor : 'none']);
     return {colours, boxes, paper: el._fullLayout.paper_bgcolor};
   })"""
-# the server's dark inks, which static/app.js draws light in the dark theme: the page names them
+# the server's dark inks, which static/figure-style.js draws light in the dark theme: the page
+# names them
 DARK_INKS = {c.lower() for c in FIGURE_DARK_INKS}
 
 

@@ -138,7 +138,7 @@ def test_a_box_opens_its_section_and_the_map_marks_it(page, page_errors):
     expect(page.locator("#attention h2")).to_be_in_viewport()
     expect(page.locator("#attention")).not_to_have_attribute("data-lazy", "")
     # Landing among sections loads several at once; a busy server answers some with 503 and a
-    # Retry-After, and the placeholder tries again (static/app.js): the browser logs the 503.
+    # Retry-After, and the placeholder tries again (static/lazy.js): the browser logs the 503.
     assert [e for e in page_errors if "503" not in e] == []
 
 

@@ -1,6 +1,6 @@
 """On a phone (390x844): a table cut at the screen's edge says so in words just above it, even
 where the table itself is what scrolls (style.css gives a phone's tables display: block, so the
-box around one fits and the table is cut: static/learn.js describeCut); and the KV cache's
+box around one fits and the table is cut: static/cuts.js describeCut); and the KV cache's
 "Measured time per step" legend stands above the plot area, not over its lines
 (web/figures/kvcache.py)."""
 import re

@@ -53,7 +53,7 @@ SCREEN = """async (within) => {
            across: document.scrollingElement.scrollWidth - W };
 }"""
 
-# The slide on screen is computed, its figures drawn and fitted (learn.js marks it
+# The slide on screen is computed, its figures drawn and fitted (present.js marks it
 # data-fitted), and no request is under way.
 SETTLED = """(step) => {
   const s = document.querySelector('.section.current');

@@ -1,6 +1,6 @@
 """A control's answer redraws what changed and nothing else: a figure whose JSON is the one
 already drawn is left alone, and a "Go deeper" disclosure the swap puts back open changes no
-page state (static/app.js init, static/learn.js toggle)."""
+page state (static/figures.js init, static/deeper.js toggle)."""
 import re
 
 from playwright.sync_api import expect

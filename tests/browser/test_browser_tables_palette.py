@@ -1,6 +1,6 @@
 """At 1280x800 with every "Go deeper" open, no table is cut by its box without saying so in
 words: a table wider or taller than the box that scrolls it has, just above the box, which of
-its columns (rows) are in view and of how many (static/learn.js, describeCut). The sampling
+its columns (rows) are in view and of how many (static/cuts.js, describeCut). The sampling
 stages' table, once cut to three of its seven columns in a half-width column, has the
 section's whole width."""
 import re

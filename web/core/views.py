@@ -33,7 +33,7 @@ bp.add_app_template_global(answers.kv_bytes_answer)
 bp.add_app_template_global(precision.storage_of)
 
 # The page computes what the reader can see: the first sections at once, every other one when
-# it is about to scroll into view (static/app.js asks for it then).
+# it is about to scroll into view (static/lazy.js asks for it then).
 EAGER_SECTIONS = 2
 
 

@@ -26,7 +26,8 @@ TICK_SIZE = 14                # px: tick labels, legend, labels written on the p
 TEXT_SIZE = 14
 # A figure's title: one size and one alignment on the whole page (base_layout sets them over the
 # figure's own): left, from the figure's left edge, as the page's headings are; a size between
-# the body text and a heading, small enough for a phone's width (static/app.js wraps a longer one).
+# the body text and a heading, small enough for a phone's width (static/figure-style.js wraps
+# a longer one).
 TITLE_SIZE = 16
 TITLE_ALIGN = dict(x=0, xref="container", xanchor="left")
 TITLE_INDENT = 10             # px from the figure's left edge (the figures' own left margin)
@@ -90,9 +91,9 @@ HIGHLIGHT, CHOICE, ACCEPTED = ROLES["HIGHLIGHT"], ROLES["CHOICE"], ROLES["ACCEPT
 # Each role colour the page's text names has that name (ROLE_NAMES).
 ROLE_NAMES = {HIGHLIGHT: "orange", CHOICE: "gold", ACCEPTED: "green"}
 GRID, ZERO_LINE = "#e3e7ee", "#b9c1cf"
-# The figures are built for a white page. In the dark theme static/app.js draws these two dark
-# inks (lines, bars, the beam tree's edges) in the page's light ink (CSS --ink), which would
-# vanish on the dark paper otherwise; the page names them (templates/page.html).
+# The figures are built for a white page. In the dark theme static/figure-style.js draws these
+# two dark inks (lines, bars, the beam tree's edges) in the page's light ink (CSS --ink), which
+# would vanish on the dark paper otherwise; the page names them (templates/page.html).
 DARK_INKS = (INK, ROLES["MODEL_P"])
 
 

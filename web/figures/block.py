@@ -128,7 +128,7 @@ def norms_heatmap(norms, tokens: list, stages: list) -> str:
         hovertemplate="token %{customdata[0]}, %{x}: norm %{customdata[1]:,.3f}"
                       "<extra></extra>")
     return figure_json([heatmap], base_layout(
-        # one line, which static/app.js wraps on a phone (a title with a <br> it leaves
+        # one line, which static/figure-style.js wraps on a phone (a title with a <br> it leaves
         # alone, cut); it names the colour bar's quantity and scale and the norms' real range
         title=dict(text="Residual-stream norm per token and stage (colour: the norm, log "
                         f"scale, {real_units(float(f'{lo:.2g}'))} to {hi:,.0f})",

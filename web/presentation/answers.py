@@ -3,7 +3,7 @@
 A question (templates/macros.html `predict`) hides its answer until it is answered or skipped:
 the elements it names (data-gate) and every element marked with its id and answer
 (`answer_gate`: data-answer-of, data-answer), in any section, stay blurred until then
-(static/learn.js). A place that shows the answer (the next token in a chart, a continuation of
+(static/predict.js). A place that shows the answer (the next token in a chart, a continuation of
 the prompt, the cache's bytes) is marked with the same answer the question compares, computed
 here: the key the question and the places share.
 """

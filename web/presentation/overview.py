@@ -361,7 +361,7 @@ def figure_height(figure: str) -> int:
 def answer_text(tokenizer, token_id: int) -> str:
     """The top token as the Logits section's prediction compares it (its plain text, markers
     for spaces turned back into spaces, trimmed): the key that the overview's hidden answer
-    shares with that prediction (static/learn.js)."""
+    shares with that prediction (static/predict.js)."""
     return token_plain(tokenizer, token_id).replace("·", " ").strip()
 
 

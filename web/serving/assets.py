@@ -118,7 +118,8 @@ def init_app(app):
 
 
 def asset_url(name: str) -> str:
-    """The content-hashed URL of a static/ file ("app.js") or a vendor script ("htmx.min.js")."""
+    """The content-hashed URL of a static/ file ("figures.js") or a vendor script
+    ("htmx.min.js")."""
     asset = current_app.extensions["explainer_assets"].get(name)
     if asset is None and name not in VENDOR:
         raise ValueError(f"no asset named {name!r}")

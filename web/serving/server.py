@@ -113,8 +113,8 @@ def init_app(app):
 
     @app.errorhandler(limits.Busy)
     def busy(e):
-        # htmx requests get the message as text (app.js shows it in the page's status line);
-        # a whole-page load gets a small page saying the same.
+        # htmx requests get the message as text (static/errors.js shows it in the page's status
+        # line); a whole-page load gets a small page saying the same.
         if request.headers.get("HX-Request") == "true":
             body, mimetype = str(e), "text/plain"
         else:
@@ -292,8 +292,9 @@ def init_startup(app):
     """A request for a model that is still loading or warming (`model=` names one the app's
     Startup has pending) is answered at once: a short page saying so, with its progress, that
     reloads itself (a meta refresh: the CSP allows no inline script) until the model is ready;
-    an htmx request gets the same as one line of text (app.js shows it and tries again after
-    Retry-After). Registered before the gate (serving.init_app), so it never waits for a slot."""
+    an htmx request gets the same as one line of text (static/errors.js shows it and tries again
+    after Retry-After). Registered before the gate (serving.init_app), so it never waits for a
+    slot."""
 
     @app.before_request
     def model_still_warming():
