@@ -4,7 +4,8 @@ reason NO_REDIS when Debian's redis-server is not installed: `make test` install
 import socket
 import uuid
 
-from web.classroom.store import RedisStore, SQLiteStore
+from web.classroom.store.redis import RedisStore
+from web.classroom.store.sqlite import SQLiteStore
 
 NO_REDIS = ("redis-server is not installed: `make test` installs Debian's redis-server "
             "(apt-get install -y redis-server)")

@@ -222,7 +222,7 @@ def test_the_readme_recipe_runs_redis_with_an_append_only_file():
 
 
 def test_an_ended_session_is_none_at_once_on_another_store_instance(aof_redis):
-    from web.classroom.store import RedisStore
+    from web.classroom.store.redis import RedisStore
     one = RedisStore(aof_redis.url, 3600, prefix="ended:")
     other = RedisStore(aof_redis.url, 3600, prefix="ended:")           # another process
     try:

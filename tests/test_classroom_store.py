@@ -1,5 +1,6 @@
 """The class's store, SQLite and Redis (a real redis-server) behind one interface: exact counts,
 one answer per student, closed polls, caps, expiry deleting answers, join failures."""
+import inspect
 import json
 import threading
 import time
@@ -7,7 +8,9 @@ import time
 import pytest
 
 from tests.classroom_support import make_store
-from web.classroom.store import Closed, CodeTaken, Full, Gone, NotMember
+from web.classroom.store import Closed, CodeTaken, Full, Gone, NotMember, Store, open_store
+from web.classroom.store.redis import RedisStore
+from web.classroom.store.sqlite import SQLiteStore
 
 SPEC = json.dumps({"input": "text"})
 BIG = 10 ** 6
@@ -161,3 +164,26 @@ def test_redis_changes_reach_another_instance_through_pub_sub(tmp_path, redis_ur
         time.sleep(0.01)
     assert other._heard[code][0] == v and other.version(code, 1001) == v
     assert other.session(code, 1001)["state"] == "tour=9"
+
+
+def parameters(function) -> list:
+    return [(p.name, p.default) for p in inspect.signature(inspect.unwrap(function)).parameters
+            .values()]
+
+
+def test_both_stores_answer_the_interface_the_views_call(tmp_path):
+    """Every method of the package's Store is a method of both classes, with the same
+    parameters (a store may take more, with defaults); the factory picks them by --store."""
+    methods = [n for n, v in vars(Store).items() if callable(v) and not n.startswith("_")]
+    assert "join" in methods and "close" in methods and len(methods) == 19
+    for cls in (SQLiteStore, RedisStore):
+        for name in methods:
+            theirs, ours = parameters(getattr(cls, name)), parameters(getattr(Store, name))
+            assert theirs[:len(ours)] == ours, (cls.__name__, name)
+            assert all(default is not inspect.Parameter.empty for _, default in
+                       theirs[len(ours):]), (cls.__name__, name)
+    store = open_store("sqlite", str(tmp_path), idle=60)
+    assert type(store) is SQLiteStore and store.kind == "sqlite"
+    store.close()
+    with pytest.raises(ValueError, match="--store must be 'sqlite' or a redis:// URL"):
+        open_store("postgres://x", str(tmp_path), idle=60)

@@ -33,7 +33,7 @@ def parse(argv, description: str):
                         "web/core/limits.py)")
     parser.add_argument("--store", default=None, help="where class sessions live: 'sqlite' "
                         "(default: a file in --data-dir) or redis://host:port/db, shared by "
-                        "several instances (web/classroom/store.py)")
+                        "several instances (web/classroom/store/)")
     parser.add_argument("--data-dir", default=None, help="the SQLite store's directory "
                         "(default: $LLM_EXPLAINER_DATA_DIR, else data/classroom)")
     parser.add_argument("--proxy", type=int, default=0, metavar="N", help="behind N trusted "
