@@ -14,7 +14,7 @@ PORT ?= 8000
 export OPENBLAS_NUM_THREADS ?= 1
 export OMP_NUM_THREADS ?= 1
 
-.PHONY: run test lint setup setup-test chromium redis-server nginx
+.PHONY: run test lint setup setup-test chromium redis-server nginx bench-reference
 
 run: setup
 	$(PY) app.py --host $(HOST) --port $(PORT) $(if $(MODEL),--model $(MODEL)) $(if $(MODELS_DIR),--models $(MODELS_DIR))
@@ -25,6 +25,18 @@ test: setup-test chromium redis-server nginx
 # ruff's settings (rules E, F, W, B, I; lines of 100) are in pyproject.toml
 lint: $(VENV)/.lint-installed
 	$(VENV)/bin/ruff check .
+
+# The app against Hugging Face transformers on the same GGUF files, in one run
+# (bench/bench_vs_transformers.py; results in bench/results/, rendered into docs/measured.md).
+# transformers and torch live in their own .venv-reference, never in the app's.
+bench-reference: setup .venv-reference/.installed
+	$(PY) bench/bench_vs_transformers.py --reference-python .venv-reference/bin/python
+	$(PY) bench/report.py
+
+.venv-reference/.installed: requirements-reference.txt
+	$(PYTHON) -m venv .venv-reference
+	.venv-reference/bin/python -m pip install -q --disable-pip-version-check -r requirements-reference.txt
+	touch $@
 
 setup: $(VENV)/.app-installed node_modules/htmx.org/dist/htmx.min.js
 
