@@ -237,3 +237,123 @@ def test_the_vocabulary_is_the_models_rows_and_added_bytes_are_said(client, mode
     assert "49,152 tokens, run by tiktoken" in said and "49,173 tokens" not in said
     assert ("the model's file has none for 21 of them: they were added here as ids 49,152 to "
             "49,172 (49,173 ids in all)") in said
+
+
+# --- SentencePiece vocabularies: the replay merges by score ---------------------------------
+
+SPM_PROMPTS = ["It is a truthful café, isn't it?", "  two  spaces\tand a tab"]
+
+
+@pytest.fixture(scope="module")
+def spm_apps(tmp_path_factory):
+    """Apps on tiny GGUF checkpoints with a SentencePiece vocabulary (tests/gguf_support.py):
+    Llama 2 style (a "▁" in front), Phi-3 (one before every segment), Gemma 2 (none)."""
+    import json
+    import os
+
+    from app import create_app
+    from gguf_support import TESTS_DIR, write_checkpoint
+    from pipeline import load_model
+    with open(os.path.join(TESTS_DIR, "fixtures", "gguf_reference.json"), encoding="utf-8") as f:
+        seeds = {n: r["seed"] for n, r in json.load(f)["tiny"].items()}
+    directory = tmp_path_factory.mktemp("gguf")
+    out = {}
+    for name in ("llama_spm_f32", "phi3_f32", "gemma2_f32"):
+        m = load_model(write_checkpoint(str(directory / f"{name}.gguf"), name, seeds[name]))
+        out[name] = m, create_app({"MODEL": m, "TESTING": True, "PROBE_ENCODINGS": False,
+                                   "WARM_CACHES": False}).test_client()
+    return out
+
+
+def replay_part(page: str) -> str:
+    return page.split('id="replay-h"', 1)[1].split('id="learn-h"', 1)[0]
+
+
+@pytest.mark.parametrize("name", ["llama_spm_f32", "phi3_f32", "gemma2_f32"])
+@pytest.mark.parametrize("prompt", SPM_PROMPTS)
+def test_sentencepiece_replay_merges_by_score_and_ends_in_the_tokenizers_ids(spm_apps, name,
+                                                                             prompt):
+    """Every word of the prompt replayed: each caption's merge is the piece's score in the
+    vocabulary, the highest of the adjacent pairs', the word of step 0 is its characters, the
+    last step's chips are the tokenizer's own ids at that place, and the words' last steps
+    joined are the tokenizer's ids for the whole prompt. No caption speaks of a rank."""
+    model, client = spm_apps[name]
+    tok = model.tokenizer
+    joined = []
+    first = text_of(client.get(url("/section/tokenization", prompt=prompt), headers=HX))
+    words = re.findall(r'<option value="(\d+)"[^>]*>\d+: ', first.split('id="word-select"')[1]
+                       .split("</select>")[0])
+    assert len(words) >= 4                               # word by word: exact on these texts
+    assert "No piece of this vocabulary spans two of this text's words" in first
+    for w in range(len(words)):
+        page = text_of(client.get(url("/section/tokenization", prompt=prompt, word=w),
+                                  headers=HX))
+        last = _last_step(page)
+        steps = [replay_part(text_of(client.get(url("/section/tokenization", prompt=prompt,
+                                                    word=w, step=s), headers=HX)))
+                 for s in range(last + 1)]
+        captions = [re.search(r'<p class="step-caption".*?</p>', p, re.S).group() for p in steps]
+        assert not any("rank" in c for c in captions)
+        for s, part in enumerate(steps[1:], start=1):
+            m = re.search(r'Merged <q class="pair">(.*?)</q> \+ <q class="pair">(.*?)</q>\s*'
+                          r"into piece (\d+), merged by score: (-?[\d.e+]+), the highest", part)
+            assert m, s
+            merged = int(m.group(3))
+            assert tok.tokens[merged] == (m.group(1) + m.group(2)).replace("·", "\u2581")
+            assert float(m.group(4)) == float(f"{tok.scores[merged]:g}")
+        ids = chip_ids(steps[-1], "Pieces of the word at this step")
+        assert 'class="check ok"' in steps[-1]
+        joined += ids
+    assert joined == tok.encode_ordinary(prompt)
+
+
+def test_sentencepiece_replay_falls_back_to_bytes_and_says_so(spm_apps):
+    model, client = spm_apps["llama_spm_f32"]
+    tok = model.tokenizer
+    assert "é" not in tok.vocab                          # the tiny vocabulary has no é
+    prompt = "a theé"
+    page = replay_part(text_of(client.get(url("/section/tokenization", prompt=prompt, word=1,
+                                              step=99), headers=HX)))
+    assert "Step 99 does not exist" in text_of(client.get(url(
+        "/section/tokenization", prompt=prompt, word=1, step=99), headers=HX))
+    last = _last_step(text_of(client.get(url("/section/tokenization", prompt=prompt, word=1),
+                                         headers=HX)))
+    page = replay_part(text_of(client.get(url("/section/tokenization", prompt=prompt, word=1,
+                                              step=last), headers=HX)))
+    assert 'becomes its UTF-8 bytes, one &lt;0xXX&gt; token each' in page
+    ids = chip_ids(page, "Pieces of the word at this step")
+    assert ids == tok.encode_ordinary(prompt)[-len(ids):]
+    assert [tok.byte_ids[b] for b in "é".encode()] == ids[-2:]
+    step0 = replay_part(text_of(client.get(url("/section/tokenization", prompt=prompt, word=1,
+                                               step=0), headers=HX)))
+    assert _last_step(step0) >= 2 and "no id" in step0    # é: a character without a piece
+
+
+def test_the_byte_level_replay_says_rank_not_score(client):
+    page = replay_part(text_of(client.get(url("/", prompt="hello", step=1))))
+    assert "its rank" in page and "merged by score" not in page
+
+
+def test_a_tokenizer_of_neither_kind_gets_a_sentence_not_a_replay(app, model):
+    """The replay needs a byte-level BPE (a tiktoken Encoding) or a SentencePiece vocabulary;
+    the section, rendered with the real context of another kind, says there is none."""
+    from flask import render_template
+
+    from web.core.params import PROMPT, parse_state
+    from web.core.registry import SECTIONS
+    from web.sections import tokenization
+    assert tokenization.tokenizer_kind(model.tokenizer) == "byte-level"
+    section = next(s for s in SECTIONS if s.id == "tokenization")
+    lm = app.extensions["explainer"].models["austen"]
+    with app.test_request_context("/"):
+        state = parse_state(b"prompt=hello", [PROMPT, *section.params])
+        ctx = tokenization.build(lm, state)
+        assert ctx["replay_kind"] == "byte-level"
+        ctx.update(tokenization.replay(type("Lm", (), {"tokenizer": object()})(), state,
+                                       "hello"))
+        assert ctx["replay_kind"] == "other"
+        page = render_template(section.template, lm=lm, state=state, section=section, num=2,
+                               **ctx)
+    assert "is neither a byte-level BPE (merged by rank) nor a SentencePiece vocabulary" in \
+        " ".join(page.split())
+    assert "Pieces of the word at this step" not in page

@@ -1,14 +1,20 @@
 """Tokenization: the prompt as tokens and ids, BPE merges replayed, BPE learned, other encodings.
 
-Everything shown comes from the running tokenizer (`tiktoken.Encoding`) or from the project's
-BPE code in `pipeline/bpe.py` run on the user's own text.
+Everything shown comes from the running tokenizer (`tiktoken.Encoding`, or a SentencePiece
+vocabulary, `pipeline.spm.SentencePieceBPE`) or from the project's BPE code in `pipeline/bpe.py`
+run on the user's own text. The replay is the tokenizer's own kind: a byte-level BPE merges the
+pair of lowest rank (`pipeline.bpe.bpe_replay`), a SentencePiece vocabulary the pair whose merged
+piece scores highest (`pipeline.spm.merge_replay`); any other tokenizer gets a sentence, no replay.
 """
+import re
 from collections import Counter
 from dataclasses import dataclass
 
+import tiktoken
 from flask import current_app, has_app_context
 
 from pipeline.bpe import bpe_replay, learn_bpe, merge_pair, pretokenize, segment
+from pipeline.spm import SPACE, SentencePieceBPE, merge_pieces, merge_replay
 from web.core.cache import memoized
 from web.core.params import Param
 from web.figures import tokenization as figures
@@ -32,8 +38,18 @@ PARAMS = (
 
 @dataclass(frozen=True)
 class Token:
-    id: int
+    id: int               # None: a SentencePiece symbol that is no piece of the vocabulary
     pieces: list          # [(kind, text)] see web.presentation.tokens.pieces
+
+
+def tokenizer_kind(tok) -> str:
+    """"sentencepiece" (merged by score), "byte-level" (a tiktoken Encoding: merged by rank) or
+    "other" (no merge replay this page can show)."""
+    if isinstance(tok, SentencePieceBPE):
+        return "sentencepiece"
+    if isinstance(tok, tiktoken.Encoding):
+        return "byte-level"
+    return "other"
 
 
 def build(lm, state) -> dict:
@@ -113,6 +129,15 @@ def default_word(words: list) -> int:
 
 
 def replay(lm, state, prompt) -> dict:
+    kind = tokenizer_kind(lm.tokenizer)
+    if kind == "sentencepiece":
+        return dict(replay_kind=kind, **sentencepiece_replay(lm.tokenizer, state, prompt))
+    if kind != "byte-level":
+        return dict(replay_kind=kind)
+    return dict(replay_kind=kind, **byte_level_replay(lm, state, prompt))
+
+
+def byte_level_replay(lm, state, prompt) -> dict:
     words = pretokenize(prompt, lm.pat_str)
     word = state.index_within("word", len(words), "word", default=default_word(words))
     steps = bpe_replay(lm.ranks, words[word].encode("utf-8"))
@@ -134,6 +159,62 @@ def replay(lm, state, prompt) -> dict:
         # the replay's last step must be what the tokenizer itself produced for this word
         replay_ids=final_ids, tokenizer_ids=lm.tokenizer.encode_ordinary(words[word]),
     )
+
+
+def sentencepiece_words(spelled: str) -> list:
+    """The text as SentencePiece merges it ("▁" for spaces) cut before each run of "▁": a word
+    with the spaces before it ("▁▁b"), as its pieces are."""
+    return re.findall(f"{SPACE}*[^{SPACE}]+|{SPACE}+", spelled)
+
+
+def _spm_text(piece: str) -> bytes:
+    return piece.replace(SPACE, " ").encode("utf-8")
+
+
+def sentencepiece_replay(tok, state, prompt) -> dict:
+    """One word of the prompt merged as the tokenizer merges the whole text: again and again
+    the adjacent pair whose merged piece has the highest score. Merged word by word when that is
+    exact for this text (the words' merges, joined, are the whole text's: no piece spans two
+    words), else the whole text at once. The last step's pieces give the word's ids (a
+    character with no piece: its bytes' <0xXX> tokens), checked against the tokenizer's own ids
+    for the prompt at the same place."""
+    spelled = tok.spelled(prompt)
+    words = sentencepiece_words(spelled)
+    finals = [merge_pieces(w, tok.vocab, tok.scores) for w in words]
+    by_word = [p for f in finals for p in f] == merge_pieces(spelled, tok.vocab, tok.scores)
+    if not by_word:
+        words, finals = [spelled], [merge_pieces(spelled, tok.vocab, tok.scores)]
+    word = state.index_within("word", len(words), "word",
+                              default=default_word([w.replace(SPACE, " ") for w in words]))
+    steps = merge_replay(words[word], tok.vocab, tok.scores)
+    step = state.index_within("step", len(steps), "step",
+                              f"this word takes {len(steps) - 1} merges, so it has")
+    shown = []
+    for parts, merged_at, score in steps:
+        merged = None if merged_at is None else parts[merged_at] + parts[merged_at + 1]
+        shown.append(dict(
+            parts=[Token(tok.vocab.get(p), pieces(_spm_text(p))) for p in parts],
+            merged_at=merged_at,
+            pair=None if merged_at is None else (plain(_spm_text(parts[merged_at])),
+                                                 plain(_spm_text(parts[merged_at + 1]))),
+            merged_id=None if merged is None else tok.vocab[merged],
+            score=None if score is None else float(score) + 0.0))      # + 0.0: no "-0"
+    # the last step as tokens: a symbol with no piece falls back to its bytes' tokens
+    last = steps[-1][0]
+    final_ids = [i for p in last for i in tok.piece_ids(p)]
+    shown[-1]["parts"] = [Token(i, pieces(tok.decode_single_token_bytes(i))) for i in final_ids]
+    fallback = [p for p in last if p not in tok.vocab]
+    before = sum(len(tok.piece_ids(p)) for f in finals[:word] for p in f)
+    prompt_ids = tok.encode_ordinary(prompt)
+    joined = [i for f in finals for p in f for i in tok.piece_ids(p)]
+    return dict(
+        words=[plain(_spm_text(w)) for w in words], word=word, by_word=by_word,
+        steps=shown, step=step, last_step=len(steps) - 1,
+        space_prefix=spelled.startswith(SPACE) and not prompt.startswith(" "),
+        fallback=[plain(_spm_text(p)) for p in fallback],
+        # the replay's last step must be what the tokenizer itself produced there
+        replay_ids=final_ids, tokenizer_ids=prompt_ids[before:before + len(final_ids)],
+        all_words_equal=joined == prompt_ids, n_prompt_ids=len(prompt_ids))
 
 
 @memoized(64)
@@ -183,6 +264,7 @@ def learn(state) -> dict:
 
 
 SECTION = Section("tokenization", "Tokenization", PARAMS, build,
+                  shorter="Tokens",
                   tour=("The model cannot read letters. A tokenizer cuts the text into pieces from "
                         "a fixed vocabulary and replaces each piece by its number (its id). The "
                         "vocabulary was learned by byte-pair encoding: start from single bytes, "
