@@ -1,6 +1,7 @@
 """Every section answers 200 with its content, never a 500, on a tiny GGUF checkpoint of each
 architecture and vocabulary pipeline/gguf_file.py reads beyond the default ones (Llama 3.1's
-rope_freqs, a SentencePiece vocabulary, Qwen2, Qwen3, Phi-3, Gemma 2, Gemma 3): what the app
+rope_freqs, a SentencePiece vocabulary, Qwen2, Qwen3, Phi-3, Gemma 2, Gemma 3, Gemma 3's linear
+RoPE scaling, Phi-3's LongRoPE): what the app
 shows of a file given with `--model`. The checkpoints are tests/gguf_support.py's, with the
 seeds of tests/fixtures/gguf_reference.json."""
 import json
@@ -17,7 +18,7 @@ from web_support import HX
 with open(os.path.join(TESTS_DIR, "fixtures", "gguf_reference.json"), encoding="utf-8") as f:
     SEEDS = {name: ref["seed"] for name, ref in json.load(f)["tiny"].items()}
 NAMES = ["llama3_f32", "llama_spm_f32", "qwen2_f32", "qwen3_f32", "phi3_q8_0", "gemma2_f32",
-         "gemma3_f32"]
+         "gemma3_f32", "gemma3_linear_f32", "phi3_longrope_f32"]
 PROMPT = "It is a truth universally acknowledged, that 12 men"
 
 
