@@ -4,6 +4,7 @@ SECTION, and its template sections/tiny.html), with its name added to web.core.r
 nothing else, is on the page, in the nav, at /section/<id>, in the tour and in the URL's validated
 state. Without that line there is no such section."""
 import importlib
+import os
 import re
 import sys
 import urllib.parse
@@ -16,6 +17,7 @@ from web.core import registry
 from web.sections import Section
 from web_support import HX, error_message, every_section, text_of, url
 
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 TOUR = ("A section written by a test: its tour text lives in the SECTION of its module, next to "
         "its id, title, parameters and build function, and nowhere else in the app.")
 
@@ -183,3 +185,46 @@ def test_a_section_can_show_the_messages_of_what_it_reads(client, tmp_path, monk
     write_tiny(tmp_path, monkeypatch, app, declared=', reads=("s_temp",), shows_read_messages=True')
     register_tiny(monkeypatch)
     assert client.get(url("/section/tiny", s_temp=-1), headers=HX).status_code == 422
+
+
+def slim_map(page: str) -> str:
+    return re.search(r'<nav id="ov-map".*?</nav>', page, re.S).group(0)
+
+
+def test_a_section_names_itself_in_the_slim_map(client, tiny):
+    """The overview's slim map takes a section's names from its Section: its title, or
+    `short=`, and on a narrow screen `shorter=` (next test); nothing else lists them."""
+    assert slim_map(text_of(client.get("/"))).endswith(
+        '<li><a href="#tiny">A tiny section</a></li></ol>\n    </nav>')
+
+
+def test_a_section_can_declare_short_names_for_the_slim_map(client, tmp_path, monkeypatch, app):
+    write_tiny(tmp_path, monkeypatch, app, declared=', short="Tiny", shorter="T"')
+    assert register_tiny(monkeypatch).map_names() == ("Tiny", "T")
+    assert slim_map(text_of(client.get("/"))).endswith(
+        '<li><a href="#tiny" aria-label="Tiny"><span class="ov-map-long">Tiny</span>'
+        '<span class="ov-map-short" aria-hidden="true">T</span></a></li></ol>\n    </nav>')
+
+
+def test_the_slim_map_shows_each_sections_declared_names(client):
+    entries = re.findall(r'<li><a href="#([\w-]+)"(?: aria-label="([^"]*)")?>(.*?)</a></li>',
+                         slim_map(text_of(client.get("/"))))
+    names = {sid: (label, re.sub(r"<[^>]+>", "|", inner)) for sid, label, inner in entries}
+    assert list(names) == ["prompt"] + [s.id for s in registry.sections()]
+    assert names["prompt"] == ("", "Prompt")
+    assert names["block"] == ("", "Block")                   # short=, no narrow form
+    assert names["decoding"] == ("Beam search", "|Beam search||Beams|")
+    assert names["kvcache"] == ("KV cache", "|KV cache||KV|")    # the title, and shorter=
+    assert names["sampling"] == ("", "Sampling")               # the title alone
+
+
+def test_no_style_rule_lists_sections_by_id():
+    """A section's look comes from classes its box sets (section_box: "section", and the
+    `class` its template passes), so a new section needs no line in static/style.css."""
+    ids = {s.id for s in registry.sections()}
+    with open(os.path.join(ROOT, "static", "style.css"), encoding="utf-8") as f:
+        css = re.sub(r"/\*.*?\*/", "", f.read(), flags=re.S)
+    selectors = [sel for sel in re.findall(r"([^{}]+)\{", css) if not sel.strip().startswith("@")]
+    named = [set(re.findall(r"#([\w-]+)", sel)) & ids for sel in selectors]
+    assert any(n == {"decoding"} for n in named)          # a section's own detail stays
+    assert [sorted(n) for n in named if len(n) > 1] == []

@@ -45,6 +45,7 @@ from web.figures import overview as figures
 from web.model_state.forward import prefilled, prompt_ids, prompt_run
 from web.presentation.shading import POSITIVE, blend
 from web.presentation.tokens import token_pieces, token_plain
+from web.sections import attention
 
 OV_LIMIT = 20          # most tokens the overview generates (Play stops there)
 TOP = 5                # candidates drawn as bars
@@ -72,15 +73,11 @@ DOORS = {"text": "prompt", "tokens": "tokenization", "embed": "embeddings",
          "unembed": "logits", "logits": "logits", "top": "logits", "sampler": "sampling",
          "chosen": "generation"}
 
-# The slim map of the path names each section briefly; a section not named here shows its title.
-SHORT_NAMES = {"block": "Block", "logits": "Logits", "decoding": "Beam search",
-               "generation": "Loop", "speculative": "Speculative", "tiling": "Tiling",
-               "roofline": "Roofline"}
-
 
 def stage_map(sections) -> list:
-    """[(name, section id)] of the slim map: the prompt, then every section in page order."""
-    return [("Prompt", "prompt")] + [(SHORT_NAMES.get(s.id, s.title), s.id) for s in sections]
+    """[(name, narrow name or None, section id)] of the slim map: the prompt, then every section
+    in page order, by the names its Section declares (Section.map_names)."""
+    return [("Prompt", None, "prompt")] + [(*s.map_names(), s.id) for s in sections]
 
 
 @dataclass(frozen=True)
@@ -320,14 +317,14 @@ def build(lm, state) -> dict:
 
 
 def attention_choice(state, cfg) -> tuple:
-    """The layer and head the Attention section shows (its att_layer and att_head, read
+    """The layer and head the Attention section shows (its LAYER and HEAD parameters, read
     leniently: that section reports a bad value), else its defaults: the last layer, head 0.
     head None: the mean of the layer's heads."""
-    layer = state.values.get("att_layer")
+    layer = state.values.get(attention.LAYER)
     if not isinstance(layer, int) or not 0 <= layer < cfg.n_layers:
         layer = cfg.n_layers - 1
-    raw = str(state.values.get("att_head") or "0").strip()
-    if raw == "mean":
+    raw = str(state.values.get(attention.HEAD) or "0").strip()
+    if raw == attention.MEAN:
         return layer, None
     head = int(raw) if raw.isdigit() and int(raw) < cfg.n_heads else 0
     return layer, head

@@ -36,10 +36,19 @@ class Section:
     template: str = field(default=None, kw_only=True)
                             # partial template, used by the page and as the htmx swap;
                             #   None: templates/sections/<id>.html
+    short: str = field(default=None, kw_only=True)
+                            # its name in the overview's slim map of the path; None: the title
+    shorter: str = field(default=None, kw_only=True)
+                            # the map's name on a narrow screen (static/style.css); None: the
+                            #   map's name there too
 
     def __post_init__(self):
         if self.template is None:
             object.__setattr__(self, "template", f"sections/{self.id}.html")
+
+    def map_names(self) -> tuple:
+        """(name, narrow name or None) of its entry in the overview's slim map."""
+        return self.short or self.title, self.shorter
 
     def shown(self) -> list:
         """The parameter names whose messages its answer shows, besides the prompt's: those it

@@ -34,9 +34,11 @@ N_STRONGEST = 3        # heads named for each kind of behaviour
 N_TOP = 3              # tokens named as the clicked token's strongest (the chips show them all)
 MEAN = "mean"
 
+LAYER, HEAD = "att_layer", "att_head"      # read by the overview too (its attention picture)
+
 PARAMS = (
-    Param("att_layer", "Attention layer", kind="int", min=0, max=999),      # default: the last
-    Param("att_head", "Attention head", default="0", max_chars=12),          # a number or "mean"
+    Param(LAYER, "Attention layer", kind="int", min=0, max=999),      # default: the last
+    Param(HEAD, "Attention head", default="0", max_chars=12),          # a number or "mean"
     Param("att_token", "Attending token", kind="int", min=0, max=9999, resets_with_prompt=True),
 )
 
@@ -80,21 +82,21 @@ def build(lm, state) -> dict:
 
 
 def chosen_layer(state, cfg) -> int:
-    return state.index_within("att_layer", cfg.n_layers, "layer", "this model has",
+    return state.index_within(LAYER, cfg.n_layers, "layer", "this model has",
                               default=cfg.n_layers - 1)
 
 
 def chosen_head(state, cfg):
     """A head number, or None for the mean of the layer's heads."""
-    raw = state["att_head"].strip()
+    raw = state[HEAD].strip()
     if raw == MEAN:
         return None
     if re.fullmatch(r"[0-9]{1,4}", raw) and int(raw) < cfg.n_heads:
         return int(raw)
-    state.reject("att_head", f"Attention head must be a head number from 0 to "
+    state.reject(HEAD, f"Attention head must be a head number from 0 to "
                  f"{cfg.n_heads - 1}, or \"mean\"; got {raw[:12]!r}.",
                  422 if raw.isdigit() else 400)
-    return int(state["att_head"])
+    return int(state[HEAD])
 
 
 def chosen_token(state, T) -> int:
@@ -147,7 +149,7 @@ def repeated_prompt_url(lm, state):
     if (len(twice) > state.params["prompt"].max_chars
             or len(lm.tokenizer.encode_ordinary(twice)) > lm.n_ctx):
         return None
-    pairs = [("prompt", twice)] + [(n, str(state.values[n])) for n in ("att_layer", "att_head")
+    pairs = [("prompt", twice)] + [(n, str(state.values[n])) for n in (LAYER, HEAD)
                                    if n in state.raw and n not in state.errors]
     return "/?" + urllib.parse.urlencode(pairs, quote_via=urllib.parse.quote)
 

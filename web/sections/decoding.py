@@ -223,7 +223,8 @@ def example_url(prompt: str) -> str:
     return "/?" + urllib.parse.urlencode(pairs, quote_via=urllib.parse.quote) + "#decoding"
 
 
-SECTION = Section("decoding", "Greedy vs beam search", PARAMS, build, warm=warm, reads=SAMPLER,
+SECTION = Section("decoding", "Greedy vs beam search", PARAMS, build,
+                  short="Beam search", shorter="Beams", warm=warm, reads=SAMPLER,
                   tour=("Choosing the best token at each step (greedy) does not always give the "
                         "most probable whole sentence. Beam search keeps several candidates alive "
                         "and compares their total probability. The tree shows every branch it "

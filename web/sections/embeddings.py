@@ -232,7 +232,8 @@ def warm(lm):
     embedding_space(lm.model)
 
 
-SECTION = Section("embeddings", "Embeddings", PARAMS, build, warm=warm,
+SECTION = Section("embeddings", "Embeddings", PARAMS, build,
+                  shorter="Embed", warm=warm,
                   tour=("Each id selects one row of a big table: a vector of a few hundred "
                         "numbers, learned in training. Tokens used in similar ways end up with "
                         "similar vectors. Here is that table squeezed to two dimensions, with your "

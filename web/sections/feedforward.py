@@ -118,6 +118,7 @@ def chosen_neuron(state, most_active: int, d_ff: int) -> int:
 
 
 SECTION = Section("feedforward", "Feed-forward", PARAMS, build,
+                  shorter="FFN",
                   tour=("After attention, each token's vector goes through a small two-layer "
                         "network of its own, with a non-linearity in the middle. This is where "
                         "most of the parameters live. See the real activations of one token and "

@@ -176,6 +176,7 @@ def build(lm, state) -> dict:
 
 
 SECTION = Section("generation", "Generation loop", PARAMS, build,
+                  short="Loop",
                   warm=warm, reads=SAMPLER, shows_read_messages=True,
                   tour=("Generation is a loop: run the model, pick a token, append it, run again. "
                         "The first pass reads the whole prompt at once (prefill); every later pass "

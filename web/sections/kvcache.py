@@ -179,7 +179,8 @@ def context_curves() -> list:
                         for n in xs]) for name in CURVE_MODELS]
 
 
-SECTION = Section("kvcache", "KV cache", PARAMS, build, warm=warm,
+SECTION = Section("kvcache", "KV cache", PARAMS, build,
+                  shorter="KV", warm=warm,
                   tour=("Each decode step needs the keys and values of every earlier token. "
                         "Recomputing them every time would be wasteful, so they are kept: the KV "
                         "cache. It makes decoding fast and costs memory, which grows with every "

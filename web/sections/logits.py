@@ -129,7 +129,8 @@ def token_text(lm, i) -> str:
     return token_plain(lm.tokenizer, i)
 
 
-SECTION = Section("logits", "Logits and softmax", PARAMS, build, warm=warm,
+SECTION = Section("logits", "Logits and softmax", PARAMS, build,
+                  short="Logits", warm=warm,
                   tour=("The last vector is compared with every token of the vocabulary: one score "
                         "(logit) each. Softmax turns the scores into probabilities that add up to "
                         "one. Temperature sharpens or flattens them. Before you look: which token "

@@ -437,7 +437,8 @@ def lookup_time_figure(lm, sp) -> str:
     return _figures.get((model_key(lm.model), "lookup", sp.measured_at), build)
 
 
-SECTION = Section("speculative", "Speculative decoding", PARAMS, build, warm=warm,
+SECTION = Section("speculative", "Speculative decoding", PARAMS, build,
+                  short="Speculative", shorter="Spec.", warm=warm,
                   tour=("A small, fast draft guesses a few tokens ahead; the big model checks all "
                         "the guesses in one pass and keeps those it agrees with. The output "
                         "follows the big model's probabilities exactly, and it can arrive sooner: "

@@ -170,6 +170,7 @@ def at_scale(state) -> dict:
 
 
 SECTION = Section("tiling", "Attention tiling", PARAMS, build,
+                  short="Tiling",
                   tour=("On a GPU, moving data costs more than computing with it. FlashAttention "
                         "computes attention in tiles with a running softmax, so the full table of "
                         "scores is never written to slow memory. Same result, much less traffic."))
