@@ -10,8 +10,9 @@ gives every sequence in the batch its next token. A batch has `n_slots` places.
   a waiting request takes its slot at the next step.
 
 `simulate` replays a queue under either policy with a cost per step that depends on how many
-rows the step computes (`step_ms[b - 1]` for b rows; the section measures these on the running
-model with `measure_step_costs`). Prefill is left out: each output token costs one decode step.
+rows the step computes (`step_ms[b - 1]` for b rows; the section reads these from the running
+model's measured cost table: web/sections/batching.py step_costs). Prefill is left out: each
+output token costs one decode step.
 
 Paged memory (`page_snapshots`): instead of reserving each request's maximum length in one
 contiguous piece, the cache is cut into blocks of `block_size` tokens, handed out as a sequence
@@ -20,7 +21,6 @@ sequence can be partly empty.
 """
 import heapq
 import math
-import time
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -126,30 +126,6 @@ class StepCosts:
     samples: tuple          # every timing behind each median
     context_tokens: tuple   # tokens in each row's cache when timed
     measured_at: float
-
-
-def measure_step_costs(model, prompts_ids, max_batch: int, rounds: int = 7) -> StepCosts:
-    """Time `Model.decode_batch` for 1..max_batch rows. Row b's cache holds prompt b (cycling
-    through prompts_ids). Rounds go through every batch size in turn, so a busy moment of the
-    machine hits all sizes alike; each size's cost is the median of its rounds."""
-    base = []
-    for b in range(max_batch):
-        kv = model.new_kv_cache()
-        model.prefill(list(prompts_ids[b % len(prompts_ids)]), kv)
-        base.append(kv)
-    caches = {b: [kv.copy() for kv in base[:b]] for b in range(1, max_batch + 1)}
-    samples = {b: [] for b in caches}
-    for _ in range(rounds):
-        for b, kvs in caches.items():
-            tokens = [prompts_ids[i % len(prompts_ids)][-1] for i in range(b)]
-            t0 = time.perf_counter()
-            model.decode_batch(tokens, kvs)
-            samples[b].append((time.perf_counter() - t0) * 1000.0)
-            for kv, src in zip(kvs, base, strict=False):   # kvs: the first b of base
-                kv.truncate(len(src))       # every round times the same cache length
-    return StepCosts(tuple(float(np.median(samples[b])) for b in caches),
-                     tuple(tuple(samples[b]) for b in caches),
-                     tuple(len(kv) for kv in base), time.time())
 
 
 # --- the scheduler ------------------------------------------------------------------------------

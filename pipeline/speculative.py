@@ -390,24 +390,3 @@ def timed_generate(model: Model, prompt, max_new_tokens: int, temperature: float
                                            stop_at_eos=stop_at_eos)]
     seconds = time.perf_counter() - start
     return TimedGeneration(tokens, seconds, list(np.diff(stamps)))
-
-
-def time_passes(model: Model, prefix, sizes, repeats: int = 3) -> dict:
-    """{n: median wall time (s) of one pass of `model` over n tokens with `prefix` in its KV
-    cache} for each n in `sizes`. n = 1 is one plain decode step, n = gamma + 1 a verification
-    pass: the same call (Model.prefill) timed by the same clock, so the two compare. The n tokens
-    are the prefix's first ones (which tokens are read does not change the arithmetic)."""
-    prefix = [int(t) for t in prefix]
-    kv = model.new_kv_cache(capacity=len(prefix) + max(sizes))
-    model.prefill(prefix, kv)
-    out = {}
-    for n in sizes:
-        fed = (prefix * (n // len(prefix) + 1))[:n]
-        times = []
-        for _ in range(repeats):
-            start = time.perf_counter()
-            model.prefill(fed, kv)
-            times.append(time.perf_counter() - start)
-            kv.truncate(len(prefix))
-        out[n] = float(np.median(times))
-    return out

@@ -11,7 +11,6 @@ from pipeline.batching import (
     generate_request,
     generate_requests,
     make_queue,
-    measure_step_costs,
     page_snapshots,
     simulate,
 )
@@ -237,12 +236,3 @@ def test_queue_from_generations():
                  Request(1, 40, len(gens[1].output_ids), len(gens[1].prompt_ids))]
 
 
-@pytest.mark.parametrize("name", ["default", "gpt2", "llama_mqa"])
-def test_step_costs_are_measured_for_every_batch_size(name):
-    model = get_model(name)
-    prompts = [[1, 2, 3], [4, 5], [6, 7, 8, 9]]
-    costs = measure_step_costs(model, prompts, 4, rounds=3)
-    assert len(costs.step_ms) == 4 and all(ms > 0 for ms in costs.step_ms)
-    assert [len(s) for s in costs.samples] == [3] * 4
-    assert costs.step_ms == tuple(sorted(s)[1] for s in costs.samples)   # the medians
-    assert costs.context_tokens == (3, 2, 4, 3)

@@ -384,8 +384,3 @@ def test_greedy_lookup_on_smollm2(smollm2):
     assert len(run.rounds) < 16 and run.accepted > 0   # the code repeats: lookup saved passes
 
 
-def test_time_passes(austen_pair):
-    target, _ = austen_pair
-    ids = target.tokenizer.encode_ordinary("Emma was")
-    times = speculative.time_passes(target, ids, (1, 3), repeats=2)
-    assert set(times) == {1, 3} and all(t > 0 for t in times.values())

@@ -214,11 +214,6 @@ ALIASES = {
 }
 
 
-def definition(key: str) -> str:
-    """The definition of `key` (KeyError for a term not in the glossary: a typo is caught)."""
-    return GLOSSARY[key]
-
-
 def anchor(key: str) -> str:
     """The id of the element that holds `key`'s definition on the page."""
     return "def-" + re.sub(r"[^a-z0-9]+", "-", key.lower()).strip("-")
