@@ -45,9 +45,11 @@ _STRING, _ARRAY = 8, 9
 _MAX_STRING = 1 << 24
 _MAX_COUNT = 1 << 26
 _MAX_DIMS = 8
-# a tensor that is not a parameter: llama.cpp's converter writes Llama 3.1's RoPE scaling as
-# one divisor per pair of RoPE dimensions, computed from the config (pipeline/gguf_file.py)
-NOT_PARAMETERS = ("rope_freqs.weight",)
+# tensors that are not parameters: llama.cpp's converter writes Llama 3.1's RoPE scaling as
+# one divisor per pair of RoPE dimensions, computed from the config, and Phi-3's LongRoPE as two
+# such sets (pipeline/gguf_file.py). The header has no values: a config read from it has none of
+# these divisors (the picker needs its sizes only)
+NOT_PARAMETERS = ("rope_freqs.weight", "rope_factors_long.weight", "rope_factors_short.weight")
 
 
 @dataclass(frozen=True)

@@ -127,12 +127,16 @@ def test_environment_variables_move_the_stores(tmp_path):
 
 
 @pytest.mark.parametrize("name", ["llama_q8_0", "llama_f16", "llama_q4_k", "gpt2_q8_0",
-                                  "llama3_f32"])
+                                  "llama3_f32", "phi3_longrope_f32", "gemma3_linear_f32"])
 def test_the_description_is_what_the_file_says(tmp_path, name):
+    """The RoPE divisor tensors (Llama 3.1's rope_freqs, Phi-3's rope_factors_long / _short) are
+    no parameters, and the header has no values for them: the rest of the config is the
+    engine's."""
     path = tiny(tmp_path / f"{name}.gguf", name)
     d = discovery.describe(discovery.FoundFile(path, "folder", "x"))
     reader = gguf.GGUFReader(path)                       # llama.cpp's own reader
-    params = [t for t in reader.tensors if t.name != "rope_freqs.weight"]
+    params = [t for t in reader.tensors if t.name not in (
+        "rope_freqs.weight", "rope_factors_long.weight", "rope_factors_short.weight")]
     total = sum(int(t.n_elements) for t in params)
     assert d.n_params == total
     model = load_model(path)
@@ -143,8 +147,10 @@ def test_the_description_is_what_the_file_says(tmp_path, name):
     assert dict(d.types) == pytest.approx({k: v / total for k, v in by_type.items()})
     assert d.file_size == os.path.getsize(path)
     assert d.architecture == reader.fields["general.architecture"].contents()
+    from_values = ("rope_freq_factors", "rope_long_factors", "rope_short_factors",
+                   "rope_original_ctx")
     assert d.runnable and d.config == model.config.__class__(
-        **{**model.config.__dict__, "rope_freq_factors": d.config.rope_freq_factors})
+        **{**model.config.__dict__, **{k: getattr(d.config, k) for k in from_values}})
     # the engine's float32 copy: 4 bytes a parameter, as the loaded arrays hold
     held = sum(a.nbytes for a in _arrays(model.params))
     if model.config.tied_embeddings:                     # the unembedding is a view of wte
