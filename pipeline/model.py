@@ -33,7 +33,8 @@ d_ff feed-forward width, V vocabulary; block names are prefixed `blocks.{i}.`.
     blocks.{i}.attn.k_norm.hook_normalized [T, KVH, hd] keys after the per-head RMSNorm (Qwen3)
     blocks.{i}.attn.hook_rot_q      [T, H, hd]   queries after RoPE (RoPE models with positions)
     blocks.{i}.attn.hook_rot_k      [T, KVH, hd] keys after RoPE (idem)
-    blocks.{i}.attn.hook_attn_scores [H, T, T]   q.k / sqrt(hd), -inf above the diagonal
+    blocks.{i}.attn.hook_attn_scores [H, T, T]   q.k / sqrt(hd) (config.score_scale(); Gemma 2:
+                                                 soft-capped), -inf above the diagonal
     blocks.{i}.attn.hook_pattern    [H, T, T]    softmax of the scores: rows sum to 1
     blocks.{i}.attn.hook_z          [T, H, hd]   pattern-weighted sum of values, per head
     blocks.{i}.attn.hook_result     [T, H, d]    each head's output after the output projection
