@@ -6,6 +6,7 @@ import html
 import json
 import os
 import re
+import urllib.parse
 
 import pytest
 
@@ -166,3 +167,68 @@ def test_austen_says_it_has_no_chat_template_and_why(smol):
     assert 'class="chat-text"' not in page
     s = client.get(url("/chat/stream", model="austen"))
     assert s.status_code == 422 and "no chat template" in s.get_json()["errors"]["model"]
+
+
+SAMPLED = dict(chat_choose="sampler", s_rep="1.1", s_temp="1.0", s_topk="0", s_topp="0.9",
+               s_minp="0.02", s_seed="7")
+
+
+def test_the_stream_draws_with_the_page_sampler_and_its_seed(smol):
+    """chat_choose=sampler: the streamed ids are the pipeline's generation on the chat's ids with
+    the same sampler settings and seed; the same query draws the same answer again."""
+    from pipeline.sampling import SamplerSettings, sampler
+    client, lm = smol
+    ids = CASES[("question", True)]["ids"]
+    settings = SamplerSettings(repetition_penalty=1.1, temperature=1.0, top_k=0, top_p=0.9,
+                               min_p=0.02)
+    expected = [s.token for s in generation_steps(lm.model, ids, 24, n_top=1,
+                                                  sample=sampler(settings, 7))]
+    greedy = [s.token for s in generation_steps(lm.model, ids, 24, n_top=1)]
+    assert expected != greedy           # this seed's draw leaves the greedy path
+    runs = []
+    for _ in range(2):
+        r = client.get(url("/chat/stream", model="smollm2", chat_max=24, **SAMPLED))
+        assert r.status_code == 200
+        ev = events(r)
+        assert ev[0][1]["prompt_tokens"] == len(ids)
+        runs.append([d["id"] for e, d in ev if e == "token"])
+    assert runs[0] == runs[1] == expected
+    other = events(client.get(url("/chat/stream", model="smollm2", chat_max=24,
+                                  **dict(SAMPLED, s_seed="8"))))
+    assert [d["id"] for e, d in other if e == "token"] == [
+        s.token for s in generation_steps(lm.model, ids, 24, n_top=1,
+                                          sample=sampler(settings, 8))]
+
+
+def test_the_section_says_which_sampler_draws_and_its_button_asks_for_it(smol):
+    client, _ = smol
+    page = text_of(section(client, **SAMPLED))
+    said = html.unescape(re.search(r'<span id="chat-sampler">(.*?)</span>', page, re.S).group(1))
+    assert said == ("Drawn by the page's sampler: repetition penalty 1.1, temperature 1, top-k "
+                    "off, top-p 0.9, min-p 0.02; seed 7")
+    stream_url = html.unescape(re.search(r'class="chat-start" data-stream-url="([^"]*)"',
+                                         page).group(1))
+    query = dict(urllib.parse.parse_qsl(stream_url.split("?", 1)[1]))
+    assert {k: query[k] for k in SAMPLED} == {**SAMPLED, "s_rep": "1.1", "s_temp": "1.0",
+                                              "s_topk": "0", "s_topp": "0.9",
+                                              "s_minp": "0.02"}
+    # greedy, the default: said so, and the query carries no sampler
+    page = text_of(section(client))
+    assert 'id="chat-sampler"' not in page and "the most probable token" in page
+    stream_url = html.unescape(re.search(r'class="chat-start" data-stream-url="([^"]*)"',
+                                         page).group(1))
+    query = dict(urllib.parse.parse_qsl(stream_url.split("?", 1)[1]))
+    assert query["chat_choose"] == "greedy" and "s_temp" not in query
+
+
+def test_a_bad_chooser_or_sampler_setting_is_a_4xx_with_its_message(smol):
+    client, _ = smol
+    r = section(client, chat_choose="beam")
+    assert r.status_code == 422 and error_message(text_of(r), "chat_choose")
+    s = client.get(url("/chat/stream", model="smollm2", chat_choose="beam"))
+    assert s.status_code == 422 and "chat_choose" in s.get_json()["errors"]
+    s = client.get(url("/chat/stream", model="smollm2", **dict(SAMPLED, s_topp="0")))
+    assert s.status_code == 422 and "every token" in s.get_json()["errors"]["s_topp"]
+    page = text_of(section(client, **dict(SAMPLED, s_topp="0")))
+    assert 'id="error-chat-sampler"' in page
+    assert re.search(r'class="chat-start"[^>]*\sdisabled>Answer', page)

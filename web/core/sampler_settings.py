@@ -33,14 +33,23 @@ CHOOSERS = {"greedy": "the most probable one (greedy)",
             "sampler": "drawn by the page's sampler (its settings: Sampling)"}
 
 
-def sampler_for(state):
+def sampler_for(state, chooser: str = "gen_choose"):
     """The token chooser of the loop and of the stream: None (greedy, decode_loop's default)
     or pipeline.sampling.sampler with the Sampling section's settings and seed (a fresh seeded
-    generator per run, so the same URL gives the same tokens)."""
-    if state["gen_choose"] == "greedy":
+    generator per run, so the same URL gives the same tokens). `chooser`: the Param holding the
+    choice (gen_choose, the generation loop's; chat_choose, the chat's)."""
+    if state[chooser] == "greedy":
         return None
     settings = settings_from(state)
     return sampler(settings, state["s_seed"])
+
+
+def described(state) -> str:
+    """The page's sampler in words, its settings and seed as the state holds them."""
+    st = settings_from(state)
+    return (f"repetition penalty {st.repetition_penalty:g}, temperature {st.temperature:g}, "
+            f"top-k {st.top_k or 'off'}, top-p {st.top_p:g}, min-p {st.min_p:g}; seed "
+            f"{state['s_seed']}")
 
 
 def default_settings(lm) -> tuple:

@@ -4,8 +4,10 @@ the generation loop until the model writes its end-of-turn token.
 
 The rendering is pipeline/chat.py (transformers' apply_chat_template, checked against it by
 tests/test_chat.py); the stream is web/serving/chat_stream.py, the generation stream's own loop
-(web.serving.streaming.answer_events) on these ids. A model whose files carry no chat template (the
-project's Austen model: a base model trained on novels) gets that said, not an error.
+(web.serving.streaming.answer_events) on these ids, greedy or drawn by the page's one sampler
+(the Sampling section's settings and seed: web/core/sampler_settings.py), as chat_choose says.
+A model whose files carry no chat template (the project's Austen model: a base model trained on
+novels) gets that said, not an error.
 """
 import urllib.parse
 
@@ -21,9 +23,11 @@ from pipeline.chat import (
 )
 from web.core.cache import memo
 from web.core.params import Param
+from web.core.sampler_settings import CHOOSERS, described
 from web.model_state.measured import model_key
 from web.presentation.tokens import token_pieces
 from web.sections import Section
+from web.sections.sampling import SAMPLER
 
 MAX_NEW_TOKENS = 200       # the stream's most (as the generation loop's)
 CHAT_CHARS = 600           # a question or a system message: a few sentences
@@ -34,6 +38,7 @@ PARAMS = (
     Param("chat_sys", "System message (optional)", default="", max_chars=CHAT_CHARS),
     Param("chat_max", "New-token limit", kind="int", default=60, min=1, max=MAX_NEW_TOKENS,
           limit="new_tokens"),
+    Param("chat_choose", "Each token is", default="greedy", choices=CHOOSERS),
 )
 
 
@@ -119,9 +124,14 @@ class Chip:
 
 
 def stream_query(lm, state) -> str:
+    """The query of /chat/stream: the conversation, the limit, the chooser and, when the page's
+    sampler chooses, its settings and seed (static/chat.js sets the boxes' values at the press)."""
+    sampled = [(name, str(state[name])) for name in SAMPLER] \
+        if state["chat_choose"] == "sampler" else []
     return urllib.parse.urlencode([("model", lm.key), ("chat_q", state["chat_q"]),
                                    ("chat_sys", state["chat_sys"]),
-                                   ("chat_max", str(state["chat_max"]))],
+                                   ("chat_max", str(state["chat_max"])),
+                                   ("chat_choose", state["chat_choose"]), *sampled],
                                   quote_via=urllib.parse.quote)
 
 
@@ -140,8 +150,11 @@ def build(lm, state) -> dict:
     """Template context for the chat section."""
     tok = lm.tokenizer
     eos = lm.model.config.eos_token_id
+    choose = state["chat_choose"]
     base = dict(model_name=lm.card.title if lm.card else lm.name, model_key=lm.key,
-                max_new_tokens=MAX_NEW_TOKENS)
+                max_new_tokens=MAX_NEW_TOKENS, choose=choose, choosers=CHOOSERS,
+                sampler=described(state), sampler_params=SAMPLER,
+                stream_blocked=choose == "sampler" and any(n in state.errors for n in SAMPLER))
     for _ in range(3):        # a refused message reads as its default, which is accepted
         try:
             chat = chat_of(lm, state["chat_q"], state["chat_sys"])
@@ -172,6 +185,7 @@ def build(lm, state) -> dict:
 
 
 SECTION = Section("chat", "A chat, as the model reads it", PARAMS, build,
+                  reads=SAMPLER, shows_read_messages=True,
                   tour=("An instruct model is met through a chat, but it reads one text: its "
                         "file's chat template wraps every message in special tokens such as "
                         "<|im_start|> and <|im_end|>, and the model answers by continuing that "

@@ -1,10 +1,14 @@
-"""The chat section's answer, streamed: GET /chat/stream?model=&chat_q=&chat_sys=&chat_max=.
+"""The chat section's answer, streamed: GET /chat/stream?model=&chat_q=&chat_sys=&chat_max=
+&chat_choose=[&s_rep=&s_temp=&s_topk=&s_topp=&s_minp=&s_seed=].
 
 The conversation is rendered and encoded exactly as the section shows it
 (web.sections.chat.chat_of), then the generation stream's own loop runs on those ids
 (web.serving.streaming.answer_events: Server-Sent Events, the same slots, the stop when the client
 goes
-away). Greedy; it stops at the model's end-of-sequence token (its end of turn) or the limit.
+away). Greedy, or (chat_choose=sampler) drawn by the page's one sampler with its settings and
+seed (web.core.sampler_settings.sampler_for: a fresh seeded generator per answer, so the same
+query gives the same tokens); it stops at the model's end-of-sequence token (its end of turn) or
+the limit.
 Each token event also carries its chip (`pieces`, `special`) and the step's five most probable
 tokens with their probabilities, so a click on a streamed token shows that step. A bad value, or
 a model with no chat template, is a 4xx JSON answer {"errors": {name: message}}.
@@ -13,6 +17,7 @@ from flask import Blueprint, Response, current_app, jsonify, request
 
 from web.classroom.withheld import withheld
 from web.core.request_state import current_state
+from web.core.sampler_settings import sampler_for
 from web.presentation.tokens import token_pieces
 from web.sections.chat import ChatInputError, chat_of, no_template_reason
 from web.serving.streaming import answer_events, stream_slots
@@ -40,6 +45,7 @@ def stream():
     if withheld().covers("stream"):           # a class's member while its poll is open
         return jsonify(errors={"stream": "Withheld until the reveal: your class has a poll "
                                          "open, and the model's answer would give it away."}), 403
+    sample = None if state.errors else sampler_for(state, "chat_choose")
     if state.errors:
         return jsonify(errors=state.errors), state.status
     try:
@@ -69,7 +75,7 @@ def stream():
 
     try:
         gone = request.environ.get("waitress.client_disconnected")
-        body = answer_events(lm.model, ids, state["chat_max"], 0, None, gone, progress, release,
+        body = answer_events(lm.model, ids, state["chat_max"], 0, sample, gone, progress, release,
                              n_top=N_TOP, extra=step_fields(lm.tokenizer, chat["specials"]))
         response = Response(body, mimetype="text/event-stream")
     except Exception:
