@@ -533,3 +533,47 @@ def test_a_found_model_suggests_a_general_prompt_that_fits(tmp_path):
     ids = enc(general[0])
     assert len(ids) > 3 and lm.card.prompts == (lm.tokenizer.decode(ids[:3]).rstrip(),)
     assert general[0].startswith(lm.default_prompt) and len(enc(lm.default_prompt)) <= 3
+
+
+@pytest.mark.parametrize("warm", [True, False])
+def test_a_found_model_is_warmed_once_loaded_as_the_built_in_ones_are(tmp_path, warm):
+    """WARM_FOUND_MODELS (web/serving/server.py run sets it): once loaded, a found model goes
+    through the server's own warm-up (web.serving.server.warm: every section's warm) before its
+    pages are served, the loading page saying so; its first section request then measures
+    nothing, the cost table the warm-up made is read. Without it, that request measures."""
+    import time
+
+    from web.model_state import measured
+    from web_support import HX
+    folder = tmp_path / "models"
+    tiny(folder / "tiny-llama.gguf")
+    app = make_app(folder, MEMORY_AVAILABLE=10**9, WARM_FOUND_MODELS=warm)
+    explainer, found = app.extensions["explainer"], app.extensions["found_models"]
+    client = app.test_client()
+    query = {"model": "tiny-llama", "prompt": "It is a"}
+    with measured._measuring:                  # a measurement waits until the test lets it
+        assert client.get("/", query_string=query).status_code == 503
+        job = found.job("tiny-llama")
+        if warm:
+            deadline = time.time() + 120
+            while not str(job.record.get("step")).startswith("warming: ") and \
+                    time.time() < deadline:
+                time.sleep(0.02)
+            assert "tiny-llama" in explainer.models and not job.done.is_set()
+            r = client.get("/", query_string=query)
+            assert r.status_code == 503
+            assert "tiny llama_q8_0 is loaded and warming up" in text_of(r)
+            assert f"{job.record['step']} (step " in text_of(r)
+            r = client.get("/section/generation", query_string=query, headers=HX)
+            assert r.status_code == 503 and "warming up" in r.text
+    assert job.done.wait(300) and job.problem == ""
+    with app.app_context():
+        before = measured.measurements()
+    r = client.get("/section/generation", query_string=query, headers=HX)
+    assert r.status_code == 200
+    with app.app_context():
+        after = measured.measurements()
+    if warm:
+        assert before > 0 and after == before
+    else:
+        assert before == 0 and after > 0

@@ -284,7 +284,10 @@ class FoundModels:
 
     def _run(self, app, entry: Found, load: Load):
         try:
+            fresh = entry.key not in app.extensions["explainer"].models
             self.load(app, entry, load)
+            if fresh and warms_found_models(app):
+                self.warm(app, entry, load)
             load.record = {"state": "ready", "step": "ready", "done": 1, "steps": 1}
         except Exception as e:                         # the page says why; never a 500
             if isinstance(e, ModelLoadError):
@@ -366,6 +369,16 @@ class FoundModels:
                                      "steps": steps, "file": file_stamp(path)})
         return lm
 
+    def warm(self, app, entry: Found, job: Load):
+        """Warm the model just loaded as the built-in models are warmed at start: every
+        section's `warm` (web.serving.server.warm, the same function), its steps in the load's
+        record; requests for it get the loading page until it is done (init_app)."""
+        from web.serving.server import warm
+
+        def tell(key, step, done, steps):
+            job.record = {"state": "loading", "step": step, "done": done, "steps": steps}
+        warm(app, progress=tell, keys=[entry.key])
+
     def worker_started(self, app):
         """In a new worker (web/serving/server.py serve_worker): its own loads start afresh, and
         every
@@ -388,6 +401,13 @@ def _file_lock(path: str):
             yield
         finally:
             fcntl.flock(f, fcntl.LOCK_UN)
+
+
+def warms_found_models(app) -> bool:
+    """Whether a found model is warmed once loaded: WARM_FOUND_MODELS, which
+    web/serving/server.py run sets (it warms the built-in models), else as WARM_CACHES says
+    (create_app's background warm-up of the built-in ones)."""
+    return bool(app.config.get("WARM_FOUND_MODELS", app.config.get("WARM_CACHES", True)))
 
 
 def discover(app) -> FoundModels:
@@ -436,8 +456,11 @@ def init_app(app):
             return None
         key = dict(parse_query_string(request.query_string)).get("model")
         entry = found.get(key) if key else None
-        if entry is None or key in app.extensions["explainer"].models:
+        if entry is None:
             return None
+        job = found.job(key)
+        if key in app.extensions["explainer"].models and (job is None or job.done.is_set()):
+            return None                   # loaded, and warmed when it is warmed (FoundModels.warm)
         problem = found.refusal(app, entry)
         if problem:
             return refused(app, entry, problem)
@@ -461,9 +484,14 @@ def loading_response(app, entry: Found, record: dict):
     """503 with Retry-After, at once: `entry` is loading, and where the load is (the page of
     web/serving/server.py's warming_response, templates/warming.html, which reloads itself)."""
     from web.serving.server import WARMING_REFRESH_SECONDS, progress_line
-    message = (f"{entry.d.title} is loading: the server reads this file once, dequantizes its "
-               f"weights to float32 and keeps them in its data directory, which every worker "
-               f"maps: {progress_line(record)}.")
+    if str(record.get("step", "")).startswith("warming"):       # FoundModels.warm
+        message = (f"{entry.d.title} is loaded and warming up, as the server warms its own "
+                   f"models: each section measures it once and fills the caches every prompt "
+                   f"shares: {progress_line(record)}.")
+    else:
+        message = (f"{entry.d.title} is loading: the server reads this file once, dequantizes "
+                   f"its weights to float32 and keeps them in its data directory, which every "
+                   f"worker maps: {progress_line(record)}.")
     if request.headers.get("HX-Request") == "true":
         body, mimetype = message, "text/plain"
     else:

@@ -707,6 +707,9 @@ def run(app, host: str, port: int, workers: int, threads: int, name: str = "app.
     # measurements and a GGUF model's float32 weights, kept between starts
     # (web/model_state/disk_cache.py)
     app.extensions.setdefault("disk_cache", DiskCache(app.config["CLASSROOM_DATA_DIR"]))
+    # a GGUF file found on the machine is warmed too once chosen and loaded (in the worker that
+    # loads it: web/model_state/found.py FoundModels.warm, this module's warm)
+    app.config.setdefault("WARM_FOUND_MODELS", True)
     default = app.extensions["explainer"].default
     startup.progress.set(default, title=app.extensions["explainer"].default_model.card.title,
                          state="warming", step="starting", done=0, steps=1)
