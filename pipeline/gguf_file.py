@@ -234,10 +234,14 @@ def read_config(fields: _Fields, tensors: dict, path: str) -> ModelConfig:
     head_dim = head_dim or d // n_heads
     if fields.get(f"{arch}.attention.value_length", head_dim, int) != head_dim:
         raise ModelLoadError(f"{path}: {arch}.attention.value_length differs from key_length")
+    # Partial RoPE (llama.cpp's n_rot; Phi-4-mini: 96 of 128, its partial_rotary_factor 0.75):
+    # each head's first `rot` dimensions are turned, the rest pass through. llama.cpp defaults
+    # it to the head width, and its pairs' frequencies are theta ** (-2j / rot)
     rot = fields.get(f"{arch}.rope.dimension_count", head_dim, int)
-    if rot != head_dim:
-        raise ModelLoadError(f"{path}: {arch}.rope.dimension_count {rot} is not the head width "
-                             f"{head_dim} (partial RoPE is not supported)")
+    if not 0 < rot <= head_dim or rot % 2:
+        raise ModelLoadError(f"{path}: {arch}.rope.dimension_count {rot} is not an even number "
+                             f"of dimensions within the head width {head_dim}")
+    half = rot // 2                     # RoPE's pairs: one frequency (and factor) each
     # llama.cpp reads rope.scaling.type as "linear" when it is absent, with rope.scaling.factor
     # (or the old rope.scale_linear) as the divisor: 1 (no scaling) when that is absent too
     linear = fields.get(f"{arch}.rope.scaling.factor", None, float)
@@ -258,10 +262,10 @@ def read_config(fields: _Fields, tensors: dict, path: str) -> ModelConfig:
         # llama.cpp's converter writes Llama 3.1+'s rope_scaling (rope_type "llama3") as this
         # tensor: one divisor per pair of RoPE dimensions, 1 (fast pairs) ... factor (slow ones)
         t = tensors["rope_freqs.weight"]
-        if tuple(int(s) for s in t.shape) != (head_dim // 2,):
+        if tuple(int(s) for s in t.shape) != (half,):
             raise ModelLoadError(f"{path}: tensor 'rope_freqs.weight' has shape {list(t.shape)}, "
-                                 f"expected [{head_dim // 2}] (half the head width)")
-        factors = tuple(float(f) for f in _dequantize(t, (head_dim // 2,), path))
+                                 f"expected [{half}] (one per RoPE pair)")
+        factors = tuple(float(f) for f in _dequantize(t, (half,), path))
         if min(factors) <= 0:
             raise ModelLoadError(f"{path}: tensor 'rope_freqs.weight' holds a factor <= 0")
     longrope = {}
@@ -278,10 +282,10 @@ def read_config(fields: _Fields, tensors: dict, path: str) -> ModelConfig:
                 raise ModelLoadError(f"{path}: tensor {name!r} is missing (LongRoPE needs both "
                                      "rope_factors_long and rope_factors_short)")
             t = tensors[name]
-            if tuple(int(x) for x in t.shape) != (head_dim // 2,):
+            if tuple(int(x) for x in t.shape) != (half,):
                 raise ModelLoadError(f"{path}: tensor {name!r} has shape {list(t.shape)}, "
-                                     f"expected [{head_dim // 2}] (half the head width)")
-            sets[which] = tuple(float(f) for f in _dequantize(t, (head_dim // 2,), path))
+                                     f"expected [{half}] (one per RoPE pair)")
+            sets[which] = tuple(float(f) for f in _dequantize(t, (half,), path))
             if min(sets[which]) <= 0:
                 raise ModelLoadError(f"{path}: tensor {name!r} holds a factor <= 0")
         original = fields.get(f"{arch}.rope.scaling.original_context_length",
@@ -326,6 +330,7 @@ def read_config(fields: _Fields, tensors: dict, path: str) -> ModelConfig:
                        rope_linear_factor=linear,
                        rope_theta=fields.get(f"{arch}.rope.freq_base", 10000.0, float),
                        rope_freq_factors=factors, qkv_bias=arch == "qwen2",
+                       rope_dim=0 if rot == head_dim else rot,
                        **({"qk_norm": True} if arch == "qwen3" else {}),
                        norm_eps=fields.need(f"{arch}.attention.layer_norm_rms_epsilon", float),
                        **common)
@@ -394,10 +399,18 @@ def expected_tensors(c: ModelConfig, arch: str = None) -> dict:
 
 # --- tensors -> params --------------------------------------------------------------------------
 
-def unpermute_rope_rows(w: np.ndarray, n_head: int) -> np.ndarray:
-    """Undo llama.cpp's q/k row order (see the module docstring): [rows, cols] -> [rows, cols]."""
+def unpermute_rope_rows(w: np.ndarray, n_head: int, rot: int = 0) -> np.ndarray:
+    """Undo llama.cpp's q/k row order (see the module docstring): [rows, cols] -> [rows, cols].
+    rot: the dimensions RoPE turns (partial RoPE: fewer than the head width). ggml's pairs
+    (2i, 2i + 1) are then the first rot rows of each head; they become (i, i + rot/2), the
+    rotate-half pairing pipeline.model's rope uses over those rows, and the rest stay."""
     rows, cols = w.shape
-    return w.reshape(n_head, rows // n_head // 2, 2, cols).swapaxes(1, 2).reshape(rows, cols)
+    hd = rows // n_head
+    rot = rot or hd
+    heads = w.reshape(n_head, hd, cols)
+    turned = heads[:, :rot].reshape(n_head, rot // 2, 2, cols).swapaxes(1, 2)
+    turned = turned.reshape(n_head, rot, cols)
+    return np.concatenate([turned, heads[:, rot:]], axis=1).reshape(rows, cols)
 
 
 def _stored(t) -> StoredTensor:
@@ -468,7 +481,8 @@ def read_params(tensors: dict, c: ModelConfig, path: str, arch: str = "llama",
         t = tensors[name]
         x = _dequantize(t, shape, path)
         if arch == "llama" and name.endswith(("attn_q.weight", "attn_k.weight")):
-            x = unpermute_rope_rows(x, c.n_heads if "attn_q" in name else c.n_kv_heads)
+            x = unpermute_rope_rows(x, c.n_heads if "attn_q" in name else c.n_kv_heads,
+                                    c.rotary_dim())
         if x.ndim == 2 and where not in (("wte",), ("wpe",)):
             x = np.ascontiguousarray(x.T)                   # [out, in] -> [in, out]
         _put(params, where, x)

@@ -8,7 +8,8 @@
             (`head_dim`), and RoPE scaling: Llama 3.1's slower low-frequency pairs (`rope_llama3`
             from a config.json, `rope_freq_factors` from a GGUF's rope_freqs tensor), Gemma 3's
             linear scaling of its global layers (`rope_linear_factor`), Phi-3's LongRoPE (a
-            divisor per pair, long or short, and an attention factor on cos and sin)
+            divisor per pair, long or short, and an attention factor on cos and sin), and
+            partial RoPE: only each head's first `rope_dim` dimensions turned (Phi-4-mini)
 
 Both end in a final norm and the unembedding (`x @ unembed`), tied to the token embeddings or
 not. One sequence at a time: the rows of `x` are its tokens, `x` is [T, d].
@@ -104,6 +105,12 @@ class ModelConfig:
     rope_short_factors: tuple = ()  #   than rope_original_ctx, and one for a context within it
     rope_original_ctx: int = 0      #   (llama.cpp: by the context's size; see longrope_factors)
     rope_attn_factor: float = 1.0   # RoPE's cos and sin times this (LongRoPE's attention factor)
+    rope_dim: int = 0               # n_rot: RoPE turns each head's first rope_dim dimensions and
+                                    #   passes the rest through (Phi-4-mini: 96 of 128); 0: all
+
+    def rotary_dim(self) -> int:
+        """How many of each head's dimensions RoPE turns (the first ones): rope_dim, else all."""
+        return self.rope_dim or self.head_dim
 
     def local_layer(self, i) -> bool:
         """Gemma 3: block i is a sliding-window layer, with RoPE base rope_theta_local."""
@@ -180,8 +187,9 @@ def linear(x, w, b=None):  # [T, d_in] @ [d_in, d_out] -> [T, d_out]
     return x @ w if b is None else x @ w + b
 
 
-def rope_frequencies(head_dim, theta):  # -> [hd/2]: radians per position for each pair
-    return 1.0 / (theta ** (np.arange(0, head_dim, 2, dtype=np.float32) / head_dim))
+def rope_frequencies(rot_dim, theta):  # -> [rot/2]: radians per position for each pair
+    """rot_dim: the dimensions RoPE turns (the head width, or fewer: config.rotary_dim())."""
+    return 1.0 / (theta ** (np.arange(0, rot_dim, 2, dtype=np.float32) / rot_dim))
 
 
 def llama3_scaled_frequencies(inv_freq, factor, low_freq_factor, high_freq_factor, old_ctx):
@@ -196,15 +204,21 @@ def llama3_scaled_frequencies(inv_freq, factor, low_freq_factor, high_freq_facto
     return np.where(medium, smoothed, scaled).astype(np.float32)
 
 
-def rope_cos_sin(positions, inv_freq):  # [T] -> ([T, hd], [T, hd])
-    angles = positions[:, None].astype(np.float32) * inv_freq[None, :]  # [T, hd/2]
-    angles = np.concatenate([angles, angles], axis=-1)                  # [T, hd]
+def rope_cos_sin(positions, inv_freq):  # [T] -> ([T, rot], [T, rot]); rot = 2 len(inv_freq)
+    angles = positions[:, None].astype(np.float32) * inv_freq[None, :]  # [T, rot/2]
+    angles = np.concatenate([angles, angles], axis=-1)                  # [T, rot]
     return np.cos(angles), np.sin(angles)
 
 
 def rope(x, cos, sin):  # [T, heads, hd] -> [T, heads, hd]
-    # Hugging Face's layout: dimension j is paired with j + hd/2 (rotate_half), not with j + 1.
-    half = x.shape[-1] // 2
+    # Hugging Face's layout: dimension j is paired with j + rot/2 (rotate_half), not with j + 1.
+    # Partial RoPE (rot = cos's width < hd: Phi-4-mini): the first rot dimensions are turned,
+    # the others pass through, as transformers' Phi3 apply_rotary_pos_emb and llama.cpp's
+    # ggml_rope_ext with n_dims = n_rot do.
+    rot = cos.shape[-1]
+    if rot < x.shape[-1]:
+        return np.concatenate([rope(x[..., :rot], cos, sin), x[..., rot:]], axis=-1)
+    half = rot // 2
     rotated = np.concatenate([-x[..., half:], x[..., :half]], axis=-1)
     return x * cos[:, None, :] + rotated * sin[:, None, :]
 
@@ -315,9 +329,9 @@ def unembed_logits(normed, unembed, cap=0.0):  # [T, d] -> [T, V] (Gemma 2: soft
 
 
 def layer_rope_cs(positions, n_layers, cfg, inv_freq, inv_freq_local=None):  # -> [(cos, sin)]
-    """Each block's RoPE cos and sin ([T, hd] each): one pair shared by every block, or Gemma 3's
+    """Each block's RoPE cos and sin ([T, rot] each): one pair shared by every block, or Gemma 3's
     two (sliding-window blocks, global blocks)."""
-    cs = rope_cos_sin(positions, inv_freq)                            # 2 x [T, hd]
+    cs = rope_cos_sin(positions, inv_freq)                            # 2 x [T, rot]
     local = rope_cos_sin(positions, inv_freq_local) if inv_freq_local is not None else cs
     if cfg.rope_attn_factor != 1.0:     # LongRoPE: q and k come out of RoPE this much longer
         a = np.float32(cfg.rope_attn_factor)
@@ -362,7 +376,7 @@ class Model:
         self.inv_freq = self.inv_freq_local = None
         self._n_params = None            # (the params dict counted, its count)
         if config.positions == "rope":
-            self.inv_freq = rope_frequencies(config.head_dim, config.rope_theta)
+            self.inv_freq = rope_frequencies(config.rotary_dim(), config.rope_theta)
             if config.rope_llama3:
                 self.inv_freq = llama3_scaled_frequencies(self.inv_freq, *config.rope_llama3)
             if config.rope_freq_factors:     # as llama.cpp's ggml_rope_ext divides by them
@@ -375,7 +389,8 @@ class Model:
                 self.inv_freq = (self.inv_freq / np.float32(config.rope_linear_factor)).astype(
                     np.float32)
             if config.rope_theta_local:
-                self.inv_freq_local = rope_frequencies(config.head_dim, config.rope_theta_local)
+                self.inv_freq_local = rope_frequencies(config.rotary_dim(),
+                                                       config.rope_theta_local)
 
     def __repr__(self):
         return f"Model({self.path!r}, {self.config})"

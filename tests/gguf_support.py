@@ -43,6 +43,19 @@ PHI3_LONGROPE = dict(
     short_factor=[1.0, 1.02, 1.05, 1.1, 1.2, 1.35, 1.6, 2.0],
     long_factor=[1.0, 1.25, 1.6, 2.4, 4.0, 6.5, 10.0, 16.0])
 
+# Phi-4-mini: partial RoPE (partial_rotary_factor 0.75: 96 of each head's 128 dimensions turned)
+# with LongRoPE, whose factors then number rot / 2 (48): here 12 of 16, so 6 per set
+PHI4_PARTIAL_ROTARY = 0.75
+PHI4_LONGROPE = dict(
+    original_max_position_embeddings=16,
+    short_factor=[1.0, 1.03, 1.08, 1.2, 1.45, 1.9],
+    long_factor=[1.0, 1.4, 2.2, 4.0, 8.0, 14.0])
+
+
+def longrope_of(opts: dict) -> dict:
+    """The LongRoPE scaling a checkpoint's options ask for (Phi-4-mini's or Phi-3's)."""
+    return PHI4_LONGROPE if opts.get("partial") else PHI3_LONGROPE
+
 
 def phi3_attn_factor(context_length: int, original: int) -> float:
     """phi3.rope.scaling.attn_factor as Phi3MiniModel computes it for rope_type "longrope"."""
@@ -103,6 +116,10 @@ CHECKPOINTS = {
     # Phi-3-mini-128k, Phi-3.5-mini: LongRoPE, as Phi3MiniModel writes it (rope_factors_long /
     # rope_factors_short tensors, phi3.rope.scaling.attn_factor, .original_context_length)
     "phi3_longrope_f32": ("phi3", "F32", {"spm": True, "longrope": True}),
+    # Phi-4-mini: phi3 with partial RoPE (rope.dimension_count 12 of head width 16, as its 96 of
+    # 128) and LongRoPE (factors for 6 pairs), grouped-query heads, tied embeddings and a
+    # byte-level BPE vocabulary (its GPT2Tokenizer; here the tiny one, pre-tokenizer "default")
+    "phi4mini_f32": ("phi3", "F32", {"longrope": True, "partial": PHI4_PARTIAL_ROTARY}),
     # Qwen2 / Qwen2.5: q, k, v biases, rows not permuted, tied (0.5B) or untied (7B) unembedding
     "qwen2_f32": ("qwen2", "F32", {"pre": "qwen2"}),
     "qwen2_f16": ("qwen2", "F16", {"pre": "qwen2", "untied": True}),
@@ -357,10 +374,11 @@ def write_checkpoint(path: str, name: str, seed: int, pre: str = None) -> str:
             writer.add_rope_scaling_type(gguf.RopeScalingType.LINEAR)
             writer.add_rope_scaling_factor(opts["linear"])
         if arch == "phi3":               # Phi3MiniModel.set_gguf_parameters
-            writer.add_rope_dimension_count(k["d"] // k["n_heads"])
+            writer.add_rope_dimension_count(int(opts.get("partial", 1.0) * k["d"])
+                                            // k["n_heads"])
             writer.add_sliding_window(2047)
             if opts.get("longrope"):     # ... and generate_extra_tensors
-                original = PHI3_LONGROPE["original_max_position_embeddings"]
+                original = longrope_of(opts)["original_max_position_embeddings"]
                 writer.add_rope_scaling_orig_ctx_len(original)
                 writer.add_rope_scaling_attn_factors(phi3_attn_factor(k["n_ctx"], original))
     else:
@@ -388,6 +406,8 @@ def write_checkpoint(path: str, name: str, seed: int, pre: str = None) -> str:
         writer.add_token_merges(list(merges))
         writer.add_bos_token_id(eot)
         writer.add_eos_token_id(eot)
+        if arch == "phi3":               # SpecialVocab: Phi-4-mini pads with <|endoftext|>
+            writer.add_pad_token_id(eot)
 
     if opts.get("llama3"):               # written first, as generate_extra_tensors is
         writer.add_tensor("rope_freqs.weight", llama3_rope_factors(k["hd"], theta,
@@ -395,7 +415,8 @@ def write_checkpoint(path: str, name: str, seed: int, pre: str = None) -> str:
     if opts.get("longrope"):
         for which in ("long", "short"):
             writer.add_tensor(f"rope_factors_{which}.weight",
-                              np.array(PHI3_LONGROPE[f"{which}_factor"], dtype=np.float32))
+                              np.array(longrope_of(opts)[f"{which}_factor"],
+                                       dtype=np.float32))
     _add(writer, "token_embd.weight", w["embed"], qtype, g)
     if arch == "gpt2":
         _add(writer, "position_embd.weight", w["pos"], qtype, g)

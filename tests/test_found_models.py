@@ -127,7 +127,8 @@ def test_environment_variables_move_the_stores(tmp_path):
 
 
 @pytest.mark.parametrize("name", ["llama_q8_0", "llama_f16", "llama_q4_k", "gpt2_q8_0",
-                                  "llama3_f32", "phi3_longrope_f32", "gemma3_linear_f32"])
+                                  "llama3_f32", "phi3_longrope_f32", "gemma3_linear_f32",
+                                  "phi4mini_f32"])
 def test_the_description_is_what_the_file_says(tmp_path, name):
     """The RoPE divisor tensors (Llama 3.1's rope_freqs, Phi-3's rope_factors_long / _short) are
     no parameters, and the header has no values for them: the rest of the config is the

@@ -26,6 +26,7 @@ from gguf_support import (
     LLAMA3_SCALING,
     LLAMA3_THETA,
     PHI3_LONGROPE,
+    PHI4_LONGROPE,
     TESTS_DIR,
     hf_weights,
     permute_rope_rows,
@@ -413,6 +414,70 @@ def test_longrope_and_linear_refused_where_llama_cpp_reads_none(tiny_path, tmp_p
     same = load_model(rewrite(tiny_path("llama_f32"), tmp_path / "n.gguf",
                               add_keys={"llama.rope.scaling.type": "linear"}))
     assert same.config.rope_scaling() == "" and same.config.rope_linear_factor == 0.0
+
+
+def test_phi4mini_partial_rope_turns_the_first_rot_dimensions(tiny):
+    """Phi-4-mini (phi4mini_f32): phi3.rope.dimension_count 12 of head width 16. The pairs are
+    (j, j + 6) for j < 6, turning at theta ** (-2j / 12) divided by the LongRoPE factors (6 of
+    them); dimensions 12..15 pass through, not even times the attention factor (transformers'
+    Phi3 apply_rotary_pos_emb; llama.cpp's NeoX ggml_rope_ext with n_dims = 12)."""
+    model, ref = tiny("phi4mini_f32"), REF["tiny"]["phi4mini_f32"]
+    c, ids = model.config, ref["input_ids"]
+    assert (c.head_dim, c.rope_dim, c.rotary_dim()) == (16, 12, 12)
+    assert c.rope_scaling() == "longrope" and c.tied_embeddings and c.n_kv_heads < c.n_heads
+    np.testing.assert_allclose(c.rope_long_factors, PHI4_LONGROPE["long_factor"], rtol=1e-7)
+    base = 1.0 / c.rope_theta ** (np.arange(0, 12, 2) / 12)
+    np.testing.assert_allclose(model.inv_freq, base / PHI4_LONGROPE["long_factor"], rtol=1e-6)
+    _, cache = model.run_with_cache(ids)
+    for which in ("q", "k"):
+        x, turned = cache[f"blocks.1.attn.hook_{which}"], cache[f"blocks.1.attn.hook_rot_{which}"]
+        np.testing.assert_array_equal(turned[..., 12:], x[..., 12:])
+        angle = np.arange(len(ids))[:, None, None] * model.inv_freq.astype(np.float64)
+        a, b = x[..., :6].astype(np.float64), x[..., 6:12].astype(np.float64)
+        expected = c.rope_attn_factor * np.concatenate(
+            [a * np.cos(angle) - b * np.sin(angle), b * np.cos(angle) + a * np.sin(angle)], -1)
+        np.testing.assert_allclose(turned[..., :12], expected, rtol=1e-5, atol=1e-5)
+    # the short factors within the original context, as for Phi-3
+    sc = ref["short_context"]
+    short = Model(replace(c, n_ctx=sc["n_tokens"]), model.params)
+    assert np.abs(short.forward(ids[:sc["n_tokens"]]) - np.array(sc["logits"])).max() <= 1e-4
+    # partial RoPE on its own matters: without LongRoPE, turning 12 or all 16 dimensions
+    plain = dict(rope_long_factors=(), rope_short_factors=(), rope_attn_factor=1.0)
+    twelve = Model(replace(c, **plain), model.params).forward(ids)
+    sixteen = Model(replace(c, **plain, rope_dim=0), model.params).forward(ids)
+    assert np.abs(twelve - sixteen).max() > 0.1
+    assert ref["transformers_gguf_unscaled_max_diff"] > 1.0
+
+
+def test_partial_rope_in_a_llama_file_is_llama_cpps_pairs(tiny_path, tmp_path):
+    """A "llama" file with rope.dimension_count 8 of 16: llama.cpp's (non-NeoX) RoPE turns the
+    adjacent pairs (2i, 2i + 1) of the first 8 rows of each head as the file stores them, at
+    theta ** (-2i / 8), and passes the other 8 through. The engine un-permutes those 8 rows into
+    rotate-half pairs; its rotated queries and keys, put back in the file's order, are those."""
+    path = rewrite(tiny_path("llama_f32"), tmp_path / "partial.gguf",
+                   edit_keys={"llama.rope.dimension_count": lambda v: 8})
+    model = load_model(path)
+    c, ids = model.config, REF["tiny"]["llama_f32"]["input_ids"]
+    assert (c.rope_dim, len(model.inv_freq)) == (8, 4)
+    _, cache = model.run_with_cache(ids)
+    stored = {t.name: t for t in gguf.GGUFReader(path).tensors}
+    normed = cache["blocks.0.ln1.hook_normalized"].astype(np.float64)       # [T, d]
+    angle = np.arange(len(ids))[:, None, None] * c.rope_theta ** (-np.arange(0, 8, 2) / 8)
+    for which, heads in (("q", c.n_heads), ("k", c.n_kv_heads)):
+        w = np.array(stored[f"blk.0.attn_{which}.weight"].data, dtype=np.float64)  # file's rows
+        x = (normed @ w.T).reshape(len(ids), heads, 16)
+        even, odd = x[..., 0:8:2].copy(), x[..., 1:8:2].copy()
+        x[..., 0:8:2] = even * np.cos(angle) - odd * np.sin(angle)
+        x[..., 1:8:2] = even * np.sin(angle) + odd * np.cos(angle)
+        ours = unpermute_rope_rows(x.reshape(len(ids), -1).T, heads, 8).T
+        np.testing.assert_allclose(cache[f"blocks.0.attn.hook_rot_{which}"].reshape(len(ids), -1),
+                                   ours, rtol=1e-4, atol=1e-4)
+    whole = load_model(tiny_path("llama_f32"))
+    assert np.abs(whole.forward(ids) - model.forward(ids)).max() > 0.1
+    for bad in (7, 18, 0):
+        assert_refused(rewrite(tiny_path("llama_f32"), tmp_path / f"bad{bad}.gguf",
+                               edit_keys={"llama.rope.dimension_count": lambda v, b=bad: b}),
+                       f"rope.dimension_count {bad}", "head width 16")
 
 
 def test_sentencepiece_merges_by_score_not_by_id():
