@@ -2,10 +2,12 @@
 // it gets a line just above the box: which of its columns (rows) are wholly in view, of how
 // many, and that the rest is a scroll away; a faint shadow at the edge was the only cue, and a
 // cut on a row boundary looks complete. Updated on new content, resizes, disclosures and the
-// box's own scrolling. Talks to no other file (boxes.js makes the same boxes focusable).
+// box's own scrolling. A list of chips that scrolls in its own box (ol.grows: the chat's tokens)
+// says the same of its rows of chips. Talks to no other file (boxes.js makes the same boxes
+// focusable).
 (function () {
   "use strict";
-  var CUT_BOXES = ".table-scroll, .scroll, .att-scroll";
+  var CUT_BOXES = ".table-scroll, .scroll, .att-scroll, ol.grows, ul.grows";
   function wholly(cells, lo, hi, start, end) {
     var seen = [];
     cells.forEach(function (c, i) {
@@ -18,7 +20,19 @@
     return el.clientWidth > 0 && el.scrollWidth > el.clientWidth + 1 ||
            el.clientHeight > 0 && el.scrollHeight > el.clientHeight + 1;
   }
+  // a list's items by line (the chips of a row share their top), each line one box
+  function lines(list) {
+    var rows = [];
+    Array.prototype.forEach.call(list.children, function (li) {
+      var r = li.getBoundingClientRect(), last = rows[rows.length - 1];
+      if (!r.height) return;
+      if (last && Math.abs(r.top - last.top) < 2) last.bottom = Math.max(last.bottom, r.bottom);
+      else rows.push({ top: r.top, bottom: r.bottom });
+    });
+    return rows.map(function (b) { return { getBoundingClientRect: function () { return b; } }; });
+  }
   function describeCut(box) {
+    if (box.matches("ol, ul")) return describeList(box);
     var table = box.querySelector("table");
     var note = box.previousElementSibling;
     if (note && !note.classList.contains("cut-note")) note = null;
@@ -48,6 +62,22 @@
       box.insertAdjacentElement("beforebegin", note);
     }
     var text = "Cut to fit: " + parts.join("; ") + ".";
+    if (note.textContent !== text) note.textContent = text;
+  }
+  function describeList(box) {
+    var note = box.previousElementSibling;
+    if (note && !note.classList.contains("cut-note")) note = null;
+    var tall = box.clientHeight > 0 && box.scrollHeight > box.clientHeight + 1;
+    var rows = tall ? lines(box) : [], at = box.getBoundingClientRect();
+    var seen = wholly(rows, at.top, at.bottom, "top", "bottom");
+    if (!seen.length) { if (note) note.remove(); return; }
+    if (!note) {
+      note = document.createElement("p");
+      note.className = "cut-note";
+      box.insertAdjacentElement("beforebegin", note);
+    }
+    var text = "Cut to fit: rows " + (seen[0] + 1) + "–" + (seen[seen.length - 1] + 1) + " of " +
+               rows.length + " in view — scroll down for the rest.";
     if (note.textContent !== text) note.textContent = text;
   }
   var cutsQueued = false;

@@ -1,7 +1,7 @@
 // How a figure is drawn on this page, as layouts for Plotly: the dark theme's colours, a long
 // title or x-axis title wrapped on a narrow screen, the projector's larger fonts in presentation
-// mode (and in the teacher's reveal, static/classroom.js), and a tick-by-tick axis thinned at
-// those sizes. Functions of the server's figure JSON and of the page (its CSS colours, its
+// mode (and in the teacher's reveal, static/classroom.js), a phone's 14 px floor, and a
+// tick-by-tick axis thinned at those sizes. Functions of the server's figure JSON and of the page (its CSS colours, its
 // mode); figures.js draws with them (window.Explainer.figureStyle). Nothing here listens to
 // events.
 (function () {
@@ -126,23 +126,47 @@
       !!(el && el.closest(".class-panel.teacher .class-reveal") &&
          !(window.matchMedia && window.matchMedia("(max-width: 700px)").matches));
   }
-  function bigFonts(v, key) {
-    if (Array.isArray(v)) return v.map(function (x) { return bigFonts(x, key); });
+  // every font of a figure's layout or traces `scale` times its size, none under `min` px
+  function scaledFonts(v, key, scale, min) {
+    if (Array.isArray(v)) return v.map(function (x) { return scaledFonts(x, key, scale, min); });
     if (typeof v === "string") {   // a label's own smaller size (<span style="font-size:11px">, <sup>)
       if (v.indexOf("<sup>") >= 0) {
-        v = v.replace(/<sup>/g, '<span style="font-size:' + PRESENT_MIN_PX + 'px">').replace(/<\/sup>/g, "</span>");
+        v = v.replace(/<sup>/g, '<span style="font-size:' + min + 'px">').replace(/<\/sup>/g, "</span>");
       }
       return v.indexOf("font-size") < 0 ? v : v.replace(/font-size:\s*([\d.]+)px/g, function (m, n) {
-        return "font-size:" + Math.max(PRESENT_MIN_PX, Math.round(n * PRESENT_SCALE)) + "px";
+        return "font-size:" + Math.max(min, Math.round(n * scale)) + "px";
       });
     }
     if (!v || typeof v !== "object" || v.bdata) return v;
     var out = {};
-    Object.keys(v).forEach(function (k) { out[k] = bigFonts(v[k], k); });
+    Object.keys(v).forEach(function (k) { out[k] = scaledFonts(v[k], k, scale, min); });
     if (/font$/i.test(key || "") && v.size !== undefined) {
-      var big = function (n) { return Math.max(PRESENT_MIN_PX, Math.round(n * PRESENT_SCALE)); };
+      var big = function (n) { return Math.max(min, Math.round(n * scale)); };
       out.size = Array.isArray(v.size) ? v.size.map(big) : big(v.size);
     }
+    return out;
+  }
+  function bigFonts(v, key) { return scaledFonts(v, key, PRESENT_SCALE, PRESENT_MIN_PX); }
+
+  // A phone (the page's phone layout, style.css max-width 600px) draws every figure's text at
+  // 14 px or more, as the page's own text: ticks, legends, annotations, a label's <sup>; a
+  // tick-by-tick axis is thinned (thinTicks) rather than its labels run into each other.
+  var PHONE_MIN_PX = 14;
+  var PHONE = window.matchMedia ? window.matchMedia("(max-width: 600px)") : null;
+  function phone() { return !!(PHONE && PHONE.matches); }
+  function phoneFonts(v, key) { return scaledFonts(v, key, 1, PHONE_MIN_PX); }
+  function phoneLayout(layout) {
+    var out = phoneFonts(layout, "");
+    out.font = Object.assign({}, out.font || {});
+    if (!(out.font.size >= PHONE_MIN_PX)) out.font.size = PHONE_MIN_PX;
+    // a power of ten's exponent is drawn at 70% of its tick's size (Plotly's <sup>)
+    Object.keys(out).forEach(function (k) {
+      var ax = out[k];
+      if (!/^[xy]axis\d*$/.test(k) || !ax || ax.exponentformat !== "power") return;
+      var tick = (ax.tickfont && ax.tickfont.size) || out.font.size;
+      out[k] = Object.assign({}, ax, { tickfont: Object.assign({}, ax.tickfont || {},
+        { size: Math.max(tick, Math.ceil(PHONE_MIN_PX / 0.7)) }) });
+    });
     return out;
   }
   function presentLayout(layout) {
@@ -213,6 +237,7 @@
   }
   window.Explainer.figureStyle = {
     themedJSON: themedJSON, themed: themed, wrapTitle: wrapTitle, wrapAxisTitles: wrapAxisTitles,
-    presenting: presenting, bigFonts: bigFonts, presentLayout: presentLayout, thinTicks: thinTicks
+    presenting: presenting, bigFonts: bigFonts, presentLayout: presentLayout, thinTicks: thinTicks,
+    phone: phone, phoneQuery: PHONE, phoneFonts: phoneFonts, phoneLayout: phoneLayout
   };
 })();

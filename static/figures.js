@@ -11,6 +11,7 @@
   var themedJSON = style.themedJSON, themed = style.themed, wrapTitle = style.wrapTitle,
       wrapAxisTitles = style.wrapAxisTitles, presenting = style.presenting,
       bigFonts = style.bigFonts, presentLayout = style.presentLayout, thinTicks = style.thinTicks;
+  var phone = style.phone, phoneFonts = style.phoneFonts, phoneLayout = style.phoneLayout;
 
   // Plotly.react on the element already on the page redraws only what changed; uirevision
   // keeps the reader's zoom and pan across updates. A figure whose JSON is the one already
@@ -21,25 +22,32 @@
     if (typeof Plotly === "undefined") return;
     if (el.closest("details:not([open])")) return;
     var json = el.getAttribute("data-figure");
-    var present = presenting(el), key = present ? json + "@present" + (el._slideHeight || "") : json;
+    var present = presenting(el), small = !present && phone();
+    var key = present ? json + "@present" + (el._slideHeight || "") : small ? json + "@phone" : json;
     if (!force && el._drawn === key) return;
     var fig;
     try { fig = JSON.parse(themedJSON(json)); } catch (e) { return; }
     var data = fig.data || [];
     if (present) data = bigFonts(data, "");
+    if (small) data = phoneFonts(data, "");
     var layout = themed(fig.layout || {});
     if (present) layout = presentLayout(layout);
+    if (small) layout = phoneLayout(layout);
     layout = wrapAxisTitles(wrapTitle(layout, el.clientWidth), el.clientWidth);
     if (present && el._slideHeight) layout = Object.assign({}, layout, { height: el._slideHeight });
     if (layout.uirevision === undefined) layout = Object.assign({}, layout, { uirevision: "keep" });
     var drawn = Plotly.react(el, data, layout, PLOT_CONFIG);
-    if (present && drawn && drawn.then) drawn.then(function () { return thinTicks(el, layout); }).catch(function () {});
+    if ((present || small) && drawn && drawn.then) drawn.then(function () { return thinTicks(el, layout); }).catch(function () {});
     el._drawn = key;
   }
   window.Explainer.draw = function (el) { draw(el, true); };  // a theme change, a slide's height
   window.Explainer.drawAll = function () {
     document.querySelectorAll("[data-figure]").forEach(window.Explainer.draw);
   };
+  // a screen turned or resized across the phone's width: its figures' fonts change
+  if (style.phoneQuery && style.phoneQuery.addEventListener) {
+    style.phoneQuery.addEventListener("change", window.Explainer.drawAll);
+  }
 
   // --- figures survive a swap -----------------------------------------------------------------
   // When htmx replaces a section or a part of it, each figure already drawn there is kept: the
