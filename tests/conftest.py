@@ -31,8 +31,12 @@ def model():
 
 @pytest.fixture(scope="session")
 def app(model):
+    """The app on the default model, its caches computed on demand. No background warm-up: a
+    session fixture's warm-up thread (three minutes of measurements) outlived the modules that
+    use this app and ran beside the ones after them in the same process, the browser tests'
+    servers included, which then refused requests as busy."""
     from app import create_app
-    return create_app({"MODEL": model, "TESTING": True})
+    return create_app({"MODEL": model, "TESTING": True, "WARM_CACHES": False})
 
 
 @pytest.fixture(scope="session")

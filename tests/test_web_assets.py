@@ -25,10 +25,11 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 DECODE = {"br": brotli.decompress, "gzip": gzip.decompress}
 # The page's own scripts, in the order templates/page.html runs them (explainer.js first: it
 # makes the namespace the others share).
-SCRIPTS = ["explainer.js", "figure-style.js", "figures.js", "boxes.js", "stream.js", "errors.js",
-           "controls.js", "lazy.js", "requests.js", "suggest.js", "section-map.js",
-           "glossary.js", "anchor.js", "exports.js", "predict.js", "tour.js", "present.js",
-           "theme.js", "deeper.js", "cuts.js", "copy-link.js", "overview.js", "classroom.js"]
+SCRIPTS = ["explainer.js", "figure-style.js", "figures.js", "boxes.js", "stream.js",
+           "generation.js", "chat.js", "errors.js", "controls.js", "lazy.js", "requests.js",
+           "suggest.js", "section-map.js", "glossary.js", "anchor.js", "exports.js", "predict.js",
+           "tour.js", "present.js", "theme.js", "deeper.js", "cuts.js", "copy-link.js",
+           "overview.js", "classroom.js"]
 LINKED = ["favicon.svg", "style.css", "htmx.min.js", "plotly.min.js", *SCRIPTS]
 
 

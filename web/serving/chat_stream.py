@@ -10,7 +10,8 @@ seed (web.core.sampler_settings.sampler_for: a fresh seeded generator per answer
 query gives the same tokens); it stops at the model's end-of-sequence token (its end of turn) or
 the limit.
 Each token event also carries its chip (`pieces`, `special`) and the step's five most probable
-tokens with their probabilities, so a click on a streamed token shows that step. A bad value, or
+tokens with their probabilities, so a click on a streamed token shows that step; the done
+event's message says which token stopped the answer (done_message). A bad value, or
 a model with no chat template, is a 4xx JSON answer {"errors": {name: message}}.
 """
 from flask import Blueprint, Response, current_app, jsonify, request
@@ -18,9 +19,10 @@ from flask import Blueprint, Response, current_app, jsonify, request
 from web.classroom.withheld import withheld
 from web.core.request_state import current_state
 from web.core.sampler_settings import sampler_for
+from web.presentation.numbers import count, fixed
 from web.presentation.tokens import token_pieces
 from web.sections.chat import ChatInputError, chat_of, no_template_reason
-from web.serving.streaming import answer_events, stream_slots
+from web.serving.streaming import STOPPED_BECAUSE, answer_events, ms, stream_slots
 
 bp = Blueprint("chat_stream", __name__)
 
@@ -37,6 +39,28 @@ def step_fields(tokenizer, specials):
                 "top": [{"id": i, "pieces": token_pieces(tokenizer, i),
                          "prob": round(p, 5)} for i, p in step.top]}
     return extra
+
+
+def done_message(eos: int, specials: dict):
+    """The chat's closing line (the done event's "message", shown as text), from the done
+    event's fields and the last step: which token stopped the answer (the end-of-turn token by
+    the name the model's file gives it, as the section shows it) or the limit, and the times."""
+    eos_text = next((t for t, i in specials.items() if i == eos), None)
+
+    def message(done: dict, last) -> str:
+        reason, n = done["reason"], done["n_tokens"]
+        if reason == "eos":
+            why = (f"Stopped by {eos_text or 'its end-of-sequence token'} (id {eos}): the model "
+                   "chose its end-of-turn token, the end-of-sequence token its file names, which "
+                   f"the template writes after every turn (p = {fixed(round(last.prob, 5), 4)}).")
+        elif reason == "limit":
+            why = (f"Stopped by the new-token limit ({count(n, 'token')}): the model had not "
+                   f"yet chosen {eos_text or 'its end-of-turn token'}.")
+        else:
+            why = f"Stopped: {STOPPED_BECAUSE[reason]}."
+        return (f"{why} {count(n, 'token')}; prefill {ms(done['prefill_ms'])}, then "
+                f"{ms(done['decode_ms'])} per token (median).")
+    return message
 
 
 @bp.get("/chat/stream")
@@ -76,7 +100,9 @@ def stream():
     try:
         gone = request.environ.get("waitress.client_disconnected")
         body = answer_events(lm.model, ids, state["chat_max"], 0, sample, gone, progress, release,
-                             n_top=N_TOP, extra=step_fields(lm.tokenizer, chat["specials"]))
+                             n_top=N_TOP, extra=step_fields(lm.tokenizer, chat["specials"]),
+                             message=done_message(lm.model.config.eos_token_id,
+                                                  chat["specials"]))
         response = Response(body, mimetype="text/event-stream")
     except Exception:
         release()

@@ -114,8 +114,10 @@ def init_app(app):
     @app.errorhandler(limits.Busy)
     def busy(e):
         # htmx requests get the message as text (static/errors.js shows it in the page's status
-        # line); a whole-page load gets a small page saying the same.
-        if request.headers.get("HX-Request") == "true":
+        # line), and so do the token streams' requests (Accept: text/event-stream:
+        # static/stream.js shows it); a whole-page load gets a small page saying the same.
+        if request.headers.get("HX-Request") == "true" or \
+                "text/event-stream" in request.accept_mimetypes.values():
             body, mimetype = str(e), "text/plain"
         else:
             body, mimetype = render_template("busy.html", message=str(e),

@@ -10,7 +10,10 @@ value is a 4xx JSON answer {"errors": {name: message}} before any work starts. T
                    "text" the newly complete text (a token may hold part of a character: those
                    bytes wait for the next token, see pipeline.generation.TextStream)
     event: done    {"reason": "eos" | "limit" | "context", "n_tokens", "prefill_ms",
-                    "decode_ms": median per decoded token, "tokens_per_s": decode speed}
+                    "decode_ms": median per decoded token, "tokens_per_s": decode speed,
+                    "message": the line the page shows (as text): why the loop stopped, in
+                    words (done_message; the chat's own: web/serving/chat_stream.py), and the
+                    times}
 
 Each event is written to the socket as soon as it exists: waitress sends every chunk an app
 yields at once (its `send_bytes` is 1 since waitress 3; tests/test_web_streaming.py checks that
@@ -36,6 +39,7 @@ from pipeline.generation import TextStream, generation_steps
 from web.classroom.withheld import withheld
 from web.core.request_state import current_state
 from web.core.sampler_settings import sampler_for
+from web.presentation.numbers import count, fixed
 
 bp = Blueprint("streaming", __name__)
 
@@ -86,11 +90,36 @@ def sse(event: str, data: dict) -> bytes:
     return f"event: {event}\ndata: {json.dumps(data, ensure_ascii=False)}\n\n".encode("utf-8")
 
 
+# Why the loop stopped, for each stop reason of pipeline.generation.finish_reason, as the
+# generation loop's closing line says it.
+STOPPED_BECAUSE = {"eos": "the model chose its end-of-text token",
+                   "limit": "the new-token limit was reached",
+                   "context": "the context window is full"}
+
+
+def ms(value) -> str:
+    """A measured time as the page writes it: "2.31 ms", or "–" when there is none (no decode
+    step after a one-token answer)."""
+    return "–" if value is None else f"{fixed(value, 2)} ms"
+
+
+def done_message(done: dict, last) -> str:
+    """The generation loop's closing line, from the done event's fields: the tokens made, why
+    the loop stopped, the prefill and the median decode step, and the decode speed. `last`:
+    the loop's last step (unused here; the chat's line names its probability)."""
+    speed = done["tokens_per_s"]
+    return (f"Done: {count(done['n_tokens'], 'token')}; stopped because "
+            f"{STOPPED_BECAUSE[done['reason']]}. Prefill {ms(done['prefill_ms'])}, then "
+            f"{ms(done['decode_ms'])} per token (median)"
+            + (f", {speed:g} tokens/s of model time." if speed else "."))
+
+
 def answer_events(model, ids, max_new_tokens, pace_seconds, sample, should_stop, progress,
-                  on_end=lambda: None, n_top=1, extra=None):
+                  on_end=lambda: None, n_top=1, extra=None, message=done_message):
     """The stream's bytes, event by event; `progress` (a dict) counts the steps done;
     `on_end()` runs when the loop ends, however it ends. `extra(step)`: more fields of a token
-    event (web/serving/chat_stream.py: its chip and the step's `n_top` candidates)."""
+    event (web/serving/chat_stream.py: its chip and the step's `n_top` candidates).
+    `message(done, last_step)`: the done event's line."""
     text = TextStream(model.tokenizer)
     eos = model.config.eos_token_id
     yield sse("start", {"prompt_tokens": len(ids), "max_new_tokens": max_new_tokens,
@@ -116,11 +145,11 @@ def answer_events(model, ids, max_new_tokens, pace_seconds, sample, should_stop,
             if step.finish:
                 progress["reason"] = step.finish
                 decode = statistics.median(decode_seconds) if decode_seconds else None
-                yield sse("done", {
-                    "reason": step.finish, "n_tokens": step.index + 1,
-                    "prefill_ms": round(prefill_seconds * 1000, 3),
-                    "decode_ms": None if decode is None else round(decode * 1000, 3),
-                    "tokens_per_s": None if decode is None else round(1 / decode, 1)})
+                done = {"reason": step.finish, "n_tokens": step.index + 1,
+                        "prefill_ms": round(prefill_seconds * 1000, 3),
+                        "decode_ms": None if decode is None else round(decode * 1000, 3),
+                        "tokens_per_s": None if decode is None else round(1 / decode, 1)}
+                yield sse("done", {**done, "message": message(done, step)})
                 return
             if pace_seconds:
                 time.sleep(pace_seconds)   # only to let a reader watch; not counted in "ms"
