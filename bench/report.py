@@ -298,6 +298,12 @@ def gguf_parity(r) -> list:
         lines += ["", "RoPE scaling (" + ", ".join(given) + "): transformers' GGUF loader reads "
                   "none of these files' scaling keys or tensors, so the reference is "
                   "transformers given the rope_scaling each file was written from."]
+    partial = [x["checkpoint"] for x in r["rows"]
+               if "partial_rotary_factor" in x.get("reference", "")]
+    if partial:         # nor phi3.rope.dimension_count (Phi-4-mini's partial RoPE)
+        lines += ["", "Partial RoPE (" + ", ".join(partial) + "): nor does it read "
+                  "phi3.rope.dimension_count, so that reference is also given the "
+                  "partial_rotary_factor the file was written from."]
     return lines + [""]
 
 

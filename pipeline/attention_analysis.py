@@ -88,7 +88,9 @@ def score_rule(cfg) -> dict:
     27B's is width / heads, `pre_attn_is_head_width` False); then `softcap` c > 0 squashes a
     score into (-c, c) as c tanh(score / c) (Gemma 2); and RoPE's cos and sin carry LongRoPE's
     attention factor `rope_attn_factor` a, so q and k come out a times longer and every score
-    a^2 times larger (`score_factor`)."""
+    a^2 times larger (`score_factor`); with partial RoPE (`rotary_dim` < `head_dim`: Phi-4-mini's
+    96 of 128) only each head's first rotary_dim dimensions are turned and lengthened, so only
+    their part of a score is a^2 times larger."""
     scale = cfg.score_scale()
     under_root = cfg.head_dim if not cfg.attn_scale else scale ** -2
     if abs(under_root - round(under_root)) < 1e-3 * under_root:
@@ -96,7 +98,9 @@ def score_rule(cfg) -> dict:
     return dict(scale=scale, under_root=under_root, gemma=cfg.mlp == "geglu",
                 pre_attn_is_head_width=under_root == cfg.head_dim, softcap=cfg.attn_softcap,
                 rope_attn_factor=cfg.rope_attn_factor,
-                score_factor=cfg.rope_attn_factor ** 2)
+                score_factor=cfg.rope_attn_factor ** 2,
+                rope=cfg.positions == "rope", rotary_dim=cfg.rotary_dim(), head_dim=cfg.head_dim,
+                rotary_share=cfg.rotary_dim() / cfg.head_dim)
 
 
 def kv_groups(n_heads, n_kv_heads) -> list:

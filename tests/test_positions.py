@@ -127,7 +127,8 @@ def test_word_order_block_0_is_blind_only_without_positions(which, request):
     np.testing.assert_allclose(lb0, model.forward(b, use_positions=False)[-1], atol=1e-5)
 
 
-GGUF_NAMES = ("gemma2_f32", "gemma3_linear_f32", "phi3_longrope_f32", "llama3_f32")
+GGUF_NAMES = ("gemma2_f32", "gemma3_linear_f32", "phi3_longrope_f32", "llama3_f32",
+              "phi4mini_f32")
 
 
 @pytest.fixture(scope="module")

@@ -426,3 +426,27 @@ def test_the_score_sentence_names_longropes_attention_factor(gguf_client):
     np.testing.assert_allclose(np.linalg.norm(cache["blocks.0.attn.hook_rot_k"], axis=-1),
                                a * np.linalg.norm(cache["blocks.0.attn.hook_k"], axis=-1),
                                rtol=1e-5)
+
+
+def test_the_score_sentence_says_phi4_minis_partial_rope(gguf_client, client):
+    """Phi-4-mini's partial RoPE: only the first 12 of each head's 16 numbers are turned (75%)
+    and lengthened by LongRoPE's attention factor; the cached keys show exactly that (the last 4
+    as they came out of the projection). Austen turns whole heads: no such sentence."""
+    model, phi4 = gguf_client("phi4mini_f32")
+    said = score_rule_said(text_of(phi4.get(url("/section/attention", prompt=PROMPT, att_head=0,
+                                                open="att-softmax"), headers=HX)))
+    a = model.config.rope_attn_factor
+    assert ("RoPE turns only the first 12 of each head's 16 query and key numbers (75% of the "
+            "head: partial RoPE); the other 4 reach the dot product unturned") in said
+    assert (f"The turned part comes out {a:.4f} times longer (LongRoPE's attention factor), so "
+            f"its share of every score is {a * a:.4f} times what plain RoPE would give; the rest "
+            "is not scaled.") in said
+    assert "so every score is" not in said
+    _, cache = model.run_with_cache(model.tokenizer.encode(PROMPT))
+    k, rot_k = cache["blocks.0.attn.hook_k"], cache["blocks.0.attn.hook_rot_k"]
+    np.testing.assert_array_equal(rot_k[..., 12:], k[..., 12:])
+    np.testing.assert_allclose(np.linalg.norm(rot_k[..., :12], axis=-1),
+                               a * np.linalg.norm(k[..., :12], axis=-1), rtol=1e-5)
+    austen = score_rule_said(text_of(client.get(url("/section/attention", prompt=PROMPT,
+                                                    open="att-softmax"), headers=HX)))
+    assert "partial RoPE" not in austen

@@ -18,7 +18,7 @@ from web_support import HX
 with open(os.path.join(TESTS_DIR, "fixtures", "gguf_reference.json"), encoding="utf-8") as f:
     SEEDS = {name: ref["seed"] for name, ref in json.load(f)["tiny"].items()}
 NAMES = ["llama3_f32", "llama_spm_f32", "qwen2_f32", "qwen3_f32", "phi3_q8_0", "gemma2_f32",
-         "gemma3_f32", "gemma3_linear_f32", "phi3_longrope_f32"]
+         "gemma3_f32", "gemma3_linear_f32", "phi3_longrope_f32", "phi4mini_f32"]
 PROMPT = "It is a truth universally acknowledged, that 12 men"
 
 

@@ -218,7 +218,8 @@ def test_the_core_states_the_word_order_result_measured(client, model):
 @pytest.fixture(scope="module")
 def gguf_apps(tmp_path_factory):
     """Apps on tiny GGUF checkpoints (tests/gguf_support.py) with each RoPE scaling the engine
-    runs: Llama 3.1's, Gemma 3's linear (two bases), Phi-3's LongRoPE."""
+    runs: Llama 3.1's, Gemma 3's linear (two bases), Phi-3's LongRoPE, and Phi-4-mini's partial
+    RoPE (with LongRoPE)."""
     import json
     import os
 
@@ -228,7 +229,7 @@ def gguf_apps(tmp_path_factory):
         seeds = {n: r["seed"] for n, r in json.load(f)["tiny"].items()}
     directory = tmp_path_factory.mktemp("gguf")
     out = {}
-    for name in ("llama3_f32", "gemma3_linear_f32", "phi3_longrope_f32"):
+    for name in ("llama3_f32", "gemma3_linear_f32", "phi3_longrope_f32", "phi4mini_f32"):
         m = load_model(write_checkpoint(str(directory / f"{name}.gguf"), name, seeds[name]))
         out[name] = m, create_app({"MODEL": m, "TESTING": True, "PROBE_ENCODINGS": False,
                                    "WARM_CACHES": False}).test_client()
@@ -285,7 +286,7 @@ def test_the_frequencies_shown_are_the_scaled_ones_the_model_runs(gguf_apps, nam
     drawn = wavelengths_drawn(page)
     np.testing.assert_allclose(drawn, 2 * np.pi / model.inv_freq, rtol=1e-6)
     from pipeline.model import rope_frequencies
-    base = 2 * np.pi / rope_frequencies(model.config.head_dim, model.config.rope_theta)
+    base = 2 * np.pi / rope_frequencies(model.config.rotary_dim(), model.config.rope_theta)
     assert not np.allclose(drawn, base, rtol=1e-3)        # scaled, not the base's own
     fastest = re.search(r"Pair 0 turns once every ([\d.,]+)\s+positions", page).group(1)
     assert fastest == f"{drawn[0]:.1f}"
@@ -319,3 +320,93 @@ def test_rope_on_the_prompt_uses_the_layers_own_frequencies(gguf_apps, name, lay
     if cfg.rope_theta_local:
         kind = "sliding-window" if cfg.local_layer(layer) else "global"
         assert f"layer {layer} is a {kind} layer" in " ".join(page.split())
+
+
+def test_partial_rope_is_said_and_shown_as_the_model_runs_it(gguf_apps):
+    """Phi-4-mini's partial RoPE (12 of each head's 16 dimensions here, as its 96 of 128): the
+    page says the share, the formula's exponent is over 12, the pair table has the 6 pairs
+    (j, j + 6) with the engine's frequencies and rotated numbers, and the 4 dimensions left out
+    are said to pass through, measured on the cached query and key."""
+    model, client = gguf_apps["phi4mini_f32"]
+    cfg = model.config
+    prompt = "It is a truth universally acknowledged, that a single man"
+    page = part(text_of(client.get(url("/section/positions", prompt=prompt, pos_layer=1,
+                                       pos_head=2, pos_q=9, pos_k=3, open="pos-rope"),
+                                   headers=HX)))
+    said = " ".join(re.sub(r"<[^>]+>", "", page).split())
+    assert ("the first 12 of each head's 16 query and key numbers (75% of the head: partial "
+            "RoPE) are cut into 6 pairs, the other 4 are never turned") in said
+    assert "−2j/12 radians per" in said and "passes the last 4 through as they are" in said
+    _, cache = model.run_with_cache(model.tokenizer.encode(prompt))
+    rot = cache["blocks.1.attn.hook_rot_q"][9, 2]
+    pairs = table_rows(page, "Rotation of each pair")
+    assert [float(r[1]) for r in pairs] == [float(f"{f:.5f}") for f in model.inv_freq]
+    assert len(pairs) == cfg.rotary_dim() // 2 == 6
+    assert pairs[4][4] == f"({rot[4]:.3f}, {rot[4 + 6]:.3f})"
+    passed = np.abs(rot[12:] - cache["blocks.1.attn.hook_q"][9, 2, 12:]).max()
+    assert passed == 0.0
+    assert ("Dimensions 12–15 of the head are not in any pair: RoPE leaves them as they are (in "
+            "this query and key they change by at most 0).") in said
+    drawn = wavelengths_drawn(page)
+    np.testing.assert_allclose(drawn, 2 * np.pi / model.inv_freq, rtol=1e-6)
+    assert len(drawn) == 6
+    overview = text_of(client.get(url("/overview", prompt="It is a truth")))
+    overview = " ".join(re.sub(r"<[^>]+>", "", overview).split())
+    assert ("q and k turned by position inside attention (6 frequencies, turning the first 12 "
+            "of each head's 16 dimensions)") in overview
+
+
+def curve_drawn(page: str) -> tuple:
+    fig = next(f for f in figures(page) if f["layout"]["title"]["text"] == "q·k by distance")
+    return array(fig["data"][0]["x"]).astype(np.int64), array(fig["data"][0]["y"])
+
+
+def test_the_distance_curve_is_the_formula_and_capped_for_long_contexts(model, monkeypatch):
+    """Austen (256 positions): every distance. The same model with a context of 131,072 (as
+    Phi-3.5's) or 8,192: every distance below 4,096, then log-spaced ones to the end; each drawn
+    value is rope_relative_scores at its distance, and the long context computes no more
+    distances than the 8,192 one."""
+    from dataclasses import replace
+
+    import web.sections.positions as section
+    from app import create_app
+    from pipeline.model import Model
+    computed = []
+    real = section.rope_relative_scores
+
+    def counting(q, k, inv_freq, pairs, **kw):
+        computed.append(len(pairs))
+        return real(q, k, inv_freq, pairs, **kw)
+    monkeypatch.setattr(section, "rope_relative_scores", counting)
+    prompt = "Elizabeth smiled at Mr. Darcy."
+    counts = {}
+    for n_ctx in (model.config.n_ctx, 8192, 131072):
+        m = Model(replace(model.config, n_ctx=n_ctx), model.params, model.tokenizer)
+        client = create_app({"MODEL": m, "TESTING": True, "PROBE_ENCODINGS": False,
+                             "WARM_CACHES": False}).test_client()
+        computed.clear()
+        page = part(text_of(client.get(url("/section/positions", prompt=prompt, pos_layer=1,
+                                           pos_head=3, pos_q=6, pos_k=2, open="pos-rope"),
+                                       headers=HX)))
+        x, y = curve_drawn(page)
+        counts[n_ctx] = computed[-1]                  # the curve's call comes last
+        assert len(x) == len(y) == counts[n_ctx]
+        ids = m.tokenizer.encode(prompt)
+        _, cache = m.run_with_cache(ids)
+        q, k = cache["blocks.1.attn.hook_q"][6, 3], cache["blocks.1.attn.hook_k"][2, 3 // 4]
+        np.testing.assert_allclose(y, rope_relative_scores(q, k, m.inv_freq,
+                                                           [(int(d), 0) for d in x]),
+                                   rtol=1e-5, atol=1e-6)
+        said = " ".join(re.search(r'<p id="pos-curve-range">(.*?)</p>', page, re.S)
+                        .group(1).split())
+        if n_ctx <= 4096:
+            np.testing.assert_array_equal(x, np.arange(n_ctx))
+            assert said.endswith(f"every distance the context allows, 0 to {n_ctx - 1:,}.")
+        else:
+            assert x[-1] == n_ctx - 1 and 4 in x
+            np.testing.assert_array_equal(x[:4096], np.arange(4096))
+            assert np.all(np.diff(x) > 0) and len(x) <= 4096 + 512 + 1
+            assert (f"every distance from 0 to 4,095, then at log-spaced distances up to "
+                    f"{n_ctx - 1:,}: {len(x):,} of the {n_ctx:,} distances the context allows, "
+                    "each computed with the model's own frequencies.") in said
+    assert counts[131072] <= counts[8192] < 8192

@@ -145,18 +145,21 @@ def rope_angles_heatmap(angles, labels: list, q_at: int) -> str:
         shapes=[outline], height=170 + 20 * len(labels)))
 
 
-def score_by_distance(curve, offset: int) -> str:
-    """The q.k score with q placed `distance` positions after k, for every distance."""
+def score_by_distance(offsets, curve, offset: int) -> str:
+    """The q.k score with q placed `distance` positions after k, at each of `offsets` (sorted;
+    the prompt's `offset` among them)."""
+    offsets = np.asarray(offsets, dtype=np.int32)
     curve = np.asarray(curve, dtype=np.float32)
-    line = dict(type="scatter", x=typed_array(np.arange(len(curve), dtype=np.int32)),
+    line = dict(type="scatter", x=typed_array(offsets),
                 y=typed_array(curve), mode="lines", line=dict(color=MUTED), name="score",
                 meta=roles("CONTEXT"),
                 hovertemplate="distance %{x}: score %{y:.4f}<extra></extra>")
-    here = dict(type="scatter", x=[offset], y=[float(curve[offset])], mode="markers",
+    at = int(np.searchsorted(offsets, offset))
+    here = dict(type="scatter", x=[offset], y=[float(curve[at])], mode="markers",
                 marker=dict(size=12, color=ACCENT), name="in the prompt", meta=roles("HIGHLIGHT"),
                 hovertemplate="distance %{x} (the prompt's): %{y:.4f}<extra></extra>")
     return figure_json([line, here], base_layout(
-        title=dict(text="q·k at every distance"),
+        title=dict(text="q·k by distance"),
         xaxis=dict(title=dict(text="distance m − n"),
                    automargin=True),
         yaxis=dict(title=dict(text="score q·k / √head_dim"), automargin=True),

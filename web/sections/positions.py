@@ -35,6 +35,8 @@ MAX_TABLE_POSITIONS = 128        # rows of a learned position table drawn
 MAX_ORDER_TOKENS = 48            # tokens of each word-order sentence
 TOP_NEXT = 5                     # next-token predictions listed per order
 SHIFTS = (0, 1, 7, 50, 150)      # q and k moved together by these many positions
+CURVE_EVERY = 4096               # the score-by-distance curve: every distance below this...
+CURVE_LOG_POINTS = 512           # ...then this many log-spaced ones up to the context's end
 
 PARAMS = (
     Param("pos_base", "Sinusoid base", kind="int", default=10000, min=100, max=100000),
@@ -78,7 +80,7 @@ def own_scheme(model) -> dict:
     if cfg.positions == "rope":
         wavelengths = 2 * np.pi / model.inv_freq                       # positions per turn
         # what the scaling divides each pair's frequency by: the base's own over the model's
-        divisors = (rope_frequencies(cfg.head_dim, cfg.rope_theta).astype(np.float64)
+        divisors = (rope_frequencies(cfg.rotary_dim(), cfg.rope_theta).astype(np.float64)
                     / model.inv_freq.astype(np.float64))
         local = {}
         if model.inv_freq_local is not None:                           # Gemma 3: two bases
@@ -93,6 +95,7 @@ def own_scheme(model) -> dict:
                             short_min=float(short.min()), short_max=float(short.max()))
         return dict(
             rope_theta=cfg.rope_theta, n_pairs=len(model.inv_freq),
+            rotary_dim=cfg.rotary_dim(), rotary_share=cfg.rotary_dim() / cfg.head_dim,
             theta_source=("the file's rope.freq_base" if model.file_format == "gguf"
                           else "the model's config.json"),
             scaling=cfg.rope_scaling(), divisor_min=float(divisors.min()),
@@ -155,8 +158,9 @@ def rope_on_prompt(lm, state) -> dict:
     k = run.cache[prefix + before[1]][k_at, kv_head]
     q_rot = run.cache[prefix + "hook_rot_q"][q_at, head]      # [hd], after
     k_rot = run.cache[prefix + "hook_rot_k"][k_at, kv_head]
-    half = cfg.head_dim // 2
     inv_freq = model.layer_inv_freq(layer)                   # Gemma 3: this layer's own base
+    half = len(inv_freq)               # pairs (j, j + half) over the first 2 half dimensions
+    rot = 2 * half                     # partial RoPE: the dimensions after these pass through
     rule = dict(mscale=cfg.rope_attn_factor, scale=cfg.score_scale(), cap=cfg.attn_softcap)
     angles = rope_angles(np.arange(T), inv_freq)              # [T, hd/2]
     pair_rows = [dict(j=j, freq=float(inv_freq[j]), angle=float(angles[q_at, j]),
@@ -172,7 +176,7 @@ def rope_on_prompt(lm, state) -> dict:
     other = [(k_at + d, k_at) for d in (offset + 1, offset + 5, max(offset - 1, 0))
              if d != offset and k_at + d < cfg.n_ctx]
     scores = rope_relative_scores(q, k, inv_freq, same + other, **rule)
-    offsets = np.arange(cfg.n_ctx)
+    offsets = curve_offsets(cfg.n_ctx, offset)
     curve = rope_relative_scores(q, k, inv_freq, [(int(d), 0) for d in offsets], **rule)
     labels = [token_plain(lm.tokenizer, i) for i in run.ids]
     same_scores = scores[:len(same)]
@@ -189,9 +193,24 @@ def rope_on_prompt(lm, state) -> dict:
         other_rows=[dict(m=m, n=n, score=float(s))
                     for (m, n), s in zip(other, scores[len(same):], strict=True)],
         pair_rows=pair_rows,
+        passed_through=cfg.head_dim - rot,
+        passed_change=float(max(np.abs(q_rot[rot:] - q[rot:]).max(initial=0.0),
+                                np.abs(k_rot[rot:] - k[rot:]).max(initial=0.0))),
+        curve_every=min(cfg.n_ctx, CURVE_EVERY), curve_points=len(offsets),
         angle_figure=figures.rope_angles_heatmap(angles, labels, q_at),
-        relative_figure=figures.score_by_distance(curve, offset),
+        relative_figure=figures.score_by_distance(offsets, curve, offset),
     )
+
+
+def curve_offsets(n_ctx: int, offset: int = 0) -> np.ndarray:
+    """The distances the score-by-distance curve is computed at: every one below CURVE_EVERY
+    (or the whole context, if shorter), then CURVE_LOG_POINTS log-spaced ones up to n_ctx - 1
+    (Phi-3.5's 131,072 positions cost what 8,192 do), and the prompt's own distance."""
+    dense = np.arange(min(n_ctx, CURVE_EVERY))
+    far = np.array([], dtype=np.int64)
+    if n_ctx > CURVE_EVERY:
+        far = np.rint(np.geomspace(CURVE_EVERY, n_ctx - 1, CURVE_LOG_POINTS)).astype(np.int64)
+    return np.unique(np.concatenate([dense, far, [offset]]).astype(np.int64))
 
 
 # --- word order -----------------------------------------------------------------------------
