@@ -232,3 +232,13 @@ def test_a_bad_chooser_or_sampler_setting_is_a_4xx_with_its_message(smol):
     page = text_of(section(client, **dict(SAMPLED, s_topp="0")))
     assert 'id="error-chat-sampler"' in page
     assert re.search(r'class="chat-start"[^>]*\sdisabled>Answer', page)
+
+
+def test_a_part_of_the_chat_carries_its_own_messages_not_the_samplers(smol):
+    """Typing redraws the view part; its answer carries the chat's messages out of band, never
+    the Sampling section's controls' (they may not be on the page: htmx finds no target)."""
+    client, _ = smol
+    r = client.get(url("/section/chat", model="smollm2", chat_q="Hi", **SAMPLED),
+                   headers={**HX, "HX-Target": "chat-view"})
+    page = text_of(r)
+    assert r.status_code == 200 and 'id="error-chat_q"' in page and 'id="error-s_' not in page

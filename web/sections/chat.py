@@ -185,7 +185,7 @@ def build(lm, state) -> dict:
 
 
 SECTION = Section("chat", "A chat, as the model reads it", PARAMS, build,
-                  reads=SAMPLER, shows_read_messages=True,
+                  reads=SAMPLER,
                   tour=("An instruct model is met through a chat, but it reads one text: its "
                         "file's chat template wraps every message in special tokens such as "
                         "<|im_start|> and <|im_end|>, and the model answers by continuing that "
