@@ -470,12 +470,16 @@ def greedy_by_checking(model: Model, prompt_ids, max_new_tokens: int, guess,
     model dequantized on the fly pays for its weights once per pass, so one pass for the
     tokens it shares with float32 saves a pass per token.
 
+    The checking pass fills a KV cache: the decoding after it starts from that cache, cut
+    back to the tokens kept (no pass over the prompt again).
+
     Returns (tokens, logits [len(prompt_ids) + len(kept guess), V] of the checking pass)."""
     ids = [int(t) for t in prompt_ids]
     n_ctx = model.config.n_ctx
     eos = model.config.eos_token_id if stop_at_eos else None
     g = [int(t) for t in guess][:max(0, min(max_new_tokens - 1, n_ctx - len(ids)))]
-    logits = model.forward(ids + g)                                  # [T + len(g), V]
+    kv = model.new_kv_cache()
+    logits = model.prefill(ids + g, kv)                              # [T + len(g), V]
     out = []
     for j, pick in enumerate(int(p) for p in np.argmax(logits[len(ids) - 1:], -1)):
         out.append(pick)
@@ -483,8 +487,10 @@ def greedy_by_checking(model: Model, prompt_ids, max_new_tokens: int, guess,
             return out, logits
         if j < len(g) and pick != g[j]:
             break
+    kv.truncate(len(ids) + len(out) - 1)          # the prompt and the guesses kept
+    after = model.decode(out[-1], kv)              # model's logits after its own last token
     out += [p.token for p in decode_loop(model, ids + out, max_new_tokens - len(out),
-                                         stop_at_eos=stop_at_eos)]
+                                         stop_at_eos=stop_at_eos, start=(kv, after))]
     return out, logits
 
 

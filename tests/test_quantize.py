@@ -115,6 +115,28 @@ def test_three_bit_codes_pack_eight_to_three_bytes_and_come_back(n):
         assert packed[0] == (codes[0] | (codes[1] << 3) | (codes[2] << 6)) & 0xFF
 
 
+def packed_by_hand(codes, bits) -> bytes:
+    """The layout pack_bits promises, one bit at a time: code i's bit j is bit bits*i + j of
+    the stream, bit k of the stream is bit k % 8 of byte k // 8."""
+    out = bytearray(-(-len(codes) * bits // 8))
+    for i, c in enumerate(int(c) for c in codes):
+        for j in range(bits):
+            if c >> j & 1:
+                k = bits * i + j
+                out[k // 8] |= 1 << (k % 8)
+    return bytes(out)
+
+
+@pytest.mark.parametrize("bits", [1, 2, 3, 5, 6, 7])
+@pytest.mark.parametrize("n", [1, 8, 13, 64, 203])
+def test_packed_codes_are_the_bit_stream_and_come_back(bits, n):
+    codes = np.random.default_rng(bits * 1000 + n).integers(0, 2 ** bits, n).astype(np.uint8)
+    codes[0] = 2 ** bits - 1                             # every bit of a code set
+    packed = quantize.pack_bits(codes, bits)
+    assert packed.dtype == np.uint8 and packed.tobytes() == packed_by_hand(codes, bits)
+    assert (quantize.unpack_bits(packed, n, bits) == codes).all()
+
+
 # --- bytes -------------------------------------------------------------------------------------
 
 def test_bytes_of_one_matrix_by_hand():
@@ -294,6 +316,28 @@ def test_on_the_fly_is_the_held_copy_bit_for_bit(name, s):
                 np.testing.assert_array_equal(w, held.model.params["blocks"][i][part][k])
 
 
+@pytest.mark.parametrize("name", ["default", "gguf_llama_q4_1"])
+@pytest.mark.parametrize("s", [quantize.INT8, quantize.int4(64), quantize.grouped(3, 32)],
+                         ids=lambda s: s.name)
+def test_a_scheme_kept_as_arrays_is_the_quantized_model_bit_for_bit(name, s):
+    """scheme_arrays (what the web app keeps on disk for a big model) read back through
+    model_from_arrays is quantize_model's model: the same codes, scales, zero points, weights,
+    bytes and logits."""
+    model = engine_model(name)
+    held = quantize.quantize_model(model, s)
+    arrays = quantize.scheme_arrays(model, s)
+    back = quantize.model_from_arrays(model, s, arrays)
+    assert back.nbytes == held.nbytes and set(back.matrices) == set(held.matrices)
+    for k, m in held.matrices.items():
+        for field in ("codes", "scales", "zeros"):
+            np.testing.assert_array_equal(getattr(back.matrices[k], field), getattr(m, field))
+    for k, w in quantize.linear_weights(held.model.params).items():
+        np.testing.assert_array_equal(quantize.linear_weights(back.model.params)[k], w)
+    ids = list(range(1, min(20, model.config.n_ctx)))
+    np.testing.assert_array_equal(back.model.forward(ids), held.model.forward(ids))
+    assert quantize.weight_change(model, back) == quantize.weight_change(model, held)
+
+
 def test_dequantize_is_the_float32_formula_bit_for_bit():
     for s in SCHEMES:
         for w in (awkward_matrix(), awkward_matrix(d_in=100, d_out=7, seed=5)):
@@ -399,3 +443,10 @@ def test_weight_change_of_a_lossless_scheme():
     first = quantize.weight_change(model, once)
     assert 0 < first["relative_rms"] < 0.01
     assert change["relative_rms"] <= first["relative_rms"]
+    # the same whether the quantized weights are held or dequantized block by block
+    assert quantize.weight_change(model, quantize.quantize_model(
+        model, quantize.INT8, on_the_fly=True)) == first
+    weights = quantize.linear_weights(model.params)
+    backs = {k: once.matrices[k].dequantize() for k in weights}   # by the definition
+    assert first["unchanged"] == sum(int((backs[k] == w).sum())
+                                     for k, w in weights.items()) / change["n_weights"]
