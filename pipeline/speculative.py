@@ -282,9 +282,37 @@ def drafter_for(draft):
     return _NgramDrafter(draft) if isinstance(draft, NgramDraft) else _ModelDrafter(draft)
 
 
+class _Verification:
+    """One round's rows of the target: its logits after x and after each proposal, from one
+    pass over the unread tail of x and the proposals; with known_rows, from there while every
+    row read is known (then no pass runs: seconds and n_fed stay 0)."""
+
+    def __init__(self, target: Model, kv, x: list, drafts: list, known_rows=None):
+        self.target, self.kv, self.x, self.drafts = target, kv, x, drafts
+        self.known, self.rows, self.seconds, self.n_fed = known_rows, None, 0.0, 0
+        if known_rows is None:
+            self.verify()
+
+    def verify(self):
+        fed = self.x[len(self.kv):]
+        began = time.perf_counter()
+        self.rows = self.target.prefill(fed + self.drafts, self.kv)[len(fed) - 1:]  # [g + 1, V]
+        self.seconds = time.perf_counter() - began
+        self.n_fed = len(fed) + len(self.drafts)
+
+    def row(self, i: int):            # the target's logits after x and the first i proposals
+        if self.rows is None:
+            found = self.known.get(tuple(self.x) + tuple(self.drafts[:i]))
+            if found is not None:
+                return found
+            self.verify()
+        return self.rows[i]
+
+
 def speculative_generate(target: Model, draft, prompt, max_new_tokens: int, gamma: int,
                          temperature: float = 1.0, rng: np.random.Generator = None,
-                         stop_at_eos: bool = True, prompt_kv=None) -> SpeculativeRun:
+                         stop_at_eos: bool = True, prompt_kv=None,
+                         known_rows=None) -> SpeculativeRun:
     """Generate up to max_new_tokens with the draft proposing and the target verifying.
 
     `draft` is a Model with the target's tokenizer (check_draft) or an NgramDraft (prompt
@@ -297,6 +325,16 @@ def speculative_generate(target: Model, draft, prompt, max_new_tokens: int, gamm
 
     prompt_kv: a KV cache of the target holding the whole prompt (Model.kv_from_recording), used
     instead of running the prompt again (its prefill time is then not measured).
+
+    known_rows: the target's logits already computed, text -> logits [V] after it (a mapping
+    with .get; text a tuple of token ids, the prompt included), e.g. each step of the target's
+    own greedy run. The rule reads each row it needs from there while it can; a round whose
+    rows are all there runs no verification pass (its target_seconds and n_fed are 0), and at
+    the first row missing the round runs its pass as without them: over the tail of the text
+    the target has not read and all the proposals. In greedy mode every row the rule reads is
+    on the target's own greedy path (a rejection ends the round), so that run's rows answer
+    every round: the same decisions and tokens as the passes give (each row computed by a
+    one-token step rather than within a pass over several tokens: equal to float rounding).
     """
     if gamma < 1:
         raise ValueError(f"gamma must be at least 1, not {gamma}")
@@ -326,14 +364,13 @@ def speculative_generate(target: Model, draft, prompt, max_new_tokens: int, gamm
         drafts, qs, steps, found = drafter.propose(x, g, probs, rng, size)
         run.draft_steps += steps
         t1 = time.perf_counter()
-        # 2. the target reads the unread tail of x and all proposals in one pass
-        fed = x[len(t_kv):]
-        logits = target.prefill(fed + drafts, t_kv)[len(fed) - 1:]   # [proposals + 1, V]
-        t2 = time.perf_counter()
+        # 2. the target reads the unread tail of x and all proposals in one pass (or, with
+        #    known_rows, when a row the rule reads is not known)
+        check = _Verification(target, t_kv, x, drafts, known_rows)
         # 3. accept in order until the first rejection
         proposals, extra = [], None
         for i, (d, q) in enumerate(zip(drafts, qs, strict=True)):
-            p = probs(logits[i])
+            p = probs(check.row(i))
             accepted, u, extra = accept_or_resample(d, p, q, rng)
             proposals.append(Proposal(d, float(q[d]), float(p[d]), u, accepted))
             if not accepted:
@@ -341,15 +378,15 @@ def speculative_generate(target: Model, draft, prompt, max_new_tokens: int, gamm
                 break
         else:
             # 4. all accepted: the target's distribution after the last one gives a bonus token
-            p = probs(logits[len(drafts)])
+            p = probs(check.row(len(drafts)))
             extra = draw(p, rng)
             kind, p_extra = "bonus", float(p[extra])
         accepted = [pr.token for pr in proposals if pr.accepted]
         # the caches keep x and the accepted proposals only
         t_kv.truncate(len(x) + len(accepted))
         drafter.keep(len(x) + len(accepted))
-        rnd = Round(tuple(proposals), int(extra), kind, p_extra, t1 - t0, t2 - t1, found,
-                    len(fed) + len(drafts))
+        rnd = Round(tuple(proposals), int(extra), kind, p_extra, t1 - t0, check.seconds, found,
+                    check.n_fed)
         run.rounds.append(rnd)
         for token in rnd.tokens:
             x.append(token)

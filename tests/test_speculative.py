@@ -384,3 +384,76 @@ def test_greedy_lookup_on_smollm2(smollm2):
     assert len(run.rounds) < 16 and run.accepted > 0   # the code repeats: lookup saved passes
 
 
+
+
+# --- rows already known: the target's greedy run read instead of passes ----------------------
+
+class GreedyRows:
+    """The target's greedy run as known_rows: the logits of each of its steps, by the text
+    before it (counting the texts asked for)."""
+
+    def __init__(self, target, ids, n):
+        steps = list(decode_loop(target, ids, n))
+        texts = [tuple(ids) + tuple(p.token for p in steps[:k]) for k in range(len(steps))]
+        self.rows = {t: p.logits for t, p in zip(texts, steps, strict=True)}
+        self.asked = self.found = 0
+
+    def get(self, text):
+        self.asked += 1
+        row = self.rows.get(tuple(text))
+        self.found += row is not None
+        return row
+
+
+def rounds_of(run):
+    return [([(p.token, p.p, p.q, p.u, p.accepted) for p in r.proposals], r.token, r.kind,
+             r.p, r.lookup) for r in run.rounds]
+
+
+@pytest.mark.parametrize("prompt,gamma", [
+    ("Mr. Darcy and Mr. Bingley and Mr. Darcy and Mr.", 3),
+    ("It is a truth universally acknowledged, that a single man", 1),
+    ("It is a truth universally acknowledged, that a single man", 8),
+])
+@pytest.mark.parametrize("drafter", ["lookup", "model"])
+def test_greedy_with_the_targets_rows_runs_no_pass_and_decides_the_same(austen_pair, prompt,
+                                                                         gamma, drafter):
+    """Greedy verification reads only rows on the target's own greedy path: given its greedy
+    run's rows, no round runs a pass, and every proposal, decision, p, q, u and token is the
+    run's without them."""
+    target, draft_model = austen_pair
+    draft = speculative.NgramDraft() if drafter == "lookup" else draft_model
+    ids = target.tokenizer.encode_ordinary(prompt)
+    plain = speculative.speculative_generate(target, draft, ids, 24, gamma, temperature=0.0,
+                                             rng=np.random.default_rng(3))
+    known = GreedyRows(target, ids, 24)
+    read = speculative.speculative_generate(target, draft, ids, 24, gamma, temperature=0.0,
+                                            rng=np.random.default_rng(3), known_rows=known)
+    assert read.tokens == plain.tokens == [p.token for p in decode_loop(target, ids, 24)]
+    assert rounds_of(read) == rounds_of(plain)
+    assert plain.proposed > 0 and known.found == known.asked > 0
+    assert all(r.target_seconds == 0 and r.n_fed == 0 for r in read.rounds)
+    assert all(r.n_fed > 0 for r in plain.rounds)
+
+
+def test_sampling_with_rows_known_runs_a_pass_where_one_is_missing(austen_pair):
+    """Sampled, the text leaves the greedy path: the rounds whose rows are not known run their
+    pass over the text the target has not read yet, and the run is the one without rows."""
+    target, _ = austen_pair
+    ids = target.tokenizer.encode_ordinary("Mr. Darcy and Mr. Bingley and Mr. Darcy and Mr.")
+    plain = speculative.speculative_generate(target, speculative.NgramDraft(), ids, 24, 4,
+                                             temperature=1.0, rng=np.random.default_rng(5))
+    known = GreedyRows(target, ids, 24)
+    read = speculative.speculative_generate(target, speculative.NgramDraft(), ids, 24, 4,
+                                            temperature=1.0, rng=np.random.default_rng(5),
+                                            known_rows=known)
+    assert read.tokens == plain.tokens
+    assert [(r.token, r.kind, [p.accepted for p in r.proposals]) for r in read.rounds] == \
+        [(r.token, r.kind, [p.accepted for p in r.proposals]) for r in plain.rounds]
+    passes = [i for i, r in enumerate(read.rounds) if r.n_fed]
+    assert 0 < len(passes) < len(read.rounds) and known.found > 0
+    # the first pass after rounds read from known rows reads the whole tail the target skipped
+    # (the prompt's last token and every token those rounds added) and the proposals
+    k = passes[0]
+    skipped = 1 + sum(len(r.tokens) for r in read.rounds[:k])
+    assert k > 0 and read.rounds[k].n_fed >= skipped + len(read.rounds[k].proposals)
