@@ -13,6 +13,13 @@ worker shows the same measurement, with when it was made. With prompt lookup the
 smaller (`lookup_speed`): the target alone and lookup at γ = LOOKUP_GAMMA in greedy mode, on a
 text that repeats itself (LOOKUP_TEXT).
 
+On a big model (web.model_state.explainer.is_big) greedy mode's run reads the target's rows
+from its own greedy run on the prompt (`greedy_run`: MAX_TOKENS computed once per prompt, and
+shared by every γ, length and seed): greedy verification only reads
+rows on the target's own greedy path, so no pass is run again for them
+(pipeline.speculative.speculative_generate's known_rows). That greedy run is also the target
+alone's text the section sets beside it.
+
 That run is the section's own experiment: its measured speed-up. The prediction it is set
 against is the same run priced from the model's cost table (web.model_state.measured.cost_table, the
 table
@@ -28,6 +35,7 @@ import numpy as np
 
 from pipeline.costs import price_speculative
 from pipeline.decoding import continue_batch
+from pipeline.generation import decode_loop
 from pipeline.sampling import draw
 from pipeline.speculative import (
     DraftMismatch,
@@ -41,6 +49,7 @@ from pipeline.speculative import (
 from web.core.cache import memo
 from web.core.params import Param
 from web.figures import speculative as figures
+from web.model_state.explainer import is_big
 from web.model_state.forward import prefilled, prompt_ids
 from web.model_state.measured import cost_table, measured, model_key, stamp
 from web.presentation.tokens import token_plain
@@ -78,19 +87,56 @@ def draft_key(draft):
 
 def live_run(target, draft, ids: tuple, gamma: int, n_tokens: int, mode: str, seed: int):
     """This prompt's speculative run, once per setting. Its times are not shown: see
-    speed_table. It starts from the prompt's shared run (web.model_state.forward.prefilled)."""
+    speed_table. It starts from the prompt's shared run (web.model_state.forward.prefilled);
+    a big model's greedy run reads the target's rows from its greedy run (see the docstring)."""
     def run():
+        known = greedy_run(target, ids) if MODES[mode] == 0 and is_big(target) else None
         return speculative_generate(target, draft, list(ids), n_tokens, gamma, MODES[mode],
                                     np.random.default_rng(seed),
-                                    prompt_kv=prefilled(target, ids)[0])
+                                    prompt_kv=prefilled(target, ids)[0], known_rows=known)
     key = (model_key(target), draft_key(draft), ids, gamma, n_tokens, mode, seed)
     return _runs.get(key, run)
+
+
+class GreedyRun:
+    """The target's own greedy run on a prompt: its tokens and, before each, the logits it was
+    chosen from (rows[k]: after the prompt and the first k tokens). As known_rows of
+    pipeline.speculative.speculative_generate: get(text) is the row after `text` when `text`
+    is the prompt and a start of the run, else None."""
+
+    def __init__(self, ids: tuple, tokens: tuple, rows: np.ndarray):
+        self.ids, self.tokens, self.rows = ids, tokens, rows
+
+    def get(self, text):
+        k = len(text) - len(self.ids)
+        if 0 <= k < len(self.tokens) and tuple(text[:len(self.ids)]) == self.ids \
+                and tuple(text[len(self.ids):]) == self.tokens[:k]:
+            return self.rows[k]
+        return None
+
+
+_greedy = memo("speculative greedy runs", 8, big_size=4, big_bytes=48 << 20,
+               weigh=lambda run: run.rows.nbytes)
+
+
+def greedy_run(target, ids: tuple) -> GreedyRun:
+    """The target's greedy run on the prompt, MAX_TOKENS long (or to the end-of-text token):
+    once per prompt, for every length (a run's first k tokens and rows do not depend on how
+    long it goes on: each step is the same decode step), γ and seed."""
+    def run():
+        steps = list(decode_loop(target, list(ids), MAX_TOKENS, start=prefilled(target, ids)))
+        return GreedyRun(tuple(ids), tuple(p.token for p in steps),
+                         np.stack([np.asarray(p.logits, dtype=np.float32) for p in steps]))
+    return _greedy.get((model_key(target), ids), run)
 
 
 def alone_run(target, ids: tuple, n_tokens: int, mode: str, seed: int) -> tuple:
     """The target alone with the same seed, from the prompt's shared run: its tokens, once per
     setting (γ does not change it). The template asks for it only where it is shown: greedy
-    mode's check in the core, the texts side by side in the spec-rule disclosure."""
+    mode's check in the core, the texts side by side in the spec-rule disclosure. A big
+    model's greedy text is its greedy_run's (which its speculative run reads)."""
+    if MODES[mode] == 0 and is_big(target):
+        return greedy_run(target, ids).tokens[:n_tokens]
     if MODES[mode] == 0:      # greedy: every draw is the top token, whatever the seed: one
         seed = 0              # run per prompt and length, not one per seed
 
@@ -264,6 +310,8 @@ def warm(lm):
         speed_table(lm)
     else:
         lookup_speed(lm)
+    if is_big(lm.model):      # the page opens on the default prompt: its greedy run, which
+        greedy_run(lm.model, prompt_ids(lm, lm.default_prompt))   # every greedy setting reads
 
 
 def other_drafts(lm, text: str) -> list:
