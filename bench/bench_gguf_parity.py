@@ -6,7 +6,10 @@ architecture) into a temporary directory, loads it with the engine (pipeline.loa
 compares with what transformers computed from the same bytes (tests/fixtures/
 make_gguf_fixtures.py): the largest |logit difference| over every position of the prompt, the
 top-5 tokens at every position, the greedy tokens, and the tokenizer's cases (encode and decode
-both equal). The versions of transformers and torch are the ones the reference records.
+both equal). The versions of transformers and torch are the ones the reference records. Then
+each pre-tokenizer of the reference's "pretokenizers" (tokenizer.ggml.pre "gpt-4o", "tekken",
+...): the pieces the engine's regex splits the hard cases into, and the ids, against Hugging Face
+tokenizers with the pre-tokenizer of that model's tokenizer.json.
 
     python bench/bench_gguf_parity.py [--no-save]
 
@@ -65,6 +68,25 @@ def compare(name, ref, directory) -> dict:
             "tokenizer_cases_equal": equal, "tokenizer_cases": total}
 
 
+def compare_pretokenizer(pre, ref, directory) -> dict:
+    """The tiny vocabulary written with tokenizer.ggml.pre = `pre`: the engine's pieces and ids
+    against Hugging Face tokenizers' with the pre-tokenizer of that model's tokenizer.json."""
+    import regex
+
+    from pipeline.tokenizer import BYTE_TO_CHAR
+    model = load_model(write_checkpoint(os.path.join(directory, f"pre-{pre}.gguf"), "llama_f32",
+                                        1, pre=pre))
+    spell = lambda piece: "".join(BYTE_TO_CHAR[b] for b in piece.encode())  # noqa: E731
+    pieces = sum([spell(p) for p in regex.findall(model.pat_str, c["text"])] == c["pieces"]
+                 for c in ref["cases"])
+    ids = sum(model.tokenizer.encode(c["text"]) == c["ids"]
+              and model.tokenizer.decode(c["ids"]) == c["text"] for c in ref["cases"])
+    hf = ref["pre_tokenizer"]
+    steps = [x["type"] for x in hf.get("pretokenizers", [hf])]
+    return {"pre_tokenizer": pre, "hf_pre_tokenizer": " + ".join(steps),
+            "cases": len(ref["cases"]), "pieces_equal": int(pieces), "ids_equal": int(ids)}
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--no-save", action="store_true",
@@ -82,10 +104,16 @@ def main(argv=None):
                   f"max|diff| {row['max_abs_logit_diff']:.2e}  top-5 {row['top5_equal']}  "
                   f"greedy {row['greedy_equal']}  tokenizer {row['tokenizer_cases_equal']}/"
                   f"{row['tokenizer_cases']}")
+        pre_rows = []
+        for pre in sorted(ref.get("pretokenizers", {})):
+            row = compare_pretokenizer(pre, ref["pretokenizers"][pre], directory)
+            pre_rows.append(row)
+            print(f"pre-tokenizer {pre:10} ({row['hf_pre_tokenizer']}): pieces "
+                  f"{row['pieces_equal']}/{row['cases']}  ids {row['ids_equal']}/{row['cases']}")
     result = {"reference_file": "tests/fixtures/gguf_reference.json",
               "transformers": ref.get("transformers"), "torch": ref.get("torch"),
               "gguf": ref.get("gguf"), "seconds": round(time.perf_counter() - t0, 1),
-              "rows": rows}
+              "rows": rows, "pretokenizers": pre_rows}
     print(f"{len(rows)} checkpoints; reference: transformers {result['transformers']}, "
           f"torch {result['torch']}")
     if not args.no_save:

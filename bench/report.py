@@ -304,6 +304,17 @@ def gguf_parity(r) -> list:
         lines += ["", "Partial RoPE (" + ", ".join(partial) + "): nor does it read "
                   "phi3.rope.dimension_count, so that reference is also given the "
                   "partial_rotary_factor the file was written from."]
+    if r.get("pretokenizers"):      # tokenizer.ggml.pre names reproduced after the checkpoints
+        lines += ["", "Pre-tokenizers named by tokenizer.ggml.pre: the tiny vocabulary written "
+                  "with each name, the pieces the engine's regex splits the hard cases into "
+                  "(digits, Unicode, emoji, code, whitespace runs, CJK, case runs) and the ids, "
+                  "against Hugging Face tokenizers with the pre-tokenizer of that model's "
+                  "tokenizer.json on the same vocabulary.", "",
+                  "| tokenizer.ggml.pre | Hugging Face pre-tokenizer | pieces equal | ids equal |",
+                  "|---|---|---|---|"]
+        for x in r["pretokenizers"]:
+            lines.append(f"| {x['pre_tokenizer']} | {x['hf_pre_tokenizer']} | "
+                         f"{x['pieces_equal']} / {x['cases']} | {x['ids_equal']} / {x['cases']} |")
     return lines + [""]
 
 

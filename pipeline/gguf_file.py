@@ -94,9 +94,31 @@ QWEN2_PAT = (r"""(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}"""
              r"""| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+""")
 LLAMA3_PAT = (r"""(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}"""
               r"""| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+""")
-PRE_PATTERNS = {"default": GPT2_PAT, "gpt-2": GPT2_PAT, "gpt2": GPT2_PAT, "smollm": SMOLLM_PAT,
+# "gpt-4o" (Phi-4-mini and other o200k vocabularies): o200k_base's regex, which their
+# tokenizer.json splits with (Split "isolated", then ByteLevel without its own regex, as
+# transformers' TikTokenConverter builds it). llama.cpp's LLAMA_VOCAB_PRE_TYPE_GPT4O quotes it as
+# the "original regex from tokenizer.json" and runs a rewrite of it for its own regex engine;
+# tiktoken runs this one as it is.
+O200K_PAT = (r"""[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]*[\p{Ll}\p{Lm}\p{Lo}\p{M}]+"""
+             r"""(?i:'s|'t|'re|'ve|'m|'ll|'d)?"""
+             r"""|[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]+[\p{Ll}\p{Lm}\p{Lo}\p{M}]*"""
+             r"""(?i:'s|'t|'re|'ve|'m|'ll|'d)?"""
+             r"""|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n/]*|\s*[\r\n]+|\s+(?!\S)|\s+""")
+# "tekken" (Mistral Nemo): o200k's regex without the contractions and with one digit a piece, as
+# Mistral Nemo's tokenizer.json has it (llama.cpp's LLAMA_VOCAB_PRE_TYPE_TEKKEN quotes it)
+TEKKEN_PAT = (r"""[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]*[\p{Ll}\p{Lm}\p{Lo}\p{M}]+"""
+              r"""|[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]+[\p{Ll}\p{Lm}\p{Lo}\p{M}]*"""
+              r"""|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n/]*|\s*[\r\n]+|\s+(?!\S)|\s+""")
+# "starcoder", "refact": llama.cpp splits them as "smollm" (every digit, then GPT-2's regex), and
+# StarCoder's tokenizer.json is SmolLM's Digits(individual_digits) + ByteLevel; "phi-2": GPT-2's.
+# Not reproduced: llama.cpp's several-regex splits ("deepseek-llm", "deepseek-coder", "falcon",
+# "default" as llama.cpp reads it), and names whose tokenizer.json normalizes or was not checked
+# here ("command-r", "olmo", "mpt", "dbrx", "chatglm-bpe", "llama4", ...).
+PRE_PATTERNS = {"default": GPT2_PAT, "gpt-2": GPT2_PAT, "gpt2": GPT2_PAT, "phi-2": GPT2_PAT,
+                "smollm": SMOLLM_PAT, "starcoder": SMOLLM_PAT, "refact": SMOLLM_PAT,
                 "llama-bpe": LLAMA3_PAT, "llama3": LLAMA3_PAT, "llama-v3": LLAMA3_PAT,
-                "qwen2": QWEN2_PAT, "deepseek-r1-qwen": QWEN2_PAT}
+                "qwen2": QWEN2_PAT, "deepseek-r1-qwen": QWEN2_PAT,
+                "gpt-4o": O200K_PAT, "tekken": TEKKEN_PAT}
 
 # SentencePiece splits nothing before merging (pipeline.spm): the whole text is one piece.
 SPM_PAT = r"[\s\S]+"

@@ -161,6 +161,23 @@ def test_the_description_is_what_the_file_says(tmp_path, name):
         4 * d.n_params + kv_cache_bytes(model.config, 64)
 
 
+@pytest.mark.parametrize("pre", ["gpt-4o", "tekken", "starcoder", "refact", "phi-2"])
+def test_a_file_with_a_reproduced_pretokenizer_is_runnable(tmp_path, pre):
+    """The picker offers a file whose tokenizer.ggml.pre the engine reproduces (Phi-4-mini's
+    "gpt-4o", Mistral Nemo's "tekken", ...), and it loads with that split; a name the engine
+    does not reproduce (llama.cpp's several-regex "deepseek-llm") is refused with the name."""
+    from pipeline.gguf_file import PRE_PATTERNS
+    path = write_checkpoint(str(tmp_path / f"{pre}.gguf"), "phi4mini_f32", 3, pre=pre)
+    d = discovery.describe(discovery.FoundFile(path, "folder", f"{pre}.gguf"))
+    assert d.runnable and d.problem == ""
+    assert load_model(path).pat_str == PRE_PATTERNS[pre]
+    other = write_checkpoint(str(tmp_path / "deepseek.gguf"), "phi4mini_f32", 3,
+                             pre="deepseek-llm")
+    d = discovery.describe(discovery.FoundFile(other, "folder", "deepseek.gguf"))
+    assert not d.runnable
+    assert d.problem == "pre-tokenizer 'deepseek-llm' is not one the engine reproduces"
+
+
 def _arrays(node):
     if isinstance(node, dict):
         for v in node.values():

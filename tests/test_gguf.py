@@ -696,6 +696,42 @@ def test_smollm_regex_equals_the_two_pass_split():
     assert regex.findall(SMOLLM_PAT, "a   1") == ["a", "   ", "1"]
 
 
+# --- the pre-tokenizers added by name ("gpt-4o", "tekken", "starcoder", ...) ----------------------
+
+PRETOKENIZERS = sorted(REF["pretokenizers"])
+
+
+@pytest.mark.parametrize("pre", PRETOKENIZERS)
+def test_pretokenizer_matches_hugging_face_tokenizers(gguf_dir, pre):
+    """A tiny checkpoint written with tokenizer.ggml.pre = `pre` splits and encodes the hard cases
+    (make_gguf_fixtures.PRETOKENIZER_CASES) exactly as `tokenizers` does with the pre-tokenizer
+    of that model's tokenizer.json on the same vocabulary: the same pieces, the same ids."""
+    from pipeline.tokenizer import BYTE_TO_CHAR
+    ref = REF["pretokenizers"][pre]
+    path = write_checkpoint(os.path.join(str(gguf_dir), f"pre-{pre}.gguf"), "llama_f32", 1,
+                            pre=pre)
+    model = load_model(path)
+    assert model.pat_str == gguf_file.PRE_PATTERNS[pre] == pretokenizer_pattern(path)
+    spell = lambda piece: "".join(BYTE_TO_CHAR[b] for b in piece.encode())  # noqa: E731
+    for case in ref["cases"]:
+        pieces = [spell(p) for p in regex.findall(model.pat_str, case["text"])]
+        assert pieces == case["pieces"], case["text"]
+        assert model.tokenizer.encode(case["text"]) == case["ids"], case["text"]
+        assert model.tokenizer.decode(case["ids"]) == case["text"]
+
+
+@pytest.mark.parametrize("pre", PRETOKENIZERS)
+def test_the_pretokenizer_cases_tell_each_split_from_the_others(pre):
+    """The cases would catch the wrong regex: each other split the engine knows splits at least
+    one of them differently from what `tokenizers` gave for `pre`."""
+    from pipeline.tokenizer import BYTE_TO_CHAR
+    spell = lambda piece: "".join(BYTE_TO_CHAR[b] for b in piece.encode())  # noqa: E731
+    mine = gguf_file.PRE_PATTERNS[pre]
+    for other in {p for p in gguf_file.PRE_PATTERNS.values() if p != mine}:
+        assert any([spell(p) for p in regex.findall(other, c["text"])] != c["pieces"]
+                   for c in REF["pretokenizers"][pre]["cases"]), other
+
+
 # --- SmolLM2-135M-Instruct (Q4_1) ---------------------------------------------------------------
 
 @functools.lru_cache(maxsize=None)
