@@ -410,3 +410,64 @@ def test_the_distance_curve_is_the_formula_and_capped_for_long_contexts(model, m
                     f"{n_ctx - 1:,}: {len(x):,} of the {n_ctx:,} distances the context allows, "
                     "each computed with the model's own frequencies.") in said
     assert counts[131072] <= counts[8192] < 8192
+
+
+def curve_axis_title(page: str) -> str:
+    fig = next(f for f in figures(page) if f["layout"]["title"]["text"] == "q·k by distance")
+    return fig["layout"]["yaxis"]["title"]["text"]
+
+
+@pytest.fixture(scope="module")
+def gemma2(tmp_path_factory):
+    import json
+    import os
+
+    from gguf_support import TESTS_DIR, write_checkpoint
+    with open(os.path.join(TESTS_DIR, "fixtures", "gguf_reference.json"), encoding="utf-8") as f:
+        seed = json.load(f)["tiny"]["gemma2_f32"]["seed"]
+    path = tmp_path_factory.mktemp("gemma2") / "gemma2_f32.gguf"
+    return load_model(write_checkpoint(str(path), "gemma2_f32", seed))
+
+
+def curve_page(m, prompt="It is a truth universally acknowledged"):
+    from app import create_app
+    client = create_app({"MODEL": m, "TESTING": True, "PROBE_ENCODINGS": False,
+                         "WARM_CACHES": False}).test_client()
+    return part(text_of(client.get(url("/section/positions", prompt=prompt, pos_layer=1,
+                                       pos_head=1, pos_q=5, pos_k=2, open="pos-rope"),
+                                   headers=HX)))
+
+
+def test_the_distance_curves_axis_says_austens_scale(client, model):
+    page = part(text_of(client.get(url("/section/positions", prompt=PROMPT, pos_q=6, pos_k=2,
+                                       open="pos-rope"), headers=HX)))
+    hd = model.config.head_dim
+    assert model.config.score_scale() == hd ** -0.5
+    assert curve_axis_title(page) == f"score q·k / √{hd} ({hd}: the head width)"
+
+
+def test_the_distance_curves_axis_says_gemmas_scale_and_cap(gemma2):
+    """Gemma 2 (the tiny gemma2_f32 file): q·k over √query_pre_attn_scalar (256, its head width,
+    as Gemma 2 2B / 9B), soft-capped at 50; the drawn values are that formula. The 27B's scalar
+    (width / heads, not the head width) is named with its own number."""
+    from dataclasses import replace
+
+    from pipeline.model import Model
+    cfg = gemma2.config
+    assert (cfg.attn_softcap, cfg.score_scale()) == (50.0, 256 ** -0.5)
+    page = curve_page(gemma2)
+    assert curve_axis_title(page) == "score 50·tanh(q·k / √256 / 50) (256: query_pre_attn_scalar)"
+    x, y = curve_drawn(page)
+    _, cache = gemma2.run_with_cache(gemma2.tokenizer.encode("It is a truth universally "
+                                                             "acknowledged"))
+    kv_head = 1 // (cfg.n_heads // cfg.n_kv_heads)
+    q, k = cache["blocks.1.attn.hook_q"][5, 1], cache["blocks.1.attn.hook_k"][2, kv_head]
+    expected = rope_relative_scores(q, k, gemma2.layer_inv_freq(1), [(int(d), 0) for d in x],
+                                    scale=256 ** -0.5, cap=50.0)
+    np.testing.assert_allclose(y, expected, rtol=1e-5, atol=1e-6)
+    assert np.abs(y).max() < 50
+    width_over_heads = cfg.d_model // cfg.n_heads
+    m = Model(replace(cfg, attn_scale=width_over_heads ** -0.5), gemma2.params, gemma2.tokenizer)
+    assert curve_axis_title(curve_page(m)) == (
+        f"score 50·tanh(q·k / √{width_over_heads} / 50) "
+        f"({width_over_heads}: query_pre_attn_scalar)")

@@ -145,9 +145,23 @@ def rope_angles_heatmap(angles, labels: list, q_at: int) -> str:
         shapes=[outline], height=170 + 20 * len(labels)))
 
 
-def score_by_distance(offsets, curve, offset: int) -> str:
+def score_axis_title(rule: dict) -> str:
+    """The score as the running model makes it from q.k (pipeline.attention_analysis.score_rule):
+    over the root of the head width, or of Gemma's query_pre_attn_scalar, then Gemma 2's
+    soft-cap. "score q·k / √16 (16: the head width)"."""
+    root = f"{rule['under_root']:g}"
+    score = f"q·k / √{root}"
+    if rule["softcap"]:
+        cap = f"{rule['softcap']:g}"
+        score = f"{cap}·tanh({score} / {cap})"
+    why = ("query_pre_attn_scalar" if rule["gemma"]
+           else "the head width" if rule["under_root"] == rule["head_dim"] else "the scale")
+    return f"score {score} ({root}: {why})"
+
+
+def score_by_distance(offsets, curve, offset: int, rule: dict) -> str:
     """The q.k score with q placed `distance` positions after k, at each of `offsets` (sorted;
-    the prompt's `offset` among them)."""
+    the prompt's `offset` among them); `rule` (score_rule) names the scale on the y-axis."""
     offsets = np.asarray(offsets, dtype=np.int32)
     curve = np.asarray(curve, dtype=np.float32)
     line = dict(type="scatter", x=typed_array(offsets),
@@ -162,7 +176,7 @@ def score_by_distance(offsets, curve, offset: int) -> str:
         title=dict(text="q·k by distance"),
         xaxis=dict(title=dict(text="distance m − n"),
                    automargin=True),
-        yaxis=dict(title=dict(text="score q·k / √head_dim"), automargin=True),
+        yaxis=dict(title=dict(text=score_axis_title(rule)), automargin=True),
         showlegend=False))
 
 

@@ -10,6 +10,7 @@ without positions.
 
 import numpy as np
 
+from pipeline.attention_analysis import score_rule
 from pipeline.embedding_space import unit_rows
 from pipeline.model import rope_frequencies, softcap, softmax
 from pipeline.positions import (
@@ -198,7 +199,7 @@ def rope_on_prompt(lm, state) -> dict:
                                 np.abs(k_rot[rot:] - k[rot:]).max(initial=0.0))),
         curve_every=min(cfg.n_ctx, CURVE_EVERY), curve_points=len(offsets),
         angle_figure=figures.rope_angles_heatmap(angles, labels, q_at),
-        relative_figure=figures.score_by_distance(offsets, curve, offset),
+        relative_figure=figures.score_by_distance(offsets, curve, offset, score_rule(cfg)),
     )
 
 
