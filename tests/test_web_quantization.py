@@ -404,3 +404,99 @@ def test_smollm2_histograms_share_one_x_scale(smol):
     client, _ = smol
     assert_one_x_scale(text_of(client.get(url("/section/quantization", model="smollm2"),
                                           headers=HX)))
+
+
+# --- kept on the server's disk ----------------------------------------------------------------
+
+def test_arrays_kept_on_disk_are_read_back_mapped_and_old_code_is_pruned(tmp_path, model):
+    """DiskCache.arrays: computed once, then read back (mapped, equal) by a later start; a key
+    that names no stable thing is computed and not kept; a copy kept by another version of
+    the code it names is deleted when the new one is written."""
+    from web.core.cache import model_key
+    from web.model_state.disk_cache import DiskCache
+    value = {"w": np.arange(12, dtype=np.float32).reshape(3, 4), "n": [np.arange(5), 7],
+             "z": np.zeros(0, dtype=np.uint8), "t": ("int3", np.ones((2, 2), np.float16))}
+    key = (model_key(model), "a test")
+    first = DiskCache(str(tmp_path))
+    got = first.arrays("tests", key, lambda: value, ("pipeline/quantize.py",))
+    assert first.written == 1 and first.read == 0
+
+    def fail():
+        raise AssertionError("computed again")
+    later = DiskCache(str(tmp_path))
+    back = later.arrays("tests", key, fail, ("pipeline/quantize.py",))
+    assert later.read == 1 and later.written == 0
+    for v in (got, back):
+        assert isinstance(v["w"], np.memmap) and not v["w"].flags.writeable
+        np.testing.assert_array_equal(v["w"], value["w"])
+        np.testing.assert_array_equal(v["n"][0], value["n"][0])
+        assert v["n"][1] == 7 and v["z"].shape == (0,) and v["t"][0] == "int3"
+        assert v["t"][1].dtype == np.float16 and (v["t"][1] == 1).all()
+    home = os.path.join(str(tmp_path), "startup-cache", "arrays", "tests")
+    [key_dir] = os.listdir(home)
+    before = set(os.listdir(os.path.join(home, key_dir)))
+    other = DiskCache(str(tmp_path)).arrays("tests", key, lambda: value,
+                                            ("pipeline/speculative.py",))
+    after = set(os.listdir(os.path.join(home, key_dir)))
+    assert len(before) == len(after) == 1 and before != after
+    np.testing.assert_array_equal(other["w"], value["w"])
+    calls = []
+    loose = DiskCache(str(tmp_path)).arrays("tests", (object(),),
+                                            lambda: calls.append(1) or value, ())
+    assert calls == [1] and loose is value
+
+
+def test_a_big_models_schemes_are_kept_on_disk_mapped_and_are_the_quantized_model(
+        app, model, tmp_path, monkeypatch):
+    """A big model served with a disk cache keeps each scheme there (its codes and float32
+    weights, mapped): the same arrays, bytes and logits as quantize_model; the weights' change
+    is kept too, and a later start reads both back. The Austen model stands in for a big one
+    here (SmolLM2's schemes are 3 GB)."""
+    from web.core.cache import model_key
+    from web.model_state.disk_cache import DiskCache, kept
+    from web.sections import quantization as section
+    monkeypatch.setattr(section, "big", lambda m: True)
+    disk = DiskCache(str(tmp_path))
+    monkeypatch.setitem(app.extensions, "disk_cache", disk)
+    name = "int3-g64"
+    with app.app_context():
+        assert section.kept_on_disk(model)
+        scheme = section.quantized(model, name)
+        assert disk.written == 1
+        held = quantize.quantize_model(model, quantize.scheme(name))
+        w = scheme.model.params["blocks"][1]["mlp"]["w_down"]
+        assert isinstance(w, np.memmap)
+        np.testing.assert_array_equal(w, held.model.params["blocks"][1]["mlp"]["w_down"])
+        assert scheme.nbytes == held.nbytes
+        ids = model.tokenizer.encode_ordinary("Elizabeth smiled")
+        np.testing.assert_array_equal(scheme.model.forward(ids), held.model.forward(ids))
+        change = quantize.weight_change(model, held)
+        assert section.weight_change(model, name) == change
+
+        def fail():
+            raise AssertionError("computed again")
+        # a later start reads the scheme and its weights' change back, computing nothing
+        again = DiskCache(str(tmp_path))
+        monkeypatch.setitem(app.extensions, "disk_cache", again)
+        assert kept("quantization", ("weight change", model_key(model), name), fail) == change
+        back = again.arrays("quantized schemes", (model_key(model), name), fail,
+                            section.SCHEME_CODE)
+        np.testing.assert_array_equal(back["blocks.1.mlp.w_down"]["weights"], w)
+        assert again.read == 2 and again.written == 0
+
+
+def test_the_warm_up_runs_every_scheme_on_the_default_prompt(app, client):
+    """The page opens on the default prompt: after the section's warm-up, every bits and group
+    size there, its disclosures open, runs no quantized pass and no greedy text again."""
+    from web.sections import quantization as section
+    lm = app.extensions["explainer"].default_model
+    with app.app_context():
+        section.warm(lm)
+    memos = (section.prompt_logits.memo, section.greedy_tokens.memo)
+    before = [m.computed for m in memos]
+    for bits in quantize.GROUPED_BITS:
+        for group in quantize.GROUP_SIZES:
+            r = client.get(url("/section/quantization", q_bits=bits, q_group=group,
+                               open="q-measured"), headers=HX)
+            assert r.status_code == 200 and "Quantized models compared" in text_of(r)
+    assert [m.computed for m in memos] == before

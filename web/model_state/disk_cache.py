@@ -3,6 +3,7 @@ float32 weights (dequantized once, then memory-mapped).
 
     <data dir>/startup-cache/<code version>/measurements/<key hash>.pickle
     <data dir>/startup-cache/<code version>/models/<model hash>/model.pickle + NNN.npy
+    <data dir>/startup-cache/arrays/<kind>/<key hash>/<its code's hash>/kept.pickle + NNN.npy
 
 The data dir is the server's --data-dir (default data/classroom, which .gitignore leaves out).
 
@@ -26,6 +27,14 @@ arrays are written once as .npy files and later starts map them (np.load mmap_mo
 read-only pages of the page cache, shared by every process that maps them (the supervisor and
 each generation of workers), given back to the system under memory pressure without swapping.
 The first start maps them too, once written, so both starts hold the weights the same way.
+
+Arrays (`arrays`, `kept_arrays`). A result made of big arrays that a section computes once per
+model (SmolLM2's quantized schemes: each scheme's float32 weights, 424 MB, and its codes) is
+kept the same way: .npy files mapped read-only. Such a result names the few files of code it
+depends on, and is kept under their hash rather than under the code version: a change
+elsewhere in the code does not write gigabytes again. When a result is written, the copies of
+the same key made by other versions of that code are deleted (a process that still maps one
+keeps reading it: a deleted file lives on while it is mapped).
 """
 import functools
 import glob
@@ -144,6 +153,15 @@ class DiskCache:
             pass                      # a value that cannot be kept is computed next time
         return value
 
+    def arrays(self, kind: str, key, compute, code: tuple):
+        """compute() once per key across starts, its arrays kept as .npy files and mapped
+        read-only when read back (also right after they are written: every start holds them
+        the same way). compute() returns arrays in dicts, lists and tuples (other values are
+        pickled); `code`: the files of code (paths from the repository's root) the result
+        depends on besides what the key names. A key that is not stable is computed and not
+        kept."""
+        return _arrays(self, kind, key, compute, code)
+
     # --- a GGUF model's float32 weights, memory-mapped ---------------------------------------
 
     def model_folder(self, path: str) -> str:
@@ -229,9 +247,134 @@ class DiskCache:
         return model
 
 
+class KeptArray:
+    """In a kept result's pickled skeleton: an array, `size` elements from `offset` of the file
+    of its dtype, in `shape`."""
+
+    def __init__(self, dtype: str, offset: int, shape: tuple):
+        self.dtype, self.offset, self.shape = dtype, offset, shape
+
+
+def _arrays_out(node, arrays: dict):
+    """`node` with every ndarray replaced by a KeptArray; the arrays gathered by dtype in
+    `arrays` (dtype -> [arrays], written as one file each: a scheme's 840 arrays are 4
+    files, mapped once each when read)."""
+    if isinstance(node, np.ndarray):
+        same = arrays.setdefault(node.dtype.str, [])
+        offset = sum(a.size for a in same)
+        same.append(node)
+        return KeptArray(node.dtype.str, offset, node.shape)
+    if isinstance(node, dict):
+        return {k: _arrays_out(v, arrays) for k, v in node.items()}
+    if isinstance(node, (list, tuple)):
+        return type(node)(_arrays_out(v, arrays) for v in node)
+    return node
+
+
+def _write_arrays(arrays: dict, folder: str):
+    for i, (dtype, same) in enumerate(sorted(arrays.items())):
+        out = np.lib.format.open_memmap(os.path.join(folder, f"{i:04d}.npy"), mode="w+",
+                                        dtype=np.dtype(dtype), shape=(sum(a.size for a in same),))
+        at = 0
+        for a in same:
+            out[at:at + a.size] = a.reshape(-1)
+            at += a.size
+        out.flush()
+        del out
+
+
+def _arrays_in(node, files: dict):
+    """The skeleton with each KeptArray replaced by its part of its dtype's file (mapped
+    read-only: files maps a dtype to it)."""
+    if isinstance(node, KeptArray):
+        flat = files[node.dtype]
+        return flat[node.offset:node.offset + int(np.prod(node.shape))].reshape(node.shape)
+    if isinstance(node, dict):
+        return {k: _arrays_in(v, files) for k, v in node.items()}
+    if isinstance(node, (list, tuple)):
+        return type(node)(_arrays_in(v, files) for v in node)
+    return node
+
+
+def _mapped_arrays(skeleton, dtypes: list, folder: str):
+    files = {dtype: np.load(os.path.join(folder, f"{i:04d}.npy"), mmap_mode="r")
+             for i, dtype in enumerate(dtypes)}
+    return _arrays_in(skeleton, files)
+
+
+@functools.lru_cache(maxsize=16)
+def code_hash(files: tuple) -> str:
+    """A hash of the named files of code (paths from the repository's root)."""
+    h = hashlib.sha256()
+    for name in files:
+        h.update(name.encode() + b"\0")
+        with open(os.path.join(ROOT, name), "rb") as f:
+            h.update(f.read())
+    return h.hexdigest()[:16]
+
+
+def _arrays(disk: "DiskCache", kind: str, key, compute, code: tuple):
+    """DiskCache.arrays (see there)."""
+    text = stable(key)
+    if text is None:
+        return compute()
+    home = os.path.join(os.path.dirname(disk.root), "arrays", kind,
+                        hashlib.sha256(text.encode()).hexdigest()[:32])
+    folder = os.path.join(home, code_hash(tuple(code)))
+    try:
+        with open(os.path.join(folder, "kept.pickle"), "rb") as f:
+            kept_text, skeleton, dtypes = pickle.load(f)
+        if kept_text == text:
+            value = _mapped_arrays(skeleton, dtypes, folder)
+            disk.read += 1
+            return value
+    except (OSError, EOFError, pickle.UnpicklingError, ValueError, AttributeError,
+            ImportError, TypeError):
+        pass                      # not kept yet, or by a version that no longer reads
+    value = compute()
+    arrays = {}
+    skeleton = _arrays_out(value, arrays)
+    dtypes = sorted(arrays)
+    try:
+        os.makedirs(home, exist_ok=True)
+        work = tempfile.mkdtemp(dir=home)
+        try:
+            _write_arrays(arrays, work)
+            with open(os.path.join(work, "kept.pickle"), "wb") as f:
+                pickle.dump((text, skeleton, dtypes), f, protocol=pickle.HIGHEST_PROTOCOL)
+            if os.path.exists(folder):        # another process kept it meanwhile
+                shutil.rmtree(work, ignore_errors=True)
+            else:
+                os.replace(work, folder)
+        except BaseException:
+            shutil.rmtree(work, ignore_errors=True)
+            raise
+        disk.written += 1
+    except (OSError, pickle.PicklingError, TypeError, AttributeError):
+        return value              # not kept: computed again next time
+    for other in os.listdir(home):           # this key as other versions of the code kept it
+        if other != os.path.basename(folder) and not other.startswith("tmp"):
+            shutil.rmtree(os.path.join(home, other), ignore_errors=True)
+    del value, arrays
+    return _mapped_arrays(skeleton, dtypes, folder)
+
+
 def kept(kind: str, key, compute):
     """compute() through the current app's DiskCache (app.extensions["disk_cache"]), when it
     has one; else compute()."""
     from flask import current_app, has_app_context
     disk = current_app.extensions.get("disk_cache") if has_app_context() else None
     return compute() if disk is None else disk.get(kind, key, compute)
+
+
+def current_disk():
+    """The current app's DiskCache (app.extensions["disk_cache"]: the server's), or None."""
+    from flask import current_app, has_app_context
+    return current_app.extensions.get("disk_cache") if has_app_context() else None
+
+
+def kept_arrays(kind: str, key, compute, code: tuple):
+    """compute() through the current app's DiskCache.arrays, when it has one; else compute()
+    (held in memory: the caller keeps it its own way)."""
+    disk = current_disk()
+    return compute() if disk is None else disk.arrays(kind, key, compute, code)

@@ -5,14 +5,21 @@ arrays, logits and perplexity from the engine's forward pass on the dequantized 
 from the same storage formula applied to published configs (`pipeline.published`).
 Prompt-independent work (quantizing, the held-out perplexity) runs once per process.
 
-A big model (web.model_state.explainer.BIG_MODEL_PARAMS) keeps only each scheme's codes and scales
-and
-dequantizes a block at a time during the forward pass (quantize_model(..., on_the_fly=True):
-the same logits, bit for bit); its quantized greedy texts check float32's in one pass
-(quantize.greedy_by_checking) and it scores fewer tokens of the chapter. A model read from a
-GGUF file also shows how the file stores it: its tensors' types and one real block of bytes.
+A big model (web.model_state.explainer.BIG_MODEL_PARAMS) served with the server's disk cache
+(web/model_state/disk_cache.py) keeps every scheme on disk, quantized once per model (in the
+warm-up, when the server first starts with this code): its codes and its float32 weights,
+mapped read-only and shared by every worker, so a scheme's pass on the prompt costs what
+float32's does (SmolLM2: 7 schemes, 3.0 GB of float32 files, within KEEP_FLOAT_BYTES). Without
+that disk, or when the schemes would not fit in it, it keeps only each scheme's codes and scales
+and dequantizes a block at a time during the forward pass (quantize_model(..., on_the_fly=True):
+the same logits, bit for bit). Either way its quantized greedy texts check float32's in one pass
+(quantize.greedy_by_checking) and it scores fewer tokens of the chapter. The held-out perplexity
+and the weights' change of every scheme do not depend on the prompt: they are kept on disk too.
+A model read from a GGUF file also shows how the file stores it: its tensors' types and one
+real block of bytes.
 """
 import functools
+import hashlib
 import os
 
 import numpy as np
@@ -24,9 +31,10 @@ from pipeline.gguf_file import read_stored_bytes
 from pipeline.published import published
 from pipeline.sampling import greedy
 from pipeline.sizes import parameter_counts
-from web.core.cache import memoized
+from web.core.cache import memo, memoized, model_key
 from web.core.params import Param
 from web.figures import quantization as figures
+from web.model_state.disk_cache import current_disk, kept, kept_arrays
 from web.model_state.explainer import is_big
 from web.model_state.forward import prefilled, prompt_run
 from web.presentation.tokens import token_plain
@@ -72,9 +80,43 @@ def big(model) -> bool:
     return is_big(model)
 
 
+# every scheme the section offers: float32 (None), int8 and the grouped ones
+SCHEMES = (None, "int8", *(f"int{b}-g{g}" for b in quantize.GROUPED_BITS
+                           for g in quantize.GROUP_SIZES))
+# A big model's schemes are kept on disk when their float32 weights fit in this many bytes
+# (SmolLM2: 6 x 106 M weights x 4 B = 2.5 GB, 3.0 GB with int8); a bigger model dequantizes on
+# the fly instead.
+KEEP_FLOAT_BYTES = 4_000_000_000
+# the code a kept scheme depends on besides the model's file: how the file becomes float32
+# weights, and how they are quantized (a change elsewhere does not quantize again)
+SCHEME_CODE = ("pipeline/quantize.py", "pipeline/gguf_file.py", "pipeline/loader.py")
+
+
+def kept_on_disk(model) -> bool:
+    """A big model's schemes are kept on the server's disk, mapped (see the docstring)."""
+    if not big(model) or current_disk() is None or not model.path:
+        return False
+    n = sum(w.size for w in quantize.linear_weights(model.params).values())
+    return 4 * n * (len(SCHEMES) - 1) <= KEEP_FLOAT_BYTES
+
+
+_kept_schemes = memo("quantized schemes, mapped", 16, big_size=len(SCHEMES))
+
+
 @memoized(16)         # a big model keeps a quarter: its 4 schemes (codes and scales, 290 MB)
-def quantized(model, scheme_name: str) -> quantize.QuantizedModel:
+def quantized_in_memory(model, scheme_name: str) -> quantize.QuantizedModel:
     return quantize.quantize_model(model, quantize.scheme(scheme_name), on_the_fly=big(model))
+
+
+def quantized(model, scheme_name: str) -> quantize.QuantizedModel:
+    """The model quantized with a scheme: read back from the disk (mapped) for a big model
+    served with a disk cache, else held in memory."""
+    if not kept_on_disk(model):
+        return quantized_in_memory(model, scheme_name)
+    s = quantize.scheme(scheme_name)
+    key = (model_key(model), scheme_name)
+    return _kept_schemes.get(key, lambda: quantize.model_from_arrays(model, s, kept_arrays(
+        "quantized schemes", key, lambda: quantize.scheme_arrays(model, s), SCHEME_CODE)))
 
 
 def scheme_model(model, scheme_name):
@@ -87,13 +129,19 @@ def heldout_windows_of(model) -> tuple:
             else (HELDOUT_WINDOWS, heldout_window(model)))
 
 
-@memoized(32)         # a big model keeps a quarter: the 5 schemes' results
+@memoized(32)         # a big model keeps a quarter: its 8 schemes' results
 def heldout(model, scheme_name) -> quantize.HeldoutResult:
-    """Perplexity of a scheme (None: float32) on the committed chapter."""
+    """Perplexity of a scheme (None: float32) on the committed chapter: prompt-independent,
+    kept on the server's disk between starts."""
     with open(HELDOUT_PATH, encoding="utf-8") as f:
         text = f.read()
-    windows = quantize.heldout_windows(model.tokenizer, text, *heldout_windows_of(model))
-    return quantize.heldout_perplexity(scheme_model(model, scheme_name), windows)
+    shape = heldout_windows_of(model)
+
+    def measure():
+        windows = quantize.heldout_windows(model.tokenizer, text, *shape)
+        return quantize.heldout_perplexity(scheme_model(model, scheme_name), windows)
+    return kept("quantization", ("heldout", model_key(model), scheme_name, shape,
+                                 hashlib.sha256(text.encode()).hexdigest()), measure)
 
 
 @memoized(64)
@@ -114,36 +162,55 @@ def greedy_tokens(model, scheme_name, ids: tuple) -> tuple:
                                               greedy_length(model)))
 
 
-@memoized(16)
+# a big model's checked texts: every scheme of a few prompts (the default prompt's are warmed),
+# each entry holding its prompt's logits (a 5-token prompt of SmolLM2: 1 MB)
+_checked = memo("quantized greedy texts, checked", 16, big_size=2 * len(SCHEMES),
+                big_bytes=64 << 20, weigh=lambda entry: entry[1].nbytes)
+
+
 def checked_greedy(model, scheme_name, ids: tuple) -> tuple:
     """A big model's quantized greedy text, float32's checked in one pass (then its own
     decoding from the first token that differs), and that pass's logits of the prompt."""
-    guess = greedy_tokens(model, None, ids)
-    tokens, logits = quantize.greedy_by_checking(scheme_model(model, scheme_name), list(ids),
-                                                 greedy_length(model), guess)
-    return tuple(tokens), logits[:len(ids)].copy()
+    def check():
+        guess = greedy_tokens(model, None, ids)
+        tokens, logits = quantize.greedy_by_checking(scheme_model(model, scheme_name),
+                                                     list(ids), greedy_length(model), guess)
+        return tuple(tokens), logits[:len(ids)].copy()
+    return _checked.get((model_key(model), scheme_name, ids), check)
 
 
 @memoized(16)
 def weight_change(model, scheme_name) -> dict:
-    return quantize.weight_change(model, quantized(model, scheme_name))
+    """How far a scheme moves the weights: prompt-independent, kept on the server's disk."""
+    return kept("quantization", ("weight change", model_key(model), scheme_name),
+                lambda: quantize.weight_change(model, quantized(model, scheme_name)))
 
 
 def warm(lm):
     """Prompt-independent work, run once in the background when the app starts: every scheme
-    quantized and its held-out perplexity measured."""
-    schemes = [None, "int8"] + [f"int{b}-g{g}" for b in quantize.GROUPED_BITS
-                                for g in quantize.GROUP_SIZES]
-    for scheme_name in schemes:
+    quantized (a big model's kept on disk, mapped) and its held-out perplexity measured (and,
+    of a GGUF model, how far it moves the file's weights), each kept on disk between starts."""
+    for scheme_name in SCHEMES:
+        if scheme_name is not None and kept_on_disk(lm.model):
+            quantized(lm.model, scheme_name)
         heldout(lm.model, scheme_name)
+        if scheme_name is not None and lm.model.file_format == "gguf":
+            weight_change(lm.model, scheme_name)
     names = list(quantize.linear_weights(lm.model.params))
     bits, group = DEFAULT_BITS, DEFAULT_GROUP
     histogram_context(lm.model, default_matrix(names), group, bits)
     calculator(group, bits)
     if lm.model.file_format == "gguf":
-        for scheme_name in ("int8", f"int{bits}-g{group}"):
-            weight_change(lm.model, scheme_name)
         stored_context(lm.model)
+    # The page opens on the model's default prompt: what every scheme does to it (its logits
+    # and greedy text, shown while a disclosure is open) is run here once, so that a class
+    # moving the bits and the group size on it finds each scheme's pass made (on SmolLM2 a
+    # scheme's checked greedy text is 0.1-0.3 s of CPU).
+    ids = prompt_run(lm, lm.default_prompt).ids
+    for scheme_name in SCHEMES:
+        if scheme_name is not None:
+            prompt_logits(lm.model, scheme_name, ids)
+        greedy_tokens(lm.model, scheme_name, ids)
 
 
 # --- the section -----------------------------------------------------------------------------
