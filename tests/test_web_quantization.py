@@ -440,6 +440,13 @@ def test_arrays_kept_on_disk_are_read_back_mapped_and_old_code_is_pruned(tmp_pat
     after = set(os.listdir(os.path.join(home, key_dir)))
     assert len(before) == len(after) == 1 and before != after
     np.testing.assert_array_equal(other["w"], value["w"])
+    [folder] = after                            # kept, then unreadable: computed again
+    with open(os.path.join(home, key_dir, folder, "kept.pickle"), "wb") as f:
+        f.write(b"not a pickle")
+    broken = DiskCache(str(tmp_path))
+    again = broken.arrays("tests", key, lambda: value, ("pipeline/speculative.py",))
+    assert broken.written == 1 and broken.read == 0
+    np.testing.assert_array_equal(again["n"][0], value["n"][0])
     calls = []
     loose = DiskCache(str(tmp_path)).arrays("tests", (object(),),
                                             lambda: calls.append(1) or value, ())

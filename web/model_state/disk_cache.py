@@ -320,7 +320,8 @@ def _arrays(disk: "DiskCache", kind: str, key, compute, code: tuple):
         return compute()
     home = os.path.join(os.path.dirname(disk.root), "arrays", kind,
                         hashlib.sha256(text.encode()).hexdigest()[:32])
-    folder = os.path.join(home, code_hash(tuple(code)))
+    # the files kept are written by this module: its code names them too
+    folder = os.path.join(home, code_hash(tuple(code) + ("web/model_state/disk_cache.py",)))
     try:
         with open(os.path.join(folder, "kept.pickle"), "rb") as f:
             kept_text, skeleton, dtypes = pickle.load(f)
@@ -330,7 +331,8 @@ def _arrays(disk: "DiskCache", kind: str, key, compute, code: tuple):
             return value
     except (OSError, EOFError, pickle.UnpicklingError, ValueError, AttributeError,
             ImportError, TypeError):
-        pass                      # not kept yet, or by a version that no longer reads
+        # not kept yet, or kept but unreadable here: made again
+        shutil.rmtree(folder, ignore_errors=True)
     value = compute()
     arrays = {}
     skeleton = _arrays_out(value, arrays)
