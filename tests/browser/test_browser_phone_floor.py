@@ -9,6 +9,7 @@ import re
 import threading
 
 import pytest
+from playwright.sync_api import TimeoutError as PlaywrightTimeout
 from playwright.sync_api import expect
 from waitress.server import create_server
 
@@ -127,7 +128,7 @@ def smallest(under: dict, n=12) -> str:
 def smol_server(smol_app, tmp_path_factory):
     """The app offering the Austen model and SmolLM2 (tests/conftest.py smol_app), served by
     waitress as app.py serves it, its classes in a store of this module's own."""
-    from web.classroom.store import SQLiteStore
+    from web.classroom.store.sqlite import SQLiteStore
     from web.serving import streaming
     c = smol_app.extensions["classroom"]
     before = c._store
@@ -216,14 +217,24 @@ def test_no_line_starts_with_the_punctuation_after_a_term(alone):
                                f"{len(terms['bad'])} terms: {terms['bad']}"
 
 
-# A following student's phone has the current slide laid out: computed, its figures drawn, no
-# request under way.
+# A following student's phone has the current slide laid out: computed, its figures drawn (not
+# those of a closed disclosure, which are drawn when it opens), no request under way.
 FOLLOWED = """(step) => {
   const s = document.querySelector('.section.current');
   return !!s && document.getElementById('tour-now').textContent.trim() === String(step) &&
     !s.hasAttribute('data-lazy') && !document.querySelector('.htmx-request') &&
-    Array.from(s.querySelectorAll('.plot[data-figure]')).filter(p => p.getClientRects().length)
+    Array.from(s.querySelectorAll('.plot[data-figure]')).filter(p => p.checkVisibility())
       .every(p => p.querySelector('.main-svg'));
+}"""
+
+# what the phone has when it has not: the step it shows, its current section and what it waits for
+WHERE = """() => {
+  const s = document.querySelector('.section.current');
+  return {now: (document.getElementById('tour-now') || {}).textContent, current: s && s.id,
+          lazy: !!s && s.hasAttribute('data-lazy'),
+          requests: Array.from(document.querySelectorAll('.htmx-request')).map(e => e.id),
+          undrawn: s ? Array.from(s.querySelectorAll('.plot[data-figure]'))
+            .filter(p => p.checkVisibility() && !p.querySelector('.main-svg')).length : null};
 }"""
 
 _followed = {}
@@ -262,7 +273,11 @@ def followed(request, browser):
             for step in STEPS:
                 if step.number > 1:
                     teacher.keyboard.press("ArrowRight")
-                phone.wait_for_function(FOLLOWED, arg=step.number, timeout=120_000)
+                try:
+                    phone.wait_for_function(FOLLOWED, arg=step.number, timeout=120_000)
+                except PlaywrightTimeout:
+                    raise AssertionError(f"{name}: the phone did not lay out slide {step.number} "
+                                         f"({step.target}): {phone.evaluate(WHERE)}") from None
                 phone.wait_for_load_state("networkidle")
                 sizes = phone.evaluate(TEXT_SIZES, {"within": "#class-panel, .section.current",
                                                     "screen": True, "floor": FLOOR_PX})
