@@ -145,3 +145,14 @@ def test_the_draft_ratio_is_measured_when_a_draft_is_given(austen):
     assert table.draft_ratio == table.draft_decode.median / table.decode[16].median
     assert measure_costs(austen, ids, (8, 16), pass_context=16, verify_sizes=(1, 2),
                          batch_sizes=(1,), repeats=1).draft_decode is None
+
+
+def test_a_timings_median_is_numpys():
+    import numpy as np
+    rng = np.random.default_rng(0)
+    for n in (1, 2, 3, 4, 5, 6, 9):
+        for _ in range(50):
+            samples = tuple(float(x) for x in rng.lognormal(-5, 1, n))
+            assert Timing(samples).median == float(np.median(samples))
+    assert Timing((0.3, 0.1, 0.2, 0.1)).median == 0.15000000000000002 == np.median(
+        [0.3, 0.1, 0.2, 0.1])
