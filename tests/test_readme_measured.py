@@ -71,3 +71,27 @@ def test_the_gguf_parity_table_is_the_committed_result():
         assert re.fullmatch(r"(\d+) / (\d+)", tok).groups() == (
             str(x["tokenizer_cases_equal"]), str(x["tokenizer_cases"]))
     assert f"transformers {r['transformers']} (torch {r['torch']})" in text
+
+
+def test_the_app_against_transformers_tables_are_the_committed_result():
+    """docs/measured.md's tables of bench/results/bench_vs_transformers.json: one per file (SmolLM2
+    and the random 0.5 B one, both measured in the one run), each row read back from it: the
+    chat's "same input ids, same tokens" cells and the decode steps' medians."""
+    import json
+    with open(os.path.join(ROOT, "bench", "results", "bench_vs_transformers.json")) as f:
+        r = json.load(f)
+    assert [x["model"] for x in r["runs"]] == ["smollm2", "qwen2-0.5b"]
+    with open(os.path.join(ROOT, "docs", "measured.md"), encoding="utf-8") as f:
+        block = f.read().split('<a id="vs-transformers"></a>', 1)[1].split("<a id=", 1)[0]
+    same = [line for line in block.splitlines()
+            if line.startswith("| chat: the same input ids, the same answer tokens |")]
+    assert len(same) == len(r["runs"])
+    yes = {True: "yes", False: "no"}
+    for line, run in zip(same, r["runs"], strict=True):
+        assert line.split("|")[2].strip() == (f"{yes[run['chat_input_ids_equal']]}, "
+                                              f"{yes[run['chat_tokens_equal']]}")
+        for side in ("app", "transformers"):
+            d = run[side]["decode_step"]
+            assert (f"{d['median_cpu_s'] * 1000:.1f} ms CPU, {d['median_wall_s'] * 1000:.1f} ms "
+                    "wall") in block
+        assert run["server"]["workers"] == 2
