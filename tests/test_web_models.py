@@ -174,7 +174,7 @@ def test_smollm2_is_offered_and_its_overview_says_paris(smol):
     assert r.status_code == 200
     page = text_of(r)
     from web.core.sampler_settings import default_settings
-    from web.presentation.overview import pct
+    from web.presentation.numbers import probability as pct
     ids = lm.tokenizer.encode_ordinary(lm.default_prompt)
     logits = lm.model.forward(ids)[-1]
     probs = softmax(logits)

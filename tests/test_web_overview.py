@@ -215,7 +215,7 @@ def test_the_chosen_tokens_probability_is_the_samplers(client, model, steps):
     written beside the chosen token is the one the sampler drew it with (pipeline.sampling's
     final distribution), not the model's T = 1 softmax, and it is written with enough digits
     not to read 0."""
-    from web.presentation.overview import pct
+    from web.presentation.numbers import probability as pct
     settings = settings_with(temperature=1.5, top_k=0, top_p=1.0, min_p=0.0)
     page = text_of(client.get(url("/overview", s_temp=1.5, s_topk=0, s_topp=1, s_minp=0,
                                   ov_steps=steps), headers=LIVE))

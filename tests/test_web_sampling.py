@@ -11,12 +11,19 @@ import pytest
 
 from pipeline.sampling import SamplerSettings, draw, sample_next, sampling_stages
 from pipeline.statistics import goodness_of_fit
+from web.presentation.numbers import percent
 from web.presentation.tokens import plain
-from web.sections.sampling import EXAMPLE, PARAMS, drawn_tv_distance, pct, shown_tokens
+from web.sections.sampling import EXAMPLE, PARAMS, drawn_tv_distance, shown_tokens
 from web_support import error_message, every_section, table_rows, text_of, url
 
 PROMPT = "Elizabeth was very much surprised; she had not expected to see Mr. Darcy"
 STAGES = ["model", "repetition penalty", "temperature", "top-k", "top-p", "min-p"]
+
+
+def pct(p) -> str:
+    """A probability as the Sampling section writes it (numbers.percent: two decimals, "<0.01%"
+    below 0.0001, "0%" for 0)."""
+    return percent(p, 2, 0.0001)
 
 
 def expected(model, prompt, settings):

@@ -27,7 +27,6 @@ key norms read from its KV cache). The prediction (top five, the sampler's choic
 pass's logits for the next token.
 """
 import json
-import math
 import threading
 from dataclasses import dataclass
 
@@ -312,7 +311,7 @@ def build(lm, state) -> dict:
         attention=attention_picture(cache, chips, att_layer, att_head, n_prompt=run.n_prompt,
                                     phase=run.phase),
         next_answer=answer_text(model.tokenizer, top[0]) if not steps else "",
-        candidates=candidates, chosen=chosen, pct=pct,
+        candidates=candidates, chosen=chosen,
         doors=DOORS)
 
 
@@ -372,15 +371,3 @@ def generated_text(tokenizer, ids, n_prompt: int) -> str:
     if whole.startswith(prompt):
         return whole[len(prompt):]
     return tokenizer.decode(list(ids[n_prompt:]))
-
-
-def pct(p: float) -> str:
-    """A probability as the overview writes it: one decimal, more digits for a small one (a
-    token drawn from the tail at a high temperature is not "0.0%"), "0%" only when it is 0."""
-    if p == 0:
-        return "0%"
-    if p >= 0.001:
-        return f"{100 * p:.1f}%"
-    if p >= 1e-8:                                   # two significant digits
-        return f"{100 * p:.{1 - math.floor(math.log10(100 * p))}f}%"
-    return "<0.000001%"

@@ -70,15 +70,6 @@ STAGE_PARAM = {"repetition penalty": "s_rep", "temperature": "s_temp", "top-k": 
                "top-p": "s_topp", "min-p": "s_minp"}
 
 
-def pct(p: float) -> str:
-    """A probability as the page writes it."""
-    if p == 0:
-        return "0%"
-    if p < 0.0001:
-        return "<0.01%"
-    return f"{100 * p:.2f}%"
-
-
 @dataclass(frozen=True)
 class StageView:
     name: str
@@ -252,7 +243,7 @@ def build(lm, state) -> dict:
         example=example_run(lm, state, settings),
         # predict-then-reveal: what top-p = 0.5 alone keeps of the model's own distribution
         half=model.nucleus(0.5),
-        pct=pct, stage_text=STAGE_TEXT,
+        stage_text=STAGE_TEXT,
     )
 
 
