@@ -206,6 +206,8 @@ def test_the_section_says_which_sampler_draws_and_its_button_asks_for_it(smol):
     said = html.unescape(re.search(r'<span id="chat-sampler">(.*?)</span>', page, re.S).group(1))
     assert said == ("Drawn by the page's sampler: repetition penalty 1.1, temperature 1, top-k "
                     "off, top-p 0.9, min-p 0.02; seed 7")
+    ids = re.findall(r'\bid="([^"]+)"', page)
+    assert len(ids) == len(set(ids)) and "chat-drawn" in ids and "chat-answer" in ids
     stream_url = html.unescape(re.search(r'class="chat-start" data-stream-url="([^"]*)"',
                                          page).group(1))
     query = dict(urllib.parse.parse_qsl(stream_url.split("?", 1)[1]))
