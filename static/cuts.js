@@ -76,8 +76,11 @@
       note.className = "cut-note";
       box.insertAdjacentElement("beforebegin", note);
     }
-    var text = "Cut to fit: rows " + (seen[0] + 1) + "–" + (seen[seen.length - 1] + 1) + " of " +
-               rows.length + " in view — scroll down for the rest.";
+    // the rows out of view are below, above, or both
+    var first = seen[0] + 1, last = seen[seen.length - 1] + 1;
+    var way = last === rows.length ? "up" : first === 1 ? "down" : "up or down";
+    var text = "Cut to fit: rows " + first + "–" + last + " of " + rows.length +
+               " in view — scroll " + way + " for the rest.";
     if (note.textContent !== text) note.textContent = text;
   }
   var cutsQueued = false;
