@@ -66,6 +66,9 @@
   }
 
   function addExportTools(root) {
+    // new content without a figure (most pieces of a swap: a message out of band, a table) is
+    // left at once: the page's figures are looked up for a figure's number in the page
+    if (!(root.matches && root.matches(".plot[data-figure]")) && !root.querySelector(".plot[data-figure]")) return;
     var plots = Array.prototype.slice.call(document.querySelectorAll(".plot[data-figure]"));
     plots.forEach(function (el, i) {
       if (!root.contains(el) && root !== el) return;

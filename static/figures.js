@@ -13,18 +13,27 @@
       bigFonts = style.bigFonts, presentLayout = style.presentLayout, thinTicks = style.thinTicks;
   var phone = style.phone, phoneFonts = style.phoneFonts, phoneLayout = style.phoneLayout;
 
+  // What a figure is drawn from: its JSON and the style it is drawn in.
+  function keyOf(el) {
+    var json = el.getAttribute("data-figure");
+    var present = presenting(el), small = !present && phone();
+    return present ? json + "@present" + (el._slideHeight || "") : small ? json + "@phone" : json;
+  }
   // Plotly.react on the element already on the page redraws only what changed; uirevision
   // keeps the reader's zoom and pan across updates. A figure whose JSON is the one already
   // drawn is left alone. force: redraw anyway (a theme change). A figure inside a closed
   // disclosure is drawn when the disclosure opens: nobody sees it before, and it has no width
-  // to fit yet.
-  function draw(el, force) {
+  // to fit yet. width: the element's width, measured beforehand (init measures every figure's
+  // before it draws any).
+  function draw(el, force, width) {
     if (typeof Plotly === "undefined") return;
+    if (later.has(el)) { later.delete(el); nearing.unobserve(el); }
     if (el.closest("details:not([open])")) return;
     var json = el.getAttribute("data-figure");
     var present = presenting(el), small = !present && phone();
-    var key = present ? json + "@present" + (el._slideHeight || "") : small ? json + "@phone" : json;
+    var key = keyOf(el);
     if (!force && el._drawn === key) return;
+    if (width === undefined) width = el.clientWidth;
     var fig;
     try { fig = JSON.parse(themedJSON(json)); } catch (e) { return; }
     var data = fig.data || [];
@@ -33,13 +42,39 @@
     var layout = themed(fig.layout || {});
     if (present) layout = presentLayout(layout);
     if (small) layout = phoneLayout(layout);
-    layout = wrapAxisTitles(wrapTitle(layout, el.clientWidth), el.clientWidth);
+    layout = wrapAxisTitles(wrapTitle(layout, width), width);
     if (present && el._slideHeight) layout = Object.assign({}, layout, { height: el._slideHeight });
     if (layout.uirevision === undefined) layout = Object.assign({}, layout, { uirevision: "keep" });
     var drawn = Plotly.react(el, data, layout, PLOT_CONFIG);
     if ((present || small) && drawn && drawn.then) drawn.then(function () { return thinTicks(el, layout); }).catch(function () {});
     el._drawn = key;
   }
+
+  // --- a figure far from the screen is redrawn when it nears it -----------------------------
+  // A figure drawn before whose new data arrives while it is more than NEAR_PX off the screen
+  // (an open "Go deeper" below the control that moved, a section a new prompt recomputed)
+  // keeps its drawing until it comes that near: nobody sees it before, and Plotly redrawing
+  // every such figure at once made the answer's figures on screen wait for them. Its JSON and
+  // label are the new ones meanwhile (the CSV export reads them). Printing draws them first.
+  var NEAR_PX = 300;
+  var later = new Set();
+  var nearing = "IntersectionObserver" in window ? new IntersectionObserver(function (entries) {
+    entries.forEach(function (e) { if (e.isIntersecting && later.has(e.target)) draw(e.target); });
+  }, { rootMargin: NEAR_PX + "px 0px" }) : null;
+  function drawLater(el) {
+    later.add(el);
+    nearing.observe(el);
+  }
+  // a figure replaced meanwhile (not kept by a swap) is no longer watched
+  document.addEventListener("htmx:afterSettle", function () {
+    later.forEach(function (el) {
+      if (!el.isConnected) { later.delete(el); nearing.unobserve(el); }
+    });
+  });
+  window.addEventListener("beforeprint", function () {
+    later.forEach(function (el) { draw(el); });
+  });
+
   window.Explainer.draw = function (el) { draw(el, true); };  // a theme change, a slide's height
   window.Explainer.drawAll = function () {
     document.querySelectorAll("[data-figure]").forEach(window.Explainer.draw);
@@ -114,12 +149,31 @@
     root.querySelectorAll("[data-figure]").forEach(function (el) {
       if (plots.indexOf(el) < 0) plots.push(el);
     });
-    plots.forEach(function (el) { draw(el); });     // not forEach(draw): its index would force
+    drawSome(plots);
   }
+  // The figures to draw are measured all before any is drawn (a measure after a drawing makes
+  // the browser lay the page out again); one drawn before and now far off the screen waits.
+  function drawSome(plots) {
+    var todo = plots.filter(function (el) {
+      return !el.closest("details:not([open])") && el._drawn !== keyOf(el);
+    });
+    var h = window.innerHeight || 800;
+    var seen = todo.map(function (el) {
+      return { width: el.clientWidth, far: !!nearing && el._drawn !== undefined &&
+               farOff(el.getBoundingClientRect(), h) };
+    });
+    todo.forEach(function (el, i) {
+      if (seen[i].far) drawLater(el);
+      else draw(el, false, seen[i].width);
+    });
+  }
+  function farOff(r, h) { return r.bottom < -NEAR_PX || r.top > h + NEAR_PX; }
 
   document.addEventListener("toggle", function (event) {
     var d = event.target;
-    if (d.open && d.matches && d.matches("details")) d.querySelectorAll("[data-figure]").forEach(function (el) { draw(el); });
+    if (d.open && d.matches && d.matches("details")) {
+      drawSome(Array.prototype.slice.call(d.querySelectorAll("[data-figure]")));
+    }
   }, true);
 
   if (typeof htmx !== "undefined") {

@@ -37,4 +37,56 @@
       event.detail.shouldSwap = false;
     }
   }, true);
+
+  // What an answer replaces leaves the page before htmx walks it. htmx cleans up every element
+  // a swap removes: two events each (htmx:beforeCleanupElement, htmx:before-cleanup-element)
+  // and the element's own htmx state. A sampler control's answers replaced about 1,000 elements,
+  // 2,000 events. Only an element htmx set up (hx-get, hx-trigger, ...: listeners, timers) needs
+  // it: every subtree of the replaced content without one is removed at once, unless it holds
+  // the focus (htmx gives it to the new element of the same id) or the target of one of the
+  // answer's out-of-band parts (swapped before the main one). Listening after figures.js (loaded
+  // before this file), which has taken out the figures it keeps by then.
+  var SET_UP = ["get", "post", "put", "patch", "delete", "trigger", "boost", "ext", "preserve",
+                "sse", "ws", "on"].map(function (n) { return "[hx-" + n + "],[data-hx-" + n + "]"; }).join(",");
+  function swapStyle(detail) {
+    var xhr = detail.xhr, elt = detail.elt;
+    var spec = detail.swapOverride || (xhr && xhr.getResponseHeader("HX-Reswap"));
+    if (!spec && elt && elt.closest) {
+      var from = elt.closest("[hx-swap],[data-hx-swap]");
+      spec = from && (from.getAttribute("hx-swap") || from.getAttribute("data-hx-swap"));
+    }
+    if (/\bswap:/.test(spec || "")) return "";     // a delayed swap: its old content stays meanwhile
+    return (spec || htmx.config.defaultSwapStyle || "").trim().split(/\s+/)[0];
+  }
+  // ids of the answer's out-of-band elements (the server writes hx-swap-oob="true" on an
+  // element with an id: templates/macros.html error_for, the overview's errors)
+  function oobIds(text) {
+    var ids = [], re = /<[^<>]*\shx-swap-oob=[^<>]*>/g, m;
+    while ((m = re.exec(text || ""))) {
+      var id = /\sid="([^"]+)"/.exec(m[0]);
+      if (id) ids.push(id[1]);
+    }
+    return ids;
+  }
+  function prune(parent, kept) {
+    Array.prototype.slice.call(parent.children).forEach(function (child) {
+      if (kept.indexOf(child) >= 0) return;            // left whole to htmx
+      if (child.matches(SET_UP) || child.querySelector(SET_UP) ||
+          kept.some(function (k) { return child.contains(k); })) prune(child, kept);
+      else child.remove();
+    });
+  }
+  document.addEventListener("htmx:beforeSwap", function (event) {
+    var d = event.detail, target = d.target;
+    if (!d.shouldSwap || !target || !target.isConnected) return;
+    var style = swapStyle(d);
+    if (style !== "innerHTML" && style !== "outerHTML") return;
+    var kept = [];
+    if (document.activeElement && target.contains(document.activeElement)) kept.push(document.activeElement);
+    oobIds(d.serverResponse).forEach(function (id) {
+      var el = document.getElementById(id);
+      if (el && target.contains(el)) kept.push(el);
+    });
+    prune(target, kept);
+  });
 })();

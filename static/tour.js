@@ -87,6 +87,14 @@
   E.tour = { show: showStep, close: closeTour, open: tourOpen, step: currentStep,
              markCurrent: markCurrent, presenting: presenting,
              present: function (on) { return E.present.set(on); } };
-  if (typeof htmx !== "undefined") htmx.onLoad(function () { markCurrent(); });
+  // once per swap, not per piece of it that loads (a part's children, each message out of band):
+  // the sections and the page's figures are looked at whole (present.js fit)
+  var marking = false;
+  function markSoon() {
+    if (marking) return;
+    marking = true;
+    Promise.resolve().then(function () { marking = false; markCurrent(); });
+  }
+  if (typeof htmx !== "undefined") htmx.onLoad(markSoon);
   else document.addEventListener("DOMContentLoaded", function () { markCurrent(); });
 })();
