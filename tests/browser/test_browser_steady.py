@@ -5,11 +5,9 @@ are laid out in their final form, not scrolled by a script afterwards); the tabl
 the width show every column at 1280 px; on a phone the roofline's labels stand apart and the
 head grid names every layer it shows, the chosen one in view."""
 import re
-import threading
 
 import pytest
 from playwright.sync_api import expect
-from waitress.server import create_server
 
 from web.model_state.explainer import installed_smollm2
 
@@ -27,21 +25,25 @@ RECORD = """() => {
 
 
 @pytest.fixture(scope="module")
-def both_models(model):
-    """The app with the Austen model and SmolLM2 (when installed), served by waitress."""
-    from app import create_app
-    app = create_app({"MODEL": model, "INSTALLED_MODELS": True, "PROBE_ENCODINGS": False,
-                      "WARM_CACHES": False})
-    server = create_server(app, host="127.0.0.1", port=0, threads=4)
-    threading.Thread(target=server.run, daemon=True).start()
-    yield app, f"http://127.0.0.1:{server.effective_port}"
-    server.close()
+def both_models(two_models_server):
+    """The app with the Austen model and SmolLM2 (when installed), served by waitress (the
+    run's one: tests/browser/conftest.py)."""
+    return two_models_server
 
 
 def reach(page, selector):
     """Scrolls to a section, as a reader would: it loads as it nears the screen (a placeholder
-    swapped for it; a locator's own scroll would find the placeholder gone)."""
+    swapped for it; a locator's own scroll would find the placeholder gone). One the busy
+    server refused (503: its "Try again" shown) is asked again, as a reader would."""
     page.evaluate("s => document.querySelector(s).scrollIntoView()", selector)
+    retry = page.locator(selector + "[data-lazy]").get_by_role("button", name="Try again")
+    for _ in range(20):
+        page.wait_for_function("""s => { const e = document.querySelector(s);
+          return !e.hasAttribute('data-lazy') || !e.querySelector('.lazy-failed').hidden; }""",
+                               arg=selector, timeout=300_000)
+        if not retry.count():
+            break
+        retry.first.click()
 
 
 MODELS = ["austen", pytest.param("smollm2", marks=pytest.mark.skipif(
