@@ -154,8 +154,10 @@ def smol_server(smol_app, tmp_path_factory):
 
 
 def served(request, name):
-    """The page's address on model `name`."""
+    """The page's address on model `name` (the Austen model's classes in a store of the test's
+    own: tests/browser/conftest.py class_store)."""
     if name == "austen":
+        request.getfixturevalue("class_store")
         return request.getfixturevalue("live_server"), ""
     return request.getfixturevalue("smol_server"), "model=smollm2"
 
