@@ -199,3 +199,49 @@ def test_presentation_and_phone_screens(browser, chat_server):
         shot(page, "chat_390x844.png")
     finally:
         context.close()
+
+
+def test_the_chat_answer_is_drawn_by_the_page_sampler(page, chat_server, page_errors):
+    """The chooser set to the page's sampler: the heading and the section say which sampler and
+    seed, and the answer streamed is the pipeline's draw with those settings and seed."""
+    from pipeline.sampling import sampler
+    from web.core.sampler_settings import default_settings
+    from web.sections.chat import PARAMS
+    app, base = chat_server
+    smol = app.extensions["explainer"].models["smollm2"]
+    settings, seed = default_settings(smol)
+    question = next(p for p in PARAMS if p.name == "chat_q").default
+    limit = smol.default_of(next(p for p in PARAMS if p.name == "chat_max"))
+    text, ids, _ = expected_answer(smol, question)
+
+    def drawn(s):
+        return [st.token for st in generation_steps(smol.model, ids, limit, n_top=1,
+                                                    sample=sampler(settings, s))]
+    page.set_viewport_size({"width": 1280, "height": 900})
+    page.goto_first_screen(base + "/?model=smollm2#chat")
+    page.wait_for_load_state("networkidle")     # the first screen's sections first
+    chat = open_chat(page)
+    said = chat.locator("#chat-sampler")
+    chooser = chat.get_by_label("Each token is")
+    status = page.locator("#server-status")
+    chooser.select_option("sampler")
+    for _ in range(15):         # a busy server's 503 is said in the status line: asked again
+        expect(said.or_(status.filter(has_text=re.compile(r"\S")))).to_be_visible(
+            timeout=120_000)
+        if said.count():
+            break
+        page.evaluate("() => { document.getElementById('server-status').textContent = ''; }")
+        chooser.dispatch_event("change")
+    expect(said).to_contain_text(f"temperature {settings.temperature:g}")
+    expect(said).to_contain_text(f"seed {seed}")
+    expect(chat.get_by_role("heading", level=2)).to_contain_text("sampled")
+
+    def answer_ids():
+        chat.get_by_role("button", name="Answer", exact=True).click()
+        expect(chat.get_by_role("status").filter(has_text="Stopped")).to_be_visible(
+            timeout=300_000)
+        return [int(t) for t in chat.get_by_role("list", name="Answer tokens").locator(
+            ".tid").all_inner_texts()]
+    assert answer_ids() == drawn(seed)
+
+    assert not [e for e in page_errors if not re.search(r"\b503\b", e)], page_errors
