@@ -26,7 +26,6 @@ from pipeline.published import KV_ONLY, PUBLISHED, attention_config
 from web.core.cache import memo
 from web.core.params import Param
 from web.figures import kvcache as figures
-from web.model_state.explainer import is_big
 from web.model_state.forward import prefilled, prompt_ids
 from web.model_state.measured import cost_table, model_key, stamp
 from web.presentation.tokens import token_string
@@ -54,17 +53,10 @@ _checks = memo("kvcache checks", 32)
 
 
 def cache_check(model, ids: tuple, n_new: int) -> Check:
-    """The checked run for this prompt and length, computed once per (model, prompt, length).
-    A big model's is computed once per prompt, MAX_NEW tokens long (or to the end of the
-    context), and each length shows its first steps: greedy generation's first n steps do not
-    depend on how long it goes on, and the recomputing pass is, as for any length, one forward
-    pass over the whole final sequence (SmolLM2: a length moved cost 0.1-1.6 s of CPU, as many
-    decode steps as tokens, each time)."""
-    longest = min(MAX_NEW, model.config.n_ctx - len(ids)) if is_big(model) else n_new
-    run = _checks.get((model_key(model), ids, longest, START_CAPACITY),
-                      lambda: cache_vs_recompute(model, ids, longest, START_CAPACITY,
-                                                 start=prefilled(model, ids, START_CAPACITY)))
-    return run if longest == n_new else Check(run.prompt_ids, run.steps[:n_new + 1])
+    """The checked run for this prompt and length, computed once per (model, prompt, length)."""
+    return _checks.get((model_key(model), ids, n_new, START_CAPACITY),
+                       lambda: cache_vs_recompute(model, ids, n_new, START_CAPACITY,
+                                                  start=prefilled(model, ids, START_CAPACITY)))
 
 
 @dataclass(frozen=True)
@@ -82,8 +74,6 @@ def timed_steps(table) -> list:
 
 def warm(lm):
     cost_table(lm)
-    if is_big(lm.model):       # the page opens on the default prompt: its checked run
-        cache_check(lm.model, prompt_ids(lm, lm.default_prompt), MAX_NEW)
 
 
 def build(lm, state) -> dict:
