@@ -106,7 +106,8 @@ def test_the_sampler_is_declared_by_the_sampling_section_only():
     owners = {p.name: s.id for s in registry.sections() for p in s.params}
     assert {owners[name] for name in sampling.SAMPLER} == {"sampling"}
     readers = {s.id: s.reads for s in registry.sections() if s.reads}
-    assert readers == {"decoding": sampling.SAMPLER, "generation": sampling.SAMPLER}
+    assert readers == {"decoding": sampling.SAMPLER, "generation": sampling.SAMPLER,
+                       "chat": sampling.SAMPLER}
 
 
 def test_a_registered_section_is_in_the_page_the_nav_and_the_tour(client, tiny, model):

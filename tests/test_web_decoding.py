@@ -169,8 +169,9 @@ def test_a_sampling_control_names_the_event_the_samples_follow(client):
     "sampling-changed" (after the swap), the samples' refresh element listens for exactly that,
     and answers that are not a control change of a followed section name nothing."""
     from web.core.registry import readers, refresh_trigger, section
-    # both builds read the sampler (generation shows its messages, decoding's samples follow it)
-    assert [s.id for s in readers(section("sampling"))] == ["decoding", "generation"]
+    # the builds that read the sampler: decoding's samples, the generation loop's messages and
+    # the chat's drawn answer follow it
+    assert [s.id for s in readers(section("sampling"))] == ["decoding", "generation", "chat"]
     # and the overview's sampler controls (the same parameters) name "sampler-moved"
     assert refresh_trigger(section("decoding")) == \
         "sampling-changed from:body, sampler-moved from:body"

@@ -12,6 +12,7 @@ from engine_support import get_model
 from pipeline.feedforward import histogram, top_neurons, top_tokens
 from pipeline.model import gelu, silu
 from web.figures.feedforward import CURVE_PLOT_PX
+from web.presentation.numbers import fixed
 from web_support import error_message, every_section, table_rows, text_of, url
 
 PROMPT = "Mr. Darcy bowed to Elizabeth, and Elizabeth smiled at Mr. Darcy."
@@ -49,13 +50,14 @@ def test_top_neurons_are_the_caches(client, model, layer, t):
     want = top_neurons(post, 10)
     assert [int(r[0]) for r in rows] == want.tolist()
     for r, n in zip(rows, want, strict=True):
-        assert r[1:] == ["%.4f" % gate[n], "%.4f" % silu(gate)[n], "%.4f" % up[n],
-                         "%.4f" % post[n]]
+        assert r[1:] == [fixed(gate[n], 4), fixed(silu(gate)[n], 4), fixed(up[n], 4),
+                         fixed(post[n], 4)]
     share = 100 * np.abs(post[want]).sum() / np.abs(post).sum()
     assert re.search(r"most active neurons carry\s+%s%% of the total size" % ("%.1f" % share), page)
     # the default neuron is the most active one, shown across the prompt
     column = cache[b + "hook_post"][:, want[0]]
-    assert neuron_values(page, int(want[0])) == ["%.3f" % v for v in column]
+    # written as the page writes numbers: a value that rounds to zero is "0.000", never "-0.000"
+    assert neuron_values(page, int(want[0])) == [fixed(v, 3) for v in column]
     named = re.search(r'<p id="ffn-neuron-top">(.*?)</p>', page, re.S).group(1)
     assert [int(s) for s in re.findall(r"\(token (\d+)\)", named)] == \
         top_tokens(cache[b + "hook_post"], int(want[0]), 5).tolist()

@@ -120,6 +120,9 @@ def test_positions_controls_show_the_engines_numbers(page, model, page_errors):
     # presets and refusals (a refusal is a 422: the browser logs it)
     page.locator("#positions").get_by_role("button", name="100", exact=True).click()
     expect(page).to_have_url(re.compile(r"pos_base=100(&|$)"))
+    # a figure far off screen is redrawn when it nears the screen, as a reader scrolls to it
+    page.get_by_role("img", name="Heatmap of sinusoidal positional encodings with base 100") \
+        .scroll_into_view_if_needed()
     expect(page.locator("#positions .gtitle", has_text="base 100")).to_be_attached()
     page.get_by_label("RoPE key token").select_option("6")          # after the query token
     expect(page.locator("#error-pos_k")).to_contain_text("comes after the query token")

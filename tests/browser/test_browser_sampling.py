@@ -8,7 +8,12 @@ from playwright.sync_api import expect
 from pipeline.decoding import beam_search
 from pipeline.generation import decode_loop
 from pipeline.sampling import SamplerSettings, sample_next, sampling_stages
-from web.sections.sampling import pct, shown_tokens
+from web.presentation.numbers import percent
+from web.sections.sampling import shown_tokens
+
+
+def pct(p):  # as the Sampling section's table writes a probability
+    return percent(p, 2, floor=0.0001)
 
 PROMPT = "Elizabeth was very much surprised; she had not expected to see"
 
