@@ -124,6 +124,26 @@ class DiskCache:
         self.root = os.path.join(data_dir, DIR_NAME, code_version())
         self.read = self.written = 0           # counts (the start-up's log says them)
 
+    def prune_older_versions(self) -> list:
+        """Delete what earlier versions of the code kept (each version's folder holds its own
+        measurements and a GGUF model's float32 copy, ~0.5 GB for SmolLM2, that this version
+        never reads); the array results (`arrays`) name their own code and replace their older
+        copies themselves. A server still running an older version keeps the files it has
+        mapped (the system frees them when it stops). Returns the folders deleted."""
+        top = os.path.dirname(self.root)
+        try:
+            names = os.listdir(top)
+        except OSError:
+            return []
+        gone = []
+        for name in names:
+            path = os.path.join(top, name)
+            if name in (os.path.basename(self.root), "arrays") or not os.path.isdir(path):
+                continue
+            shutil.rmtree(path, ignore_errors=True)
+            gone.append(name)
+        return gone
+
     # --- results (measurements) --------------------------------------------------------------
 
     def get(self, kind: str, key, compute):

@@ -709,6 +709,7 @@ def run(app, host: str, port: int, workers: int, threads: int, name: str = "app.
     # measurements and a GGUF model's float32 weights, kept between starts
     # (web/model_state/disk_cache.py)
     app.extensions.setdefault("disk_cache", DiskCache(app.config["CLASSROOM_DATA_DIR"]))
+    app.extensions["disk_cache"].prune_older_versions()    # what older code kept, never read
     # a GGUF file found on the machine is warmed too once chosen and loaded (in the worker that
     # loads it: web/model_state/found.py FoundModels.warm, this module's warm)
     app.config.setdefault("WARM_FOUND_MODELS", True)
