@@ -19,11 +19,13 @@ export OMP_NUM_THREADS ?= 1
 run: setup
 	$(PY) app.py --host $(HOST) --port $(PORT) $(if $(MODEL),--model $(MODEL)) $(if $(MODELS_DIR),--models $(MODELS_DIR))
 
-# Two pytest workers (pytest-xdist), one a core; --dist loadfile keeps each file on one worker,
-# so a module's fixtures are made once. Each worker makes its own session fixtures (models,
-# apps, live servers, Chromium) and temporary directories; tests start servers on free ports.
+# The engine and web tests on two pytest workers (pytest-xdist), one a core (--dist loadfile
+# keeps each file on one worker, so a module's fixtures are made once); then the browser tests
+# in one process: their live servers' compute gates refuse requests while another worker's tests
+# load the 2 cores, which made browser tests that wait on an answer fail on two workers.
 test: setup-test chromium redis-server nginx
-	$(PY) -m pytest -q -rs -n 2 --dist loadfile
+	$(PY) -m pytest -q -rs -n 2 --dist loadfile --ignore=tests/browser
+	$(PY) -m pytest -q -rs tests/browser
 
 # ruff's settings (rules E, F, W, B, I; lines of 100) are in pyproject.toml
 lint: $(VENV)/.lint-installed
