@@ -14,7 +14,7 @@ tokens with their probabilities, so a click on a streamed token shows that step;
 event's message says which token stopped the answer (done_message). A bad value, or
 a model with no chat template, is a 4xx JSON answer {"errors": {name: message}}.
 """
-from flask import Blueprint, Response, current_app, jsonify, request
+from flask import Blueprint, current_app, jsonify
 
 from web.classroom.withheld import withheld
 from web.core.request_state import current_state
@@ -22,7 +22,7 @@ from web.core.sampler_settings import sampler_for
 from web.presentation.numbers import count, fixed
 from web.presentation.tokens import token_pieces
 from web.sections.chat import ChatInputError, chat_of, no_template_reason
-from web.serving.streaming import STOPPED_BECAUSE, answer_events, ms, stream_slots
+from web.serving.streaming import STOPPED_BECAUSE, answer_events, event_stream, ms
 
 bp = Blueprint("chat_stream", __name__)
 
@@ -84,31 +84,8 @@ def stream():
         return jsonify(errors={"chat_max": (
             f"The chat is {len(ids)} tokens; with {state['chat_max']} new ones it would pass "
             f"the model's context window of {lm.n_ctx:,} tokens.")}), 422
-    slots = stream_slots()
-    progress = slots.acquire()
-    if progress is None:
-        response = jsonify(errors={"stream": (
-            f"{slots.limit} answers are already being generated on this server, the most it "
-            "runs at once so the page stays quick for everyone. Try again in a few seconds.")})
-        response.status_code = 503
-        response.headers["Retry-After"] = "5"
-        return response
-
-    def release():
-        slots.release(progress)
-
-    try:
-        gone = request.environ.get("waitress.client_disconnected")
-        body = answer_events(lm.model, ids, state["chat_max"], 0, sample, gone, progress, release,
-                             n_top=N_TOP, extra=step_fields(lm.tokenizer, chat["specials"]),
-                             message=done_message(lm.model.config.eos_token_id,
-                                                  chat["specials"]))
-        response = Response(body, mimetype="text/event-stream")
-    except Exception:
-        release()
-        raise
-    response.headers["Cache-Control"] = "no-cache, no-transform"
-    response.headers["X-Accel-Buffering"] = "no"
-    response.call_on_close(release)
+    message = done_message(lm.model.config.eos_token_id, chat["specials"])
     current_app.logger.debug("chat: streaming up to %d new tokens", state["chat_max"])
-    return response
+    return event_stream(lambda gone, progress, release: answer_events(
+        lm.model, ids, state["chat_max"], 0, sample, gone, progress, release, n_top=N_TOP,
+        extra=step_fields(lm.tokenizer, chat["specials"]), message=message))

@@ -168,6 +168,18 @@ def stream():
     sample = None if state.errors else sampler_for(state)    # may refuse a sampler setting
     if state.errors:
         return jsonify(errors=state.errors), state.status
+    ids = lm.tokenizer.encode_ordinary(state["prompt"])
+    current_app.logger.debug("streaming %d new tokens", state["gen_max"])
+    return event_stream(lambda gone, progress, release: answer_events(
+        lm.model, ids, state["gen_max"], state["gen_pace"] / 1000, sample, gone, progress,
+        release))
+
+
+def event_stream(events):
+    """The streamed answer as a response, in one of the server's stream slots: events(gone,
+    progress, release) makes the body (gone: waitress's flag, True once it has seen the
+    client's socket close). With every slot taken, a 503 that says so. The slot is released
+    once, when the body ends or the response closes (also when the body was never read)."""
     slots = stream_slots()
     progress = slots.acquire()
     if progress is None:
@@ -182,18 +194,12 @@ def stream():
         slots.release(progress)
 
     try:
-        model = lm.model
-        ids = lm.tokenizer.encode_ordinary(state["prompt"])
-        # waitress: True once it has seen the client's socket close
         gone = request.environ.get("waitress.client_disconnected")
-        body = answer_events(model, ids, state["gen_max"], state["gen_pace"] / 1000, sample,
-                             gone, progress, release)
-        response = Response(body, mimetype="text/event-stream")
+        response = Response(events(gone, progress, release), mimetype="text/event-stream")
     except Exception:
         release()
         raise
     response.headers["Cache-Control"] = "no-cache, no-transform"
     response.headers["X-Accel-Buffering"] = "no"      # a proxy in front must not buffer it
-    response.call_on_close(release)               # also when the body was never read
-    current_app.logger.debug("streaming %d new tokens", state["gen_max"])
+    response.call_on_close(release)
     return response
