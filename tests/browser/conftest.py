@@ -11,7 +11,12 @@ from pipeline import DEFAULT_MODEL_DIR, load_model
 CHROMIUM = os.environ.get("CHROMIUM", "/usr/bin/chromium")
 CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking",
                  "--disable-component-update", "--disable-sync", "--no-first-run",
-                 "--disable-quic"]
+                 "--disable-quic",
+                 # a page of a second context (a teacher and a student) keeps drawing frames and
+                 # running its timers: a page Chromium thinks is in the background can stop
+                 # requestAnimationFrame, which some checks and the app's figures wait on
+                 "--disable-renderer-backgrounding", "--disable-backgrounding-occluded-windows",
+                 "--disable-background-timer-throttling"]
 
 
 def pytest_collection_modifyitems(items):

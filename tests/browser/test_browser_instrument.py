@@ -71,7 +71,8 @@ def wait_for_route(page, held, timeout_s=20):
     as the page sends it, and runs the handler when it next talks to the page, so talk to it."""
     deadline = time.monotonic() + timeout_s
     while not held and time.monotonic() < deadline:
-        page.evaluate("() => new Promise(r => requestAnimationFrame(() => r()))")
+        page.evaluate("() => new Promise(r => {"
+                      " requestAnimationFrame(() => r()); setTimeout(r, 100); })")
     assert len(held) == 1
 
 

@@ -73,9 +73,13 @@ SETTLED = """() => new Promise(resolve => {
     const now = sizes();
     calm = now === last ? calm + 1 : 0;
     last = now;
-    if (calm >= 6 || performance.now() - start > 5000) resolve(); else requestAnimationFrame(tick);
+    if (calm >= 6 || performance.now() - start > 5000) resolve(); else next(tick);
   };
-  requestAnimationFrame(tick);
+  // the next frame, or 100 ms: a headless page that draws no frames must not hang the test
+  const next = f => { let done = false;
+    const go = () => { if (!done) { done = true; f(); } };
+    requestAnimationFrame(go); setTimeout(go, 100); };
+  next(tick);
 })"""
 
 CHECKS = """(limits) => {

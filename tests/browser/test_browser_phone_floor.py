@@ -29,7 +29,10 @@ TEACHERS_ONLY = re.compile(r"^(Start a class session|Presentation mode|Open the 
 # characters under the floor are grouped by section and element, with a sample of their text.
 # Also: how far the page scrolls sideways, and the SVG characters counted (the figures drawn).
 TEXT_SIZES = """async ({within, screen, floor}) => {
-  await new Promise(r => requestAnimationFrame(() => requestAnimationFrame(r)));
+  // two frames, or 250 ms: a headless page that draws no frames (a second context's page
+  // can stop drawing) must not hang the test
+  await new Promise(r => {
+    requestAnimationFrame(() => requestAnimationFrame(r)); setTimeout(r, 250); });
   const W = window.innerWidth, H = window.innerHeight;
   const px = el => parseFloat(getComputedStyle(el).fontSize) * (el.currentCSSZoom ?? 1);
   const rendered = el => {

@@ -23,7 +23,10 @@ BACK_ROW_PX, TICK_PX, PHONE_PX = 18, 14, 14
 # drawn at (its computed font size times any CSS zoom on the way), the smallest figure tick, how
 # far the page scrolls down and sideways. `within`: a selector of the parts to read (all: null).
 SCREEN = """async (within) => {
-  await new Promise(r => requestAnimationFrame(() => requestAnimationFrame(r)));
+  // two frames, or 250 ms: a headless page that draws no frames (a second context's page
+  // can stop drawing) must not hang the test
+  await new Promise(r => {
+    requestAnimationFrame(() => requestAnimationFrame(r)); setTimeout(r, 250); });
   const W = window.innerWidth, H = window.innerHeight;
   const px = el => parseFloat(getComputedStyle(el).fontSize) * (el.currentCSSZoom ?? 1);
   const shown = el => {

@@ -33,7 +33,10 @@ SETTLED = """(step) => {
 
 # The current slide, after two frames: what is cut, broken or hidden on it.
 WHOLE = """async () => {
-  await new Promise(r => requestAnimationFrame(() => requestAnimationFrame(r)));
+  // two frames, or 250 ms: a headless page that draws no frames (a second context's page
+  // can stop drawing) must not hang the test
+  await new Promise(r => {
+    requestAnimationFrame(() => requestAnimationFrame(r)); setTimeout(r, 250); });
   const s = document.querySelector('.section.current');
   const seen = el => el.checkVisibility({visibilityProperty: true, opacityProperty: true}) &&
                      el.getClientRects().length > 0;
