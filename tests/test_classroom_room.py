@@ -240,3 +240,13 @@ def test_the_teachers_cookie_is_renewed_and_a_second_session_strands_nothing(app
         [second.json["code"]]
     assert teacher.post(f"/class/{second.json['code']}/state",
                         json={"query": "tour=3"}).status_code == 200
+
+
+def test_every_answer_a_section_gives_away_is_a_polls():
+    """A section's gives_away names what the polls ask (a misspelt name would withhold nothing)."""
+    answers = {k.answer for k in polls.KINDS.values()}
+    named = {a for s in sections() for a in s.gives_away}
+    assert named and named <= answers, named - answers
+    # and each poll's answer but "everywhere" is shown by some section (its own, at least)
+    for k in polls.KINDS.values():
+        assert k.answer == "*" or k.section in k.withholds, k.id

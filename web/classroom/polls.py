@@ -117,18 +117,12 @@ def _kv_bytes(lm, state, ctx):
 
 
 # Where each answer shows on the page, withheld from the class's members while its poll is open
-# (web/classroom/withheld.py): section ids, "overview" (the page's first screen) and "stream"
-# (the generation loop's streamed tokens). EVERYWHERE: every place of the page.
+# (web/classroom/withheld.py): the sections whose Section.gives_away names the poll's answer,
+# and the places outside the sections ("overview", the page's first screen; "stream", the
+# generation loop's streamed tokens). EVERYWHERE: every place of the page.
 EVERYWHERE = ("*",)
-# The next token and its probability: every place that shows the model's next-token
-# distribution or text it generates (the logit lens's last row is the model's own guess; the
-# positions section runs the prompt; the KV cache, batching, quantization and speculative
-# sections generate from it).
-NEXT_TOKEN_PLACES = ("overview", "stream", "positions", "block", "logits", "sampling",
-                     "decoding", "generation", "kvcache", "batching", "quantization",
-                     "speculative")
-# The cache's bytes: the sections that show the bytes a token leaves in this model's cache.
-KV_BYTES_PLACES = ("kvcache", "generation", "batching", "roofline")
+# The next token and its probability also show in the overview and the streamed tokens.
+NEXT_TOKEN_ELSEWHERE = ("overview", "stream")
 
 
 @dataclass(frozen=True)
@@ -138,22 +132,32 @@ class PollKind:
     label: str            # the teacher's menu
     input: str            # "text", "number" or "choice"
     spec: Callable        # spec(lm, state, ctx) -> question, answer, shown (+ choices, min, max)
-    withholds: tuple      # the places of the page that show the answer (above)
+    answer: str           # what the answer is, as the sections' gives_away name it; "*": it
+                          #   shows everywhere
+    elsewhere: tuple = () # the places outside the sections that show it (above)
+
+    @property
+    def withholds(self) -> tuple:
+        """The places of the page that show the answer (above)."""
+        if self.answer == "*":
+            return EVERYWHERE
+        from web.core.registry import sections
+        return (*self.elsewhere, *(s.id for s in sections() if self.answer in s.gives_away))
 
 
 KINDS = {k.id: k for k in (
-    PollKind("next-token", "logits", "The next token", "text", _next_token, NEXT_TOKEN_PLACES),
+    PollKind("next-token", "logits", "The next token", "text", _next_token, "next-token",
+             NEXT_TOKEN_ELSEWHERE),
     PollKind("top-prob", "logits", "How probable is the top token?", "number", _top_prob,
-             NEXT_TOKEN_PLACES),
+             "next-token", NEXT_TOKEN_ELSEWHERE),
     # every section draws the prompt's tokens: their count is everywhere but the prompt box
     PollKind("n-tokens", "tokenization", "How many tokens is the prompt?", "number", _n_tokens,
-             EVERYWHERE),
+             "*"),
     PollKind("top-p-half", "sampling", "What top-p 0.5 keeps", "number", _top_p_half,
-             NEXT_TOKEN_PLACES),
+             "next-token", NEXT_TOKEN_ELSEWHERE),
     PollKind("beam-vs-greedy", "decoding", "Does beam search beat greedy?", "choice",
-             _beam_vs_greedy, ("decoding",)),
-    PollKind("kv-bytes", "kvcache", "The KV cache's bytes", "number", _kv_bytes,
-             KV_BYTES_PLACES),
+             _beam_vs_greedy, "beam-vs-greedy"),
+    PollKind("kv-bytes", "kvcache", "The KV cache's bytes", "number", _kv_bytes, "kv-bytes"),
 )}
 
 

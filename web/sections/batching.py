@@ -231,6 +231,7 @@ def memory_peaks(snaps, block: int, per_token: int) -> dict:
 
 
 SECTION = Section("batching", "Batching", PARAMS, build, warm=warm,
+                  gives_away=("next-token", "kv-bytes"),
                   tour=("A server answers many people at once. Several sequences can share one "
                         "decode step: the weights are read once for all of them, so on hardware "
                         "that waits on memory a batch can cost little more than one sequence. The "

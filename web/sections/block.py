@@ -296,6 +296,7 @@ def stage_labels(n_layers) -> list:
 
 SECTION = Section("block", "The transformer block", PARAMS, build,
                   short="Block",
+                  gives_away=("next-token",),
                   tour=("The vectors now pass through a stack of identical blocks. Each block "
                         "reads the running sum of vectors (the residual stream), lets tokens "
                         "exchange information (attention), transforms each token on its own "

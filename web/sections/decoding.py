@@ -225,6 +225,7 @@ def example_url(prompt: str) -> str:
 
 SECTION = Section("decoding", "Greedy vs beam search", PARAMS, build,
                   short="Beam search", shorter="Beams", warm=warm, reads=SAMPLER,
+                  gives_away=("next-token", "beam-vs-greedy"),
                   tour=("Choosing the best token at each step (greedy) does not always give the "
                         "most probable whole sentence. Beam search keeps several candidates alive "
                         "and compares their total probability. The tree shows every branch it "

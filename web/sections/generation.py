@@ -13,7 +13,7 @@ from pipeline.generation import generation_steps
 from pipeline.roofline import decode_work, model_costs, prefill_work, roofline
 from web.core.cache import memo
 from web.core.params import Param
-from web.core.sampler_settings import CHOOSERS, sampler_for, settings_from
+from web.core.sampler_settings import CHOOSERS, described, sampler_for, settings_from
 from web.figures import generation as figures
 from web.model_state.forward import prefilled, prompt_ids
 from web.model_state.measured import cost_table, machine, model_key, stamp
@@ -38,11 +38,7 @@ PARAMS = (
 def sampler_description(state) -> str:
     if state["gen_choose"] == "greedy":
         return "greedily: the most probable token at every step"
-    st = settings_from(state)
-    parts = [f"repetition penalty {st.repetition_penalty:g}", f"temperature {st.temperature:g}",
-             f"top-k {st.top_k or 'off'}", f"top-p {st.top_p:g}", f"min-p {st.min_p:g}"]
-    return (f"by the sampler of the Sampling section ({', '.join(parts)}; seed "
-            f"{state['s_seed']})")
+    return f"by the sampler of the Sampling section ({described(state)})"
 
 
 def sampler_key(state) -> tuple:
@@ -178,6 +174,7 @@ def build(lm, state) -> dict:
 SECTION = Section("generation", "Generation loop", PARAMS, build,
                   short="Loop",
                   warm=warm, reads=SAMPLER, shows_read_messages=True,
+                  gives_away=("next-token", "kv-bytes"),
                   tour=("Generation is a loop: run the model, pick a token, append it, run again. "
                         "The first pass reads the whole prompt at once (prefill); every later pass "
                         "adds one token (decode). Watch the answer stream in, token by token, "

@@ -181,6 +181,7 @@ def context_curves() -> list:
 
 SECTION = Section("kvcache", "KV cache", PARAMS, build,
                   shorter="KV", warm=warm,
+                  gives_away=("next-token", "kv-bytes"),
                   tour=("Each decode step needs the keys and values of every earlier token. "
                         "Recomputing them every time would be wasteful, so they are kept: the KV "
                         "cache. It makes decoding fast and costs memory, which grows with every "

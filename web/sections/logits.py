@@ -131,6 +131,7 @@ def token_text(lm, i) -> str:
 
 SECTION = Section("logits", "Logits and softmax", PARAMS, build,
                   short="Logits", warm=warm,
+                  gives_away=("next-token",),
                   tour=("The last vector is compared with every token of the vocabulary: one score "
                         "(logit) each. Softmax turns the scores into probabilities that add up to "
                         "one. Temperature sharpens or flattens them. Before you look: which token "

@@ -306,6 +306,7 @@ def order_headline(rows: list, n_layers: int) -> dict:
 
 
 SECTION = Section("positions", "Positions", PARAMS, build, warm=warm,
+                  gives_away=("next-token",),
                   tour=("A vector says which token, not where it is. Order enters through "
                         "positions: older models add a position vector, Llama-style models rotate "
                         "the queries and keys by an angle that grows with the position (RoPE), so "

@@ -466,6 +466,7 @@ def build(lm, state) -> dict:
 
 SECTION = Section("quantization", "Quantization", PARAMS, build,
                   shorter="Quant", warm=warm,
+                  gives_away=("next-token",),
                   tour=("Weights can be stored with fewer bits: 8, 4 or 3 instead of 32 (the "
                         f"section opens at {DEFAULT_BITS}). The model "
                         "gets smaller and faster to read, and a little less exact. See how much "

@@ -135,6 +135,7 @@ def live_point(lm, state) -> dict:
 
 SECTION = Section("roofline", "Prefill vs decode: the roofline", PARAMS, build,
                   short="Roofline", warm=warm,
+                  gives_away=("kv-bytes",),
                   tour=("Why is reading the prompt fast and writing the answer slow? The prefill "
                         "does many operations per byte of weights it reads; a decode step very "
                         "few. The roofline shows which limit, arithmetic or memory, each phase "

@@ -277,6 +277,7 @@ def example_run(lm, state, settings) -> Example:
 
 
 SECTION = Section("sampling", "Sampling", PARAMS, build,
+                  gives_away=("next-token",),
                   tour=("A probability list is not yet a word. The sampler picks one token from "
                         "it, after a chain of filters: repetition penalty, temperature, top-k, "
                         "top-p, min-p. Move each knob and watch which tokens it removes, in the "

@@ -487,6 +487,7 @@ def lookup_time_figure(lm, sp) -> str:
 
 SECTION = Section("speculative", "Speculative decoding", PARAMS, build,
                   short="Speculative", shorter="Spec.", warm=warm,
+                  gives_away=("next-token",),
                   tour=("A small, fast draft guesses a few tokens ahead; the big model checks all "
                         "the guesses in one pass and keeps those it agrees with. The output "
                         "follows the big model's probabilities exactly, and it can arrive sooner: "
