@@ -41,7 +41,8 @@ NOT_RUNNING_TEXT = [r"<script\b.*?</script>", r"<!--.*?-->", r"<a\b.*?</a>",
                     # code: names of files, functions, arrays (model.safetensors, hook_q)
                     r"<code\b.*?</code>"]
 
-MARKED = re.compile(r'<span class="term" data-term="([^"]+)"><button type="button" '
+# a marked term: its key, what the sentence writes before it inside its span ("("), its words
+MARKED = re.compile(r'<span class="term" data-term="([^"]+)">([^<]*)<button type="button" '
                     r'class="term-btn"[^>]*>(.*?)</button><span class="term-def"[^>]*>.*?'
                     r'</span></span>', re.S)
 
@@ -52,7 +53,7 @@ def running_text(doc: str) -> tuple:
 
     def mark(m):
         keys.append(m.group(1))
-        return "\x01" + m.group(2) + "\x02"
+        return m.group(2) + "\x01" + m.group(3) + "\x02"
     doc = MARKED.sub(mark, doc)
     for pattern in NOT_RUNNING_TEXT:
         doc = re.sub(pattern, lambda m: " " * 0 + " " + "".join(
@@ -160,6 +161,11 @@ def check_model(client, query) -> set:
     wrong = {name: w for name, doc in parts.items() if (w := unmarked_first_uses(doc))}
     assert not wrong, "\n".join(f"{name}: {k}: {v}" for name, w in wrong.items()
                                 for k, v in w.items())
+    # an opening bracket is written inside the term's span (the macro's `before`), which does
+    # not wrap: outside it, a line could end with "(" and the term start the next
+    opened = {name: re.findall(r'\(\s*<span class="term" data-term="([^"]+)"', doc)
+              for name, doc in parts.items()}
+    assert not any(opened.values()), {k: v for k, v in opened.items() if v}
 
     return set().union(*(used(doc) for doc in parts.values()))
 
