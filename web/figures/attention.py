@@ -50,7 +50,9 @@ def _png(indices, palette) -> bytes:
     image = Image.frombytes("P", (cells.shape[1], cells.shape[0]), cells.tobytes())
     image.putpalette([c for rgb in palette for c in rgb])
     out = io.BytesIO()
-    image.save(out, format="PNG", optimize=True)
+    # Pillow's default compression: optimize=True took twice as long (SmolLM2's 270 thumbnails
+    # a prompt) for the same bytes on these few-hundred-byte images
+    image.save(out, format="PNG")
     return out.getvalue()
 
 
