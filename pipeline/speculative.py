@@ -145,6 +145,10 @@ class SpeculativeRun:
     prefill_seconds: float = 0.0                 # both models reading the prompt
     draft_steps: int = 0                         # draft forward passes (0: prompt lookup)
     finish: str = None                           # "eos", "context" or "limit" (finish_reason)
+    # where each round began, and where the last one ended (len(rounds) + 1 of them), with the
+    # caches as the run left them: what a run with other settings continues from (`resume`)
+    checkpoints: list = field(default_factory=list, repr=False, compare=False)
+    kept: tuple = field(default=None, repr=False, compare=False)  # (target cache, draft's)
 
     @property
     def proposed(self) -> int:
@@ -161,6 +165,19 @@ class SpeculativeRun:
     @property
     def tokens_per_pass(self) -> float:  # new tokens / target verification passes
         return len(self.tokens) / len(self.rounds) if self.rounds else float("nan")
+
+
+@dataclass(frozen=True)
+class Checkpoint:
+    """The state of a run where a round began (or where the last one ended): a run asked for
+    with other settings that makes the same rounds up to here continues from it."""
+    n_new: int          # new tokens before it
+    g: int              # proposals the round asked for (-1: after the last round)
+    t_kv: int           # tokens in the target's cache
+    d_kv: int           # tokens in the draft model's cache (0: prompt lookup)
+    rng: dict           # the random generator's state (bit_generator.state)
+    draft_steps: int
+    seconds: float      # since the run began
 
 
 def expected_tokens_per_pass(a: float, gamma: int) -> float:
@@ -255,6 +272,18 @@ class _ModelDrafter:
     def keep(self, n: int):
         self.kv.truncate(n)
 
+    def cache(self):
+        return self.kv
+
+    def restore(self, kv, n: int):     # continue from a kept cache's first n tokens
+        self.kv = kv.copy()
+        self.kv.truncate(n)
+
+    def same_round(self, text, g: int, before: int, rnd) -> bool:
+        """Whether asking for g proposals after `text` makes round `rnd` again, which asked
+        for `before`: the draft draws one token per proposal, so only the same number does."""
+        return g == before
+
 
 class _NgramDrafter:
     """Prompt lookup: proposes what followed the last n-gram earlier, each with q = 1."""
@@ -276,6 +305,21 @@ class _NgramDrafter:
 
     def keep(self, n: int):
         pass
+
+    def cache(self):
+        return None
+
+    def restore(self, kv, n: int):
+        pass
+
+    def same_round(self, text, g: int, before: int, rnd) -> bool:
+        """Lookup draws nothing: g proposals make the round again when the lookup finds the
+        same tokens (it found fewer than both numbers, or the same number was asked)."""
+        if g == before:
+            return True
+        found = ngram_lookup(text, g, self.draft.max_n, self.draft.min_n) if g else \
+            Lookup(0, -1, ())
+        return found == rnd.lookup       # every token proposed (not only those checked)
 
 
 def drafter_for(draft):
@@ -312,7 +356,7 @@ class _Verification:
 def speculative_generate(target: Model, draft, prompt, max_new_tokens: int, gamma: int,
                          temperature: float = 1.0, rng: np.random.Generator = None,
                          stop_at_eos: bool = True, prompt_kv=None,
-                         known_rows=None) -> SpeculativeRun:
+                         known_rows=None, resume: SpeculativeRun = None) -> SpeculativeRun:
     """Generate up to max_new_tokens with the draft proposing and the target verifying.
 
     `draft` is a Model with the target's tokenizer (check_draft) or an NgramDraft (prompt
@@ -335,6 +379,14 @@ def speculative_generate(target: Model, draft, prompt, max_new_tokens: int, gamm
     on the target's own greedy path (a rejection ends the round), so that run's rows answer
     every round: the same decisions and tokens as the passes give (each row computed by a
     one-token step rather than within a pass over several tokens: equal to float rounding).
+
+    resume: a run of the same target, draft, prompt, temperature, stop rule and known_rows
+    with the same seed (its rng started in the state `rng` is in), for another length or γ:
+    the rounds this run makes too (same_rounds: those that ask for the same proposals) are
+    taken from it, and the run goes on from where the last of them ended, with its caches
+    (copied) and its generator's state: the same tokens, probabilities and decisions as
+    running again from the prompt (each pass reads the same cache entries). The times of the
+    rounds taken are `resume`'s.
     """
     if gamma < 1:
         raise ValueError(f"gamma must be at least 1, not {gamma}")
@@ -344,21 +396,48 @@ def speculative_generate(target: Model, draft, prompt, max_new_tokens: int, gamm
     run = SpeculativeRun(list(x), gamma)
     start = time.perf_counter()
     drafter = drafter_for(draft)
-    if prompt_kv is not None:            # each cache holds all of x but its last token
+    t_ctx, size = target.config.n_ctx, target.config.vocab_size
+    eos = target.config.eos_token_id if stop_at_eos else None
+    finish = None
+    taken = same_rounds(resume, x, max_new_tokens, gamma, t_ctx, drafter) \
+        if resume is not None else -1
+    if taken >= 0:                       # continue where the last round taken ended
+        cp = resume.checkpoints[taken]
+        t_kv = resume.kept[0].copy()
+        t_kv.truncate(cp.t_kv)
+        drafter.restore(resume.kept[1], cp.d_kv)
+        rng.bit_generator.state = cp.rng
+        run.tokens = list(resume.tokens[:cp.n_new])
+        run.rounds = list(resume.rounds[:taken])
+        run.draft_steps, run.prefill_seconds = cp.draft_steps, resume.prefill_seconds
+        x += run.tokens
+        start -= cp.seconds
+        if run.tokens:                   # as the loop below decides after a round's tokens
+            finish = finish_reason(run.tokens[-1], len(x), len(run.tokens), max_new_tokens,
+                                   t_ctx, eos)
+    elif prompt_kv is not None:          # each cache holds all of x but its last token
         t_kv = prompt_kv
         t_kv.truncate(len(x) - 1)
     else:
         t_kv = target.new_kv_cache()
         if len(x) > 1:
             target.prefill(x[:-1], t_kv)
-    drafter.prefill(x)
-    run.prefill_seconds = time.perf_counter() - start
-    t_ctx, size = target.config.n_ctx, target.config.vocab_size
-    eos = target.config.eos_token_id if stop_at_eos else None
-    finish = None
+    if taken < 0:
+        drafter.prefill(x)
+        run.prefill_seconds = time.perf_counter() - start
+
+    def checkpoint(g):
+        d_kv = drafter.cache()
+        run.checkpoints.append(Checkpoint(len(run.tokens), g, len(t_kv),
+                                          0 if d_kv is None else len(d_kv),
+                                          rng.bit_generator.state, run.draft_steps,
+                                          time.perf_counter() - start))
+
+    run.checkpoints = list(resume.checkpoints[:taken]) if taken >= 0 else []
     while finish is None and len(run.tokens) < max_new_tokens and len(x) <= t_ctx:
         remaining = max_new_tokens - len(run.tokens)
         g = max(0, min(gamma, remaining - 1, t_ctx - len(x), drafter.room(len(x))))
+        checkpoint(g)
         # 1. the draft proposes up to g tokens, each with its distribution q
         t0 = time.perf_counter()
         drafts, qs, steps, found = drafter.propose(x, g, probs, rng, size)
@@ -394,9 +473,40 @@ def speculative_generate(target: Model, draft, prompt, max_new_tokens: int, gamm
             finish = finish_reason(token, len(x), len(run.tokens), max_new_tokens, t_ctx, eos)
             if finish:
                 break
+    checkpoint(-1)
+    run.kept = (t_kv, drafter.cache())
     run.finish = finish
     run.seconds = time.perf_counter() - start
     return run
+
+
+def rounds_in_common(prev: SpeculativeRun, target: Model, draft, max_new_tokens: int,
+                     gamma: int) -> int:
+    """same_rounds for a run of `target` and `draft` on prev's prompt."""
+    return same_rounds(prev, prev.prompt, max_new_tokens, gamma, target.config.n_ctx,
+                       drafter_for(draft))
+
+
+def same_rounds(prev: SpeculativeRun, prompt: list, max_new_tokens: int, gamma: int,
+                t_ctx: int, drafter) -> int:
+    """How many of prev's first rounds a run of these settings makes too (see
+    speculative_generate's resume): each asks for the proposals prev's asked for (the drafter
+    decides: the same number, or for prompt lookup the same tokens found) and fits the new
+    length; after the last of prev's rounds, 0 to len(prev.rounds)."""
+    if list(prev.prompt) != list(prompt) or not prev.checkpoints or prev.kept is None:
+        return -1
+    text = list(prev.prompt) + list(prev.tokens)
+    n = 0
+    for rnd, cp in zip(prev.rounds, prev.checkpoints, strict=False):
+        n_x = len(prompt) + cp.n_new
+        remaining = max_new_tokens - cp.n_new
+        if remaining <= 0:
+            break
+        g = max(0, min(gamma, remaining - 1, t_ctx - n_x, drafter.room(n_x)))
+        if not drafter.same_round(text[:n_x], g, cp.g, rnd):
+            break
+        n += 1
+    return n
 
 
 @dataclass(frozen=True)

@@ -457,3 +457,68 @@ def test_sampling_with_rows_known_runs_a_pass_where_one_is_missing(austen_pair):
     k = passes[0]
     skipped = 1 + sum(len(r.tokens) for r in read.rounds[:k])
     assert k > 0 and read.rounds[k].n_fed >= skipped + len(read.rounds[k].proposals)
+
+
+# --- a run continued from another setting's run: the run from the prompt, exactly --------------
+
+def exact_rounds(run):
+    """Everything a round decided, floats bit for bit, and what the verification pass read."""
+    return [([(p.token, p.p, p.q, p.u, p.accepted) for p in r.proposals], r.token, r.kind,
+             r.p, r.lookup, r.n_fed) for r in run.rounds]
+
+
+RESUMED = [(24, 4, 25, 4), (24, 4, 23, 4), (24, 4, 12, 4), (12, 4, 24, 4), (24, 4, 24, 5),
+           (24, 5, 24, 4), (24, 4, 24, 1), (24, 8, 30, 2)]
+
+
+@pytest.mark.parametrize("temperature", [1.0, 0.0])
+@pytest.mark.parametrize("drafter", ["lookup", "model"])
+@pytest.mark.parametrize("n_before,gamma_before,n,gamma", RESUMED)
+def test_a_run_continued_from_another_settings_run_is_the_run_from_the_prompt(
+        austen_pair, drafter, temperature, n_before, gamma_before, n, gamma):
+    """One token more or fewer, another γ: the run that continues from a kept run's rounds
+    (the rounds both make, then its caches and generator state) has the tokens, proposals,
+    probabilities, draws and passes of the run started from the prompt."""
+    target, draft_model = austen_pair
+    draft = speculative.NgramDraft() if drafter == "lookup" else draft_model
+    ids = target.tokenizer.encode_ordinary("Mr. Darcy and Mr. Bingley and Mr. Darcy and Mr.")
+    before = speculative.speculative_generate(target, draft, ids, n_before, gamma_before,
+                                              temperature, np.random.default_rng(11))
+    plain = speculative.speculative_generate(target, draft, ids, n, gamma, temperature,
+                                             np.random.default_rng(11))
+    kept_cache = before.kept[0].k[:, :len(before.kept[0])].copy()
+    resumed = speculative.speculative_generate(target, draft, ids, n, gamma, temperature,
+                                               np.random.default_rng(11), resume=before)
+    assert resumed.tokens == plain.tokens and resumed.finish == plain.finish
+    assert exact_rounds(resumed) == exact_rounds(plain)
+    assert resumed.draft_steps == plain.draft_steps
+    assert [c.n_new for c in resumed.checkpoints] == [c.n_new for c in plain.checkpoints]
+    # the kept run is left as it was: another setting can continue from it again
+    np.testing.assert_array_equal(before.kept[0].k[:, :len(before.kept[0])], kept_cache)
+
+
+def test_the_rounds_a_continued_run_takes(austen_pair):
+    """Lookup finds the same tokens whatever γ when it finds fewer than γ: those rounds are
+    taken; one token more changes only the rounds whose proposals the length limited."""
+    target, _ = austen_pair
+    lookup = speculative.NgramDraft()
+    ids = target.tokenizer.encode_ordinary("Mr. Darcy and Mr. Bingley and Mr. Darcy and Mr.")
+    run = speculative.speculative_generate(target, lookup, ids, 24, 4, 1.0,
+                                           np.random.default_rng(11))
+    drafter = speculative.drafter_for(lookup)
+    ctx = target.config.n_ctx
+    assert speculative.same_rounds(run, ids, 24, 4, ctx, drafter) == len(run.rounds)
+    # γ 5: taken up to the first round whose lookup finds other tokens with γ 5 (it found 4,
+    # as many as γ 4 allowed, and more follow the match)
+    text = ids + run.tokens
+    found = [speculative.ngram_lookup(text[:len(ids) + c.n_new], min(5, 24 - c.n_new - 1))
+             for c in run.checkpoints[:-1]]
+    differ = next(i for i, (f, r) in enumerate(zip(found, run.rounds, strict=True))
+                  if f != r.lookup)
+    assert len(run.rounds[differ].lookup.tokens) == 4 and len(found[differ].tokens) == 5
+    assert speculative.same_rounds(run, ids, 24, 5, ctx, drafter) == differ
+    # one more token: rounds that asked for fewer than γ because of the length differ
+    limited = next((i for i, c in enumerate(run.checkpoints[:-1])
+                    if c.g < 4 and c.g == 24 - c.n_new - 1), len(run.rounds))
+    assert speculative.same_rounds(run, ids, 25, 4, ctx, drafter) >= limited
+    assert speculative.same_rounds(run, ids[1:], 24, 4, ctx, drafter) == -1

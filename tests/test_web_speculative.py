@@ -442,3 +442,32 @@ def test_the_target_alone_runs_only_where_it_is_shown(client, model, monkeypatch
                           12)[0].tokens
     m = re.search(r'aria-label="Target alone text">(.*?)</p>', opened, re.S)
     assert marks_to_text(m.group(1)) == model.tokenizer.decode(want)
+
+
+def test_smollm2_sampled_runs_its_big_models_length_and_says_so(smol):
+    """Sampled, each round of a big model is a pass computed when asked: the run makes
+    BIG_SAMPLED_TOKENS new tokens (the page says how many of those asked), the target alone
+    beside it as many; greedy runs read the greedy run and make every length asked."""
+    from pipeline.speculative import NgramDraft
+    from web.sections.speculative import BIG_SAMPLED_TOKENS
+    client, lm = smol
+    ids = lm.model.tokenizer.encode_ordinary(SMOL_PROMPT)
+    asked = BIG_SAMPLED_TOKENS + 12
+    page = text_of(client.get(url("/section/speculative", model="smollm2", prompt=SMOL_PROMPT,
+                                  sp_mode="sample", sp_gamma=3, sp_tokens=asked, sp_seed=5,
+                                  open="spec-rule"), headers=HX))
+    run = speculative_generate(lm.model, NgramDraft(), ids, BIG_SAMPLED_TOKENS, 3, 1.0,
+                               np.random.default_rng(5))
+    assert len(run.tokens) == BIG_SAMPLED_TOKENS
+    assert rounds_shown(page) == [(r.n_accepted, len(r.proposals)) for r in run.rounds]
+    cap = plain_text(re.search(r'<span id="sp-sampled-cap">(.*?)</span>', page, re.S).group(1))
+    assert f"runs {BIG_SAMPLED_TOKENS} new tokens here, not {asked}" in cap
+    assert f"{lm.model.n_params():,} parameters" in cap
+    alone = re.search(r'aria-label="Target alone text">(.*?)</p>', page, re.S).group(1)
+    assert len(re.findall(r"<span>", alone)) == BIG_SAMPLED_TOKENS
+    greedy = text_of(client.get(url("/section/speculative", model="smollm2",
+                                    prompt=SMOL_PROMPT, sp_mode="greedy", sp_gamma=3,
+                                    sp_tokens=asked), headers=HX))
+    assert 'id="sp-sampled-cap"' not in greedy
+    run = speculative_generate(lm.model, NgramDraft(), ids, asked, 3, 0.0)
+    assert rounds_shown(greedy) == [(r.n_accepted, len(r.proposals)) for r in run.rounds]

@@ -2,27 +2,69 @@
 greedy mode every draw is the top token whatever the seed, so it is run once per prompt and
 length and is the model's greedy continuation computed from scratch; on a big model it is the
 greedy run whose rows every greedy setting's verification reads (greedy_run)."""
+import numpy as np
+
 from pipeline.decoding import continue_batch
-from pipeline.sampling import greedy
-from web.sections.speculative import _runs, alone_run
+from pipeline.sampling import draw, greedy
+from pipeline.speculative import NgramDraft, distribution_at, speculative_generate
+from web.sections.speculative import _alone, alone_run, live_run
 
 PROMPT = "Jane was first to speak of the ball at Netherfield"
 
 
 def test_greedy_alone_is_the_greedy_continuation_once_whatever_the_seed(client, model):
-    ids = tuple(model.tokenizer.encode_ordinary(PROMPT))
+    ids = tuple(model.tokenizer.encode_ordinary(PROMPT + ", said Mary"))   # not run before
     reference = tuple(continue_batch(model, ids, [greedy], 10)[0].tokens)
-    before = _runs.computed
+    before = _alone.computed
     assert alone_run(model, ids, 10, "greedy", 3) == reference
     assert alone_run(model, ids, 10, "greedy", 4077) == reference
-    assert _runs.computed == before + 1
+    assert _alone.computed == before + 1
 
 
 def test_sampled_alone_keeps_its_seed(client, model):
     ids = tuple(model.tokenizer.encode_ordinary(PROMPT))
-    before = _runs.computed
+    before = _alone.computed
     runs = {alone_run(model, ids, 10, "sample", seed) for seed in range(4)}
-    assert _runs.computed == before + 4 and len(runs) > 1
+    assert _alone.computed == before + 4 and len(runs) > 1
+
+
+def sampled_alone(model, ids, n, seed):
+    """The target alone sampled with the seed, from the prompt: the reference."""
+    rng, probs = np.random.default_rng(seed), distribution_at(1.0)
+    return tuple(continue_batch(model, ids, [lambda logits, _: draw(probs(logits), rng)],
+                                n)[0].tokens)
+
+
+def test_a_longer_or_shorter_alone_text_goes_on_from_the_kept_one(client, model):
+    """One token more continues the kept run (its cache and generator), one fewer is its start:
+    each is the run from the prompt with that seed, token for token, and the run is computed
+    once for every length."""
+    ids = tuple(model.tokenizer.encode_ordinary(PROMPT + " again"))
+    before = _alone.computed
+    for n in (10, 11, 9, 16, 4):
+        assert alone_run(model, ids, n, "sample", 21) == sampled_alone(model, ids, n, 21)
+    assert _alone.computed == before + 1
+
+
+def exact(run):
+    return [([(p.token, p.p, p.q, p.u, p.accepted) for p in r.proposals], r.token, r.kind,
+             r.p, r.lookup, r.n_fed) for r in run.rounds]
+
+
+def test_a_setting_next_to_a_computed_one_continues_its_run(client, model):
+    """The page's run at one more token, or another γ, is taken from the last runs of the same
+    prompt, mode and seed where they make the same rounds (the very rounds kept), then goes
+    on: the run from the prompt exactly."""
+    ids = tuple(model.tokenizer.encode_ordinary("Mr. Darcy and Mr. Bingley and Mr. Darcy and Mr."))
+    lookup = NgramDraft(max_n=3, min_n=1)
+    first = live_run(model, lookup, ids, 4, 20, "sample", 8)
+    for gamma, n in ((4, 21), (4, 19), (2, 21), (5, 20)):
+        shown = live_run(model, lookup, ids, gamma, n, "sample", 8)
+        real = speculative_generate(model, lookup, list(ids), n, gamma, 1.0,
+                                    np.random.default_rng(8))
+        assert shown.tokens == real.tokens and exact(shown) == exact(real)
+    longer = live_run(model, lookup, ids, 4, 21, "sample", 8)
+    assert longer.rounds[0] is first.rounds[0]          # taken, not computed again
 
 
 def test_a_big_models_greedy_run_is_read_by_every_setting_and_is_the_real_run(smol_app):

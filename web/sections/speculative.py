@@ -34,7 +34,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from pipeline.costs import price_speculative
-from pipeline.decoding import continue_batch
+from pipeline.decoding import Extendable
 from pipeline.generation import decode_loop
 from pipeline.sampling import draw
 from pipeline.speculative import (
@@ -43,6 +43,7 @@ from pipeline.speculative import (
     check_draft,
     distribution_at,
     expected_tokens_per_pass,
+    rounds_in_common,
     speculative_generate,
     timed_generate,
 )
@@ -67,6 +68,15 @@ PARAMS = (
           big_default=8),
     Param("sp_seed", "Seed", kind="int", default=0, min=0, max=9999),
 )
+# A big model's sampled run is computed when asked, a pass of the model per round, and so is the
+# target alone beside it: at most this many new tokens there (its tokens' big default). Its
+# greedy runs read its greedy run (greedy_run, computed once per prompt): every length.
+BIG_SAMPLED_TOKENS = next(p.big_default for p in PARAMS if p.name == "sp_tokens")
+
+
+def run_length(target, mode: str, n_tokens: int) -> int:
+    """The new tokens a run of `mode` makes when n_tokens are asked for."""
+    return min(n_tokens, BIG_SAMPLED_TOKENS) if MODES[mode] and is_big(target) else n_tokens
 
 
 _runs = memo("speculative runs", 32)
@@ -85,17 +95,35 @@ def draft_key(draft):
     return model_key(draft)
 
 
+_recent = memo("speculative recent runs", 8)
+RECENT = 3         # runs kept per prompt, mode and seed to continue from
+
+
 def live_run(target, draft, ids: tuple, gamma: int, n_tokens: int, mode: str, seed: int):
     """This prompt's speculative run, once per setting. Its times are not shown: see
-    speed_table. It starts from the prompt's shared run (web.model_state.forward.prefilled);
-    a big model's greedy run reads the target's rows from its greedy run (see the docstring)."""
+    speed_table. It starts from the prompt's shared run (web.model_state.forward.prefilled),
+    or continues one of the last runs of the same prompt, mode and seed at another length or
+    γ (pipeline.speculative.speculative_generate's resume: the rounds both make are taken, the
+    rest run from its caches and generator state: the same run exactly), the one with the
+    most rounds in common; a big model's greedy run reads the target's rows from its greedy
+    run (see the docstring)."""
+    base = (model_key(target), draft_key(draft), ids, mode, seed)
+
     def run():
         known = greedy_run(target, ids) if MODES[mode] == 0 and is_big(target) else None
-        return speculative_generate(target, draft, list(ids), n_tokens, gamma, MODES[mode],
-                                    np.random.default_rng(seed),
-                                    prompt_kv=prefilled(target, ids)[0], known_rows=known)
-    key = (model_key(target), draft_key(draft), ids, gamma, n_tokens, mode, seed)
-    return _runs.get(key, run)
+        recent = _recent.get(base, list)
+        taken = [(rounds_in_common(r, target, draft, n_tokens, gamma), i)
+                 for i, r in enumerate(list(recent))]
+        best = max(taken, default=(-1, 0))
+        prev = recent[best[1]] if best[0] >= 0 else None
+        out = speculative_generate(target, draft, list(ids), n_tokens, gamma, MODES[mode],
+                                   np.random.default_rng(seed),
+                                   prompt_kv=None if prev else prefilled(target, ids)[0],
+                                   known_rows=known, resume=prev)
+        recent.append(out)
+        del recent[:-RECENT]
+        return out
+    return _runs.get(base[:3] + (gamma, n_tokens) + base[3:], run)
 
 
 class GreedyRun:
@@ -138,14 +166,17 @@ def alone_run(target, ids: tuple, n_tokens: int, mode: str, seed: int) -> tuple:
     if MODES[mode] == 0 and is_big(target):
         return greedy_run(target, ids).tokens[:n_tokens]
     if MODES[mode] == 0:      # greedy: every draw is the top token, whatever the seed: one
-        seed = 0              # run per prompt and length, not one per seed
+        seed = 0              # run per prompt, not one per seed
 
-    def run():
+    def run():                # kept going: a longer text continues it (Extendable)
         rng, probs = np.random.default_rng(seed), distribution_at(MODES[mode])
-        alone = continue_batch(target, ids, [lambda logits, _: draw(probs(logits), rng)],
-                               n_tokens, start=prefilled(target, ids))[0]
-        return tuple(alone.tokens)
-    return _runs.get(("alone", model_key(target), ids, n_tokens, mode, seed), run)
+        return Extendable(target, ids, [lambda logits, _: draw(probs(logits), rng)],
+                          start=prefilled(target, ids))
+    alone = _alone.get((model_key(target), ids, mode, seed), run)
+    return tuple(alone.first(n_tokens)[0].tokens)
+
+
+_alone = memo("speculative alone runs", 8)
 
 
 def alone_view(target, ids: tuple, n_tokens: int, mode: str, seed: int, spec_tokens: tuple):
@@ -311,7 +342,14 @@ def warm(lm):
     else:
         lookup_speed(lm)
     if is_big(lm.model):      # the page opens on the default prompt: its greedy run, which
-        greedy_run(lm.model, prompt_ids(lm, lm.default_prompt))   # every greedy setting reads
+        ids = prompt_ids(lm, lm.default_prompt)           # every greedy setting reads, and
+        greedy_run(lm.model, ids)                         # the other mode's run at the page's
+        default = {p.name: lm.default_of(p) for p in PARAMS}      # settings, with the target
+        for mode in MODES:                                        # alone beside it
+            n = run_length(lm.model, mode, default["sp_tokens"])
+            live_run(lm.model, draft_of(lm), ids, default["sp_gamma"], n, mode,
+                     default["sp_seed"])
+            alone_run(lm.model, ids, n, mode, default["sp_seed"])
 
 
 def other_drafts(lm, text: str) -> list:
@@ -386,6 +424,7 @@ def build(lm, state) -> dict:
     gamma, n_tokens, seed = state["sp_gamma"], state["sp_tokens"], state["sp_seed"]
     ids = prompt_ids(lm, state["prompt"])
     target, draft = lm.model, draft_of(lm)
+    n_asked, n_tokens = n_tokens, run_length(target, mode, n_tokens)
     spec = live_run(target, draft, ids, gamma, n_tokens, mode, seed)
     a = spec.acceptance_rate
     measured_a = a if spec.proposed else None
@@ -393,7 +432,8 @@ def build(lm, state) -> dict:
     common = dict(
         model_name=lm.name, target_params=target.n_params(),
         target_layers=target.config.n_layers, target_width=target.config.d_model,
-        mode=mode, modes=list(MODES), gamma=gamma, n_tokens=n_tokens, seed=seed,
+        mode=mode, modes=list(MODES), gamma=gamma, n_tokens=n_tokens, n_asked=n_asked,
+        seed=seed,
         max_gamma=MAX_GAMMA, max_tokens=MAX_TOKENS,
         rounds=rounds_view(tok, spec), n_rounds=len(spec.rounds),
         n_empty=sum(not r.proposals for r in spec.rounds),
