@@ -16,7 +16,8 @@ the rules of every generation loop), or as soon as `width` beams have finished (
 length are ranked the same whatever the penalty). Each beam keeps its own KV cache; a step runs
 all beams through the model together with `Model.decode_batch`.
 """
-from dataclasses import dataclass, field
+import threading
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
@@ -58,6 +59,12 @@ class BeamSearch:
     nodes: list = field(default_factory=list)       # every proposal, in order of creation
     final: list = field(default_factory=list)       # Hypothesis, best score first (<= width)
     steps: int = 0                                  # steps run
+    # every hypothesis that ended (finished, or still running at the last step), in the order
+    # they ended: `final` is the best `width` of them by the length-penalised score (rescored)
+    ended: list = field(default_factory=list, repr=False, compare=False)
+    # where a longer search goes on from (beam_search's resume): the last step's survivors
+    # with their parents' caches and the hypotheses finished before it; None when it cannot
+    kept: tuple = field(default=None, repr=False, compare=False)
 
     def path(self, node_id: int) -> list:
         """Node ids from the first new token down to node_id."""
@@ -78,20 +85,33 @@ class _Beam:
 
 
 def beam_search(model, prompt_ids, width: int, max_new_tokens: int, length_penalty=1.0,
-                allowed=None, stop_at_eos=True, start=None) -> BeamSearch:
+                allowed=None, stop_at_eos=True, start=None, resume=None) -> BeamSearch:
     """Beam search from the prompt. `allowed` (token ids) restricts the tokens proposed, e.g.
     to make a brute-force check possible; log-probabilities are still the model's own over
-    the whole vocabulary. start: the prompt already run, as for continue_batch."""
+    the whole vocabulary. start: the prompt already run, as for continue_batch.
+
+    resume: a search of the same model, prompt, width, `allowed` and stop rule that stopped at
+    its length limit, shorter than max_new_tokens: this search takes its steps (every step
+    before the last does not depend on the limit) and goes on from its last step's survivors
+    and their caches: the same tree and beams as searching from the prompt. The length
+    penalty only ranks the ended hypotheses (rescored)."""
     if width < 1 or max_new_tokens < 1:
         raise ValueError("width and max_new_tokens must be >= 1")
     eos = model.config.eos_token_id if stop_at_eos else None
-    kv, logits = start if start is not None else _prefill(model, prompt_ids)
-    first = log_softmax(logits)
     allowed = None if allowed is None else np.asarray(sorted(set(allowed)), dtype=np.int64)
     search = BeamSearch(width)
-    running = [_Beam((), 0.0, -1, kv, first)]
-    finished = []
-    for step in range(max_new_tokens):
+    if resume is not None and resume.kept is not None and resume.width == width \
+            and resume.steps < max_new_tokens:
+        last_step, survivors, finished = resume.kept
+        search.nodes = [replace(node) for node in resume.nodes]
+        finished = [replace(h) for h in finished]
+        running = _advance(model, survivors)
+        first_step = last_step + 1
+    else:
+        kv, logits = start if start is not None else _prefill(model, prompt_ids)
+        running = [_Beam((), 0.0, -1, kv, log_softmax(logits))]
+        finished, first_step = [], 0
+    for step in range(first_step, max_new_tokens):
         proposals = []                                   # (total, beam index, node id)
         for b, beam in enumerate(running):
             for token in _best_tokens(beam.logprobs, width + 1, allowed):
@@ -122,19 +142,35 @@ def beam_search(model, prompt_ids, width: int, max_new_tokens: int, length_penal
         last = finish_reason(None, len(prompt_ids) + step + 1, step + 1, max_new_tokens,
                              model.config.n_ctx)
         if last or not survivors:
+            if last == "limit" and survivors:       # a longer search goes on from here
+                search.kept = (step, survivors, [replace(h) for h in finished])
             running = [_Beam(p.tokens + (n.token,), n.total, n.id, None, None)
                        for p, n in survivors]
             break
-        kvs = [p.kv.copy() for p, _ in survivors]
-        logits = model.decode_batch([n.token for _, n in survivors], kvs)   # [B, V]
-        running = [_Beam(p.tokens + (n.token,), n.total, n.id, kvs[i], log_softmax(logits[i]))
-                   for i, (p, n) in enumerate(survivors)]
+        running = _advance(model, survivors)
     finished += [Hypothesis(beam.tokens, beam.total, 0.0, beam.node, False) for beam in running]
-    for h in finished:
-        h.score = length_penalised(h.total, len(h.tokens), length_penalty)
-    finished.sort(key=lambda h: (-h.score, h.node))
-    search.final = finished[:width]
+    search.ended = finished
+    search.final = rescored(search, length_penalty).final
     return search
+
+
+def _advance(model, survivors) -> list:
+    """The step's survivors (parent beam, node) as beams: each reads its token in a copy of its
+    parent's cache, all in one batch."""
+    kvs = [p.kv.copy() for p, _ in survivors]
+    logits = model.decode_batch([n.token for _, n in survivors], kvs)   # [B, V]
+    return [_Beam(p.tokens + (n.token,), n.total, n.id, kvs[i], log_softmax(logits[i]))
+            for i, (p, n) in enumerate(survivors)]
+
+
+def rescored(search: BeamSearch, length_penalty: float) -> BeamSearch:
+    """The same search ranked with another length penalty: the tree and the ended hypotheses do
+    not depend on it (proposals are pruned by their total log-probability), only the order of
+    the ended ones, and so which `width` of them are final."""
+    ended = [replace(h, score=length_penalised(h.total, len(h.tokens), length_penalty))
+             for h in search.ended]
+    ended.sort(key=lambda h: (-h.score, h.node))
+    return replace(search, final=ended[:search.width])
 
 
 def _best_tokens(logprobs, n, allowed):  # -> the n most probable token ids (of `allowed`)
@@ -197,3 +233,53 @@ def continue_batch(model, prompt_ids, pickers, max_new_tokens, stop_at_eos=True,
         for row, i in enumerate(live):
             step_logits[i] = batch[row]
     return out
+
+
+class Extendable:
+    """continue_batch's continuations kept so that they can be made longer: first(n) gives what
+    continue_batch(model, prompt_ids, pickers, n, start=start) gives, and asking for more
+    tokens later runs only the steps not run yet, from the kept KV caches and the logits of the
+    last step (the pickers keep their own state: a sampler's generator goes on where it
+    stopped). Fewer tokens are the first ones: a step does not depend on how many follow. The
+    steps are continue_batch's (the same batches of the sequences still going, so the same
+    numbers); the step that reads a step's tokens runs only when more are asked for.
+    Thread-safe: one request at a time makes it longer."""
+
+    def __init__(self, model, prompt_ids, pickers, stop_at_eos=True, start=None):
+        kv, logits = start if start is not None else _prefill(model, prompt_ids)
+        self.model, self.pickers = model, list(pickers)
+        self.eos = model.config.eos_token_id if stop_at_eos else None
+        self.out = [Continuation([], []) for _ in self.pickers]
+        self.history = [list(prompt_ids) for _ in self.pickers]
+        self.kvs = [kv.copy() for _ in self.pickers]
+        self.step_logits = [logits] * len(self.pickers)
+        self.live = list(range(len(self.pickers)))
+        self.steps, self.unread = 0, False     # unread: the last step's tokens not read yet
+        self.lock = threading.Lock()
+
+    def first(self, n: int) -> list:
+        """The first n tokens of each continuation (fewer where one ended): Continuations."""
+        with self.lock:
+            while self.steps < n and self.live:
+                self._step()
+            return [Continuation(o.tokens[:n], o.logprobs[:n]) for o in self.out]
+
+    def _step(self):
+        model, live = self.model, self.live
+        if self.unread:
+            batch = model.decode_batch([self.out[i].tokens[-1] for i in live],
+                                       [self.kvs[i] for i in live])
+            for row, i in enumerate(live):
+                self.step_logits[i] = batch[row]
+        for i in live:
+            token = int(self.pickers[i](self.step_logits[i], self.history[i]))
+            self.out[i].tokens.append(token)
+            self.out[i].logprobs.append(float(log_softmax(self.step_logits[i])[token]))
+            self.history[i].append(token)
+        self.steps += 1
+        # as continue_batch's rule, without the length limit: that is the caller's n
+        self.live = [i for i in live if finish_reason(self.out[i].tokens[-1],
+                                                      len(self.history[i]), self.steps,
+                                                      self.steps + 1, model.config.n_ctx,
+                                                      self.eos) is None]
+        self.unread = True

@@ -134,3 +134,84 @@ def test_beam_search_and_continue_batch_stop_where_generate_stops(room):
     assert continue_batch(lm, ids, [greedy], 12)[0].tokens == expected
     wide = beam_search(lm, ids, width=3, max_new_tokens=12)
     assert all(len(h.tokens) <= room + 1 for h in wide.final) and wide.steps == room + 1
+
+
+# --- longer from shorter: a kept search or continuation goes on, exactly ---------------------
+
+def search_view(search):
+    return ([(n.id, n.parent, n.step, n.token, n.logprob, n.total, n.status)
+             for n in search.nodes], search.steps,
+            [(h.tokens, h.total, h.score, h.node, h.ended) for h in search.final])
+
+
+@pytest.mark.parametrize("name, prompt, width", [("default", "It was a beautiful", 3),
+                                                 ("default", "Mr. Darcy", 1),
+                                                 ("llama_gqa", "hello there", 4)])
+@pytest.mark.parametrize("shorter, longer", [(4, 5), (1, 2), (2, 7)])
+def test_a_longer_search_going_on_from_a_shorter_one_is_the_search_from_the_prompt(
+        name, prompt, width, shorter, longer):
+    """Every node (token, log-probability, total, status) and final beam of the search that goes
+    on from a kept shorter one is the search run from the prompt; the kept one is unchanged."""
+    lm = get_model(name)
+    ids = lm.tokenizer.encode_ordinary(prompt)
+    short = beam_search(lm, ids, width, shorter, length_penalty=0.5)
+    before = search_view(short)
+    grown = beam_search(lm, ids, width, longer, length_penalty=0.5, resume=short)
+    assert search_view(grown) == search_view(beam_search(lm, ids, width, longer,
+                                                         length_penalty=0.5))
+    assert search_view(short) == before
+
+
+def test_a_search_that_ended_before_its_limit_is_not_gone_on_from():
+    """Early stopping (width beams finished at end-of-text) keeps nothing to go on from: a
+    longer search runs from the prompt, the same as without it; one stopped by its limit is."""
+    lm = get_model("llama_mha")
+    eos = lm.config.eos_token_id
+    prompt = [5, 6, 7]
+    logits = lm.forward(prompt)[-1]
+    others = [int(t) for t in np.argsort(-logits) if t != eos][:3]
+    ended = beam_search(lm, prompt, width=1, max_new_tokens=3, allowed=[eos])
+    assert ended.kept is None and ended.final[0].ended and ended.steps == 1
+    assert search_view(beam_search(lm, prompt, 1, 5, allowed=[eos], resume=ended)) == \
+        search_view(ended)
+    limited = beam_search(lm, prompt, width=2, max_new_tokens=3, allowed=others)
+    assert limited.kept is not None and limited.steps == 3
+    assert search_view(beam_search(lm, prompt, 2, 5, allowed=others, resume=limited)) == \
+        search_view(beam_search(lm, prompt, 2, 5, allowed=others))
+
+
+@pytest.mark.parametrize("alpha", [0.0, 0.5, 2.0])
+def test_rescored_is_the_search_with_that_length_penalty(alpha):
+    from pipeline.decoding import rescored
+    lm = get_model("llama_mha")
+    eos = lm.config.eos_token_id
+    logits = lm.forward([5, 6, 7])[-1]
+    allowed = [int(t) for t in np.argsort(-logits)[:3]] + [eos]
+    search = beam_search(lm, [5, 6, 7], 3, 5, length_penalty=1.0, allowed=allowed)
+    assert search_view(rescored(search, alpha)) == search_view(
+        beam_search(lm, [5, 6, 7], 3, 5, length_penalty=alpha, allowed=allowed))
+
+
+def test_an_extendable_continuation_is_continue_batch_at_every_length():
+    """Asked for more tokens, the kept continuations go on (their caches, their samplers'
+    generators); fewer are their start: each is continue_batch's run from the prompt, tokens
+    and log-probabilities, including a sequence that stopped at end-of-text."""
+    from pipeline.decoding import Extendable, continue_batch
+    from pipeline.sampling import SamplerSettings, greedy, sampler
+    lm = get_model("default")
+    ids = lm.tokenizer.encode_ordinary("It was a beautiful")
+    s = SamplerSettings(temperature=1.1, top_p=0.95)
+    grown = Extendable(lm, ids, [greedy, sampler(s, 1), sampler(s, 2)])
+    for n in (3, 4, 9, 2, 12):
+        want = continue_batch(lm, ids, [greedy, sampler(s, 1), sampler(s, 2)], n)
+        got = grown.first(n)
+        assert [(c.tokens, c.logprobs) for c in got] == [(c.tokens, c.logprobs) for c in want]
+    small = get_model("llama_mha")
+    eos = small.config.eos_token_id
+    always_eos = lambda logits, hist: eos                       # noqa: E731
+    second = lambda logits, hist: int(np.argsort(-logits)[1])   # noqa: E731
+    kept = Extendable(small, [5, 6, 7], [always_eos, second])
+    for n in (1, 2, 5):
+        want = continue_batch(small, [5, 6, 7], [always_eos, second], n)
+        assert [(c.tokens, c.logprobs) for c in kept.first(n)] == \
+            [(c.tokens, c.logprobs) for c in want]

@@ -153,3 +153,18 @@ def test_the_model_fills_the_cache_this_module_holds():
     assert isinstance(kv, KVCache) and pipeline.KVCache is KVCache
     model.prefill([1, 2, 3], kv)
     assert len(kv) == 3 and kv.nbytes == kv_cache_bytes(model.config, 3)
+
+
+def test_a_check_made_longer_or_shorter_from_kept_steps_is_the_check_from_the_prompt(model):
+    """The prompt's kept cached steps (CachedSteps) made longer, or read shorter, give every
+    length's check exactly as a run from the prompt does: tokens, logits differences, bytes
+    and capacities; the tokens are greedy decoding's."""
+    from pipeline.kvcache import CachedSteps
+    prompt = prompt_for(model, 7)
+    kept = CachedSteps(model, prompt, capacity=4)
+    for n in (3, 4, 9, 2, 9, 12):
+        grown = cache_vs_recompute(model, prompt, n, capacity=4, steps=kept)
+        fresh = cache_vs_recompute(model, prompt, n, capacity=4)
+        assert grown == fresh
+        assert grown.generated[:-1] == [p.token for p in decode_loop(model, prompt, n)]
+    assert len(kept.cached) == 13                     # 12 decode steps after the prefill, once

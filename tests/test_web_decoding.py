@@ -243,3 +243,32 @@ def test_smollm2_example_note_states_its_own_settings(smol_app):
     stats = beam_stats(at_example)
     assert stats == (round(b_total, 3), round(g_total, 3))
     assert "not the settings above" not in example_note(at_example)
+
+
+def test_a_longer_search_goes_on_from_the_kept_one_and_the_penalty_only_reranks(
+        client, model, monkeypatch):
+    """b_new one step further runs the steps the kept shorter search has not (one batch each),
+    b_alpha runs none (the tree does not depend on the length penalty); every node and final
+    beam is beam search's from the prompt."""
+    from web.sections.decoding import _searches, cached_greedy, cached_search, tree_search
+
+    def view(s):
+        return ([(n.id, n.parent, n.token, n.logprob, n.total, n.status) for n in s.nodes],
+                [(h.tokens, h.total, h.score, h.ended) for h in s.final])
+    ids = tuple(model.tokenizer.encode_ordinary("Elizabeth looked at her sister, and then"))
+    tree_search(model, ids, 3, 4)
+    batches = []
+    original = model.decode_batch
+    monkeypatch.setattr(model, "decode_batch", lambda *a: batches.append(1) or original(*a))
+    before = _searches.computed
+    for alpha in (1.0, 0.0, 1.7):
+        assert view(cached_search(model, ids, 3, 6, alpha)) == \
+            view(beam_search(model, ids, 3, 6, length_penalty=alpha))
+    assert _searches.computed == before + 1
+    # from the 4-token search: the batch its last step did not run, and one for the 6th token;
+    # each beam_search from the prompt beside it runs 5
+    assert len(batches) == 2 + 3 * 5
+    batches.clear()
+    greedy_6 = cached_greedy(model, ids, 6)
+    assert len(batches) == 5 and cached_greedy(model, ids, 7).tokens[:6] == greedy_6.tokens
+    assert len(batches) == 6                            # one more step

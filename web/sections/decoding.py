@@ -11,10 +11,10 @@ import math
 import urllib.parse
 from dataclasses import dataclass
 
-from pipeline.decoding import beam_search, continue_batch
+from pipeline.decoding import Extendable, beam_search, continue_batch, rescored
 from pipeline.generation import most_new_tokens
 from pipeline.sampling import SamplerSettings, greedy, sampler
-from web.core.cache import memoized
+from web.core.cache import memo, memoized, model_key
 from web.core.params import Param
 from web.core.sampler_settings import settings_from
 from web.figures import decoding as figures
@@ -63,24 +63,44 @@ class Line:
 
 
 # Each search starts from the prompt's shared run (web.model_state.forward.prefilled): the prompt is
-# not
-# run again for every width, length or seed.
-@memoized(32)
+# not run again for every width, length or seed. A longer search goes on from a shorter one kept
+# (pipeline.decoding.beam_search's resume), a longer continuation from the one kept
+# (Extendable): one more token is one more step, not a new search.
+_searches = memo("beam searches", 32)
+
+
+def tree_search(model, ids: tuple, width: int, n: int):
+    """The search tree and ended hypotheses of width and n new tokens (any length penalty)."""
+    def key(k):
+        return (model_key(model), ids, width, k)
+
+    def run():
+        shorter = (_searches.peek(key(k)) for k in range(n - 1, 0, -1))
+        prev = next((p for p in shorter if p is not None and p.kept is not None), None)
+        return beam_search(model, ids, width, n, start=None if prev else prefilled(model, ids),
+                           resume=prev)
+    return _searches.get(key(n), run)
+
+
 def cached_search(model, ids: tuple, width: int, n: int, alpha: float):
-    return beam_search(model, ids, width, n, length_penalty=alpha, start=prefilled(model, ids))
+    """The search ranked with length penalty alpha (rescored: the tree does not depend on it)."""
+    return rescored(tree_search(model, ids, width, n), alpha)
 
 
-@memoized(32)
+_continued = memo("decoding continuations", 16)
+
+
 def cached_greedy(model, ids: tuple, n: int):
     """Greedy's continuation: it does not depend on the sampling section's settings."""
-    return continue_batch(model, ids, [greedy], n, start=prefilled(model, ids))[0]
+    return _continued.get((model_key(model), ids, "greedy"), lambda: Extendable(
+        model, ids, [greedy], start=prefilled(model, ids))).first(n)[0]
 
 
-@memoized(32)
 def cached_samples(model, ids: tuple, n: int, settings: SamplerSettings, seed: int):
     """N_SAMPLES seeded samples (seeds seed, seed + 1, ...), run side by side."""
-    return continue_batch(model, ids, [sampler(settings, seed + i) for i in range(N_SAMPLES)], n,
-                          start=prefilled(model, ids))
+    return _continued.get((model_key(model), ids, settings, seed), lambda: Extendable(
+        model, ids, [sampler(settings, seed + i) for i in range(N_SAMPLES)],
+        start=prefilled(model, ids))).first(n)
 
 
 def samples_shown(state) -> bool:

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 
 from pipeline.kvcache import (
     BYTES_PER_VALUE,
+    CachedSteps,
     Check,
     attention_kind,
     cache_vs_recompute,
@@ -50,13 +51,19 @@ PARAMS = (
 
 
 _checks = memo("kvcache checks", 32)
+_steps = memo("kvcache steps", 8)
 
 
 def cache_check(model, ids: tuple, n_new: int) -> Check:
-    """The checked run for this prompt and length, computed once per (model, prompt, length)."""
-    return _checks.get((model_key(model), ids, n_new, START_CAPACITY),
-                       lambda: cache_vs_recompute(model, ids, n_new, START_CAPACITY,
-                                                  start=prefilled(model, ids, START_CAPACITY)))
+    """The checked run for this prompt and length, computed once per (model, prompt, length).
+    Its decode steps are the prompt's kept ones (CachedSteps), made longer when a longer run is
+    asked for: one more token is one more step (and the one forward pass it is checked
+    against)."""
+    def check():
+        steps = _steps.get((model_key(model), ids, START_CAPACITY), lambda: CachedSteps(
+            model, ids, START_CAPACITY, start=prefilled(model, ids, START_CAPACITY)))
+        return cache_vs_recompute(model, ids, n_new, START_CAPACITY, steps=steps)
+    return _checks.get((model_key(model), ids, n_new, START_CAPACITY), check)
 
 
 @dataclass(frozen=True)
