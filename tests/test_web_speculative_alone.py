@@ -97,3 +97,27 @@ def test_a_big_models_greedy_run_is_read_by_every_setting_and_is_the_real_run(sm
         assert run.tokens[:12] == tuple(continue_batch(target, ids, [greedy], 12)[0].tokens)
         # the settings the page opens on (SmolLM2's own) accept a guess
         assert live_run(target, LOOKUP, ids, 4, 32, "greedy", 0).accepted >= 1
+
+
+def test_a_big_models_greedy_run_goes_as_far_as_asked(smol_app):
+    """The greedy run a big model's greedy settings read is computed as far as a run asks (its
+    first n rows), made longer for a longer run: each step once, and the run read from it is the
+    speculative run that verifies with passes."""
+    from web.sections.speculative import LOOKUP, greedy_run
+    lm = smol_app.extensions["explainer"].models["smollm2"]
+    target = lm.model
+    with smol_app.app_context():
+        ids = tuple(target.tokenizer.encode_ordinary("One, two, three, one, two,"))
+        longest = 0
+        for n in (6, 9, 7):
+            shown = live_run(target, LOOKUP, ids, 3, n, "greedy", 0)
+            real = speculative_generate(target, LOOKUP, list(ids), n, 3, 0.0,
+                                        np.random.default_rng(0))
+            assert shown.tokens == real.tokens and \
+                [(r.token, r.kind, [(p.token, p.p, p.u, p.accepted) for p in r.proposals])
+                 for r in shown.rounds] == \
+                [(r.token, r.kind, [(p.token, p.p, p.u, p.accepted) for p in r.proposals])
+                 for r in real.rounds]
+            longest = max(longest, n)
+            assert len(greedy_run(target, ids, 0).tokens) == longest    # no step more
+        assert len(greedy_run(target, ids, 0).rows) == 9

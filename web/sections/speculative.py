@@ -14,7 +14,7 @@ smaller (`lookup_speed`): the target alone and lookup at γ = LOOKUP_GAMMA in gr
 text that repeats itself (LOOKUP_TEXT).
 
 On a big model (web.model_state.explainer.is_big) greedy mode's run reads the target's rows
-from its own greedy run on the prompt (`greedy_run`: MAX_TOKENS computed once per prompt, and
+from its own greedy run on the prompt (`greedy_run`: computed once per prompt, as far as asked, and
 shared by every γ, length and seed): greedy verification only reads
 rows on the target's own greedy path, so no pass is run again for them
 (pipeline.speculative.speculative_generate's known_rows). That greedy run is also the target
@@ -27,6 +27,7 @@ every timing section quotes; pipeline.costs.price_speculative): each verificatio
 tokens costs the table's pass of k tokens in decode steps, each draft step the table's c.
 """
 import functools
+import threading
 import time
 import urllib.parse
 from dataclasses import dataclass
@@ -110,7 +111,9 @@ def live_run(target, draft, ids: tuple, gamma: int, n_tokens: int, mode: str, se
     base = (model_key(target), draft_key(draft), ids, mode, seed)
 
     def run():
-        known = greedy_run(target, ids) if MODES[mode] == 0 and is_big(target) else None
+        # a greedy run's rows after its first n - 1 tokens: every one its rounds read
+        known = greedy_run(target, ids, n_tokens) if MODES[mode] == 0 and is_big(target) \
+            else None
         recent = _recent.get(base, list)
         taken = [(rounds_in_common(r, target, draft, n_tokens, gamma), i)
                  for i, r in enumerate(list(recent))]
@@ -128,12 +131,31 @@ def live_run(target, draft, ids: tuple, gamma: int, n_tokens: int, mode: str, se
 
 class GreedyRun:
     """The target's own greedy run on a prompt: its tokens and, before each, the logits it was
-    chosen from (rows[k]: after the prompt and the first k tokens). As known_rows of
-    pipeline.speculative.speculative_generate: get(text) is the row after `text` when `text`
-    is the prompt and a start of the run, else None."""
+    chosen from (rows[k]: after the prompt and the first k tokens), computed as far as asked
+    (upto: the steps not run yet, from the kept decode loop; at most MAX_TOKENS, or to the
+    end-of-text token). As known_rows of pipeline.speculative.speculative_generate: get(text)
+    is the row after `text` when `text` is the prompt and a start of the run, else None."""
 
-    def __init__(self, ids: tuple, tokens: tuple, rows: np.ndarray):
-        self.ids, self.tokens, self.rows = ids, tokens, rows
+    def __init__(self, target, ids: tuple):
+        self.ids, self.tokens, self.rows = tuple(ids), (), []
+        self._steps = decode_loop(target, list(ids), MAX_TOKENS, start=prefilled(target, ids))
+        self._lock = threading.Lock()
+
+    def upto(self, n: int) -> "GreedyRun":
+        """The run at least n tokens long (or as long as it goes): each step once."""
+        with self._lock:
+            while len(self.tokens) < n and self._steps is not None:
+                step = next(self._steps, None)
+                if step is None:
+                    self._steps = None
+                    break
+                self.rows.append(np.asarray(step.logits, dtype=np.float32))
+                self.tokens += (step.token,)
+        return self
+
+    @property
+    def nbytes(self) -> int:
+        return sum(r.nbytes for r in self.rows)
 
     def get(self, text):
         k = len(text) - len(self.ids)
@@ -144,18 +166,15 @@ class GreedyRun:
 
 
 _greedy = memo("speculative greedy runs", 8, big_size=4, big_bytes=48 << 20,
-               weigh=lambda run: run.rows.nbytes)
+               weigh=lambda run: run.nbytes)
 
 
-def greedy_run(target, ids: tuple) -> GreedyRun:
-    """The target's greedy run on the prompt, MAX_TOKENS long (or to the end-of-text token):
-    once per prompt, for every length (a run's first k tokens and rows do not depend on how
-    long it goes on: each step is the same decode step), γ and seed."""
-    def run():
-        steps = list(decode_loop(target, list(ids), MAX_TOKENS, start=prefilled(target, ids)))
-        return GreedyRun(tuple(ids), tuple(p.token for p in steps),
-                         np.stack([np.asarray(p.logits, dtype=np.float32) for p in steps]))
-    return _greedy.get((model_key(target), ids), run)
+def greedy_run(target, ids: tuple, n: int = MAX_TOKENS) -> GreedyRun:
+    """The target's greedy run on the prompt, at least n tokens of it (or to the end-of-text
+    token): one run per prompt, made longer when a longer one is asked for, for every length
+    (a run's first k tokens and rows do not depend on how long it goes on: each is the same
+    decode step), γ and seed."""
+    return _greedy.get((model_key(target), ids), lambda: GreedyRun(target, ids)).upto(n)
 
 
 def alone_run(target, ids: tuple, n_tokens: int, mode: str, seed: int) -> tuple:
@@ -164,7 +183,7 @@ def alone_run(target, ids: tuple, n_tokens: int, mode: str, seed: int) -> tuple:
     mode's check in the core, the texts side by side in the spec-rule disclosure. A big
     model's greedy text is its greedy_run's (which its speculative run reads)."""
     if MODES[mode] == 0 and is_big(target):
-        return greedy_run(target, ids).tokens[:n_tokens]
+        return greedy_run(target, ids, n_tokens).tokens[:n_tokens]
     if MODES[mode] == 0:      # greedy: every draw is the top token, whatever the seed: one
         seed = 0              # run per prompt, not one per seed
 
@@ -341,11 +360,10 @@ def warm(lm):
         speed_table(lm)
     else:
         lookup_speed(lm)
-    if is_big(lm.model):      # the page opens on the default prompt: its greedy run, which
-        ids = prompt_ids(lm, lm.default_prompt)           # every greedy setting reads, and
-        greedy_run(lm.model, ids)                         # the other mode's run at the page's
-        default = {p.name: lm.default_of(p) for p in PARAMS}      # settings, with the target
-        for mode in MODES:                                        # alone beside it
+    if is_big(lm.model):      # the page opens on the default prompt: both modes' runs at
+        ids = prompt_ids(lm, lm.default_prompt)       # its settings (greedy: from the greedy
+        default = {p.name: lm.default_of(p) for p in PARAMS}      # run), the target alone
+        for mode in MODES:                                        # beside each
             n = run_length(lm.model, mode, default["sp_tokens"])
             live_run(lm.model, draft_of(lm), ids, default["sp_gamma"], n, mode,
                      default["sp_seed"])
