@@ -195,3 +195,30 @@ def test_the_core_gives_real_models_caches_by_the_formula(client):
             assert (f"{name} ({kind}, {kv} kv head{'s' if kv != 1 else ''}) keeps "
                     f"{human_bytes(n)}") in said
         assert "Llama 2 7B (multi-head, 32 kv heads) keeps 4 GiB" in said
+
+
+def test_a_big_model_generates_its_most_and_says_so(smol_app):
+    """SmolLM2: each token is a decode step of a 135 M-parameter model and a longer forward to
+    check against, so a run asks for at most BIG_MAX_NEW; the page says how many of those asked
+    it ran, and its checked steps are that run's. The default model runs what is asked."""
+    lm = smol_app.extensions["explainer"].models["smollm2"]
+    asked = kvcache.BIG_MAX_NEW + 4
+    with smol_app.app_context():
+        client = smol_app.test_client()
+        page = text_of(client.get(url("/section/kvcache", model="smollm2", prompt=PROMPT,
+                                      kv_new=asked), headers=HX))
+        ids = tuple(lm.tokenizer.encode_ordinary(PROMPT))
+        run = cache_vs_recompute(lm.model, ids, kvcache.BIG_MAX_NEW, kvcache.START_CAPACITY)
+        rows = table_rows(page, "Checked steps")
+        assert [[r[0], r[1], r[3], r[4]] for r in rows] == [
+            [str(i), str(s.n_tokens), f"{s.max_abs_diff:.1e}", f"{s.nbytes:,}"]
+            for i, s in enumerate(run.steps)]
+        assert len(rows) == kvcache.BIG_MAX_NEW + 1
+        cap = re.sub(r"\s+", " ", re.search(r'<span id="kv-big-cap">(.*?)</span>', page,
+                                            re.S).group(1))
+        assert f"generates {kvcache.BIG_MAX_NEW} tokens here, not {asked}" in cap
+        assert f"{lm.model.n_params():,} parameters" in cap
+        assert f"{run.steps[-1].nbytes:,} bytes" in page
+        small = text_of(client.get(url("/section/kvcache", model="smollm2", prompt=PROMPT,
+                                       kv_new=kvcache.BIG_MAX_NEW), headers=HX))
+        assert 'id="kv-big-cap"' not in small

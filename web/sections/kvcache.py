@@ -27,6 +27,7 @@ from pipeline.published import KV_ONLY, PUBLISHED, attention_config
 from web.core.cache import memo
 from web.core.params import Param
 from web.figures import kvcache as figures
+from web.model_state.explainer import is_big
 from web.model_state.forward import prefilled, prompt_ids
 from web.model_state.measured import cost_table, model_key, stamp
 from web.presentation.tokens import token_string
@@ -42,6 +43,9 @@ CTX_CHOICES = (1024, 2048, 4096, 8192, 16384, 32768, 65536, 131072)
 KIND_MODELS = ("Llama 2 7B", "Llama 3 8B", "Falcon 7B")
 CURVE_MODELS = ("GPT-2 small", "Llama 2 7B", "Llama 3 8B", "Falcon 7B", "Llama 3 70B",
                 "Llama 3.1 405B")
+
+BIG_MAX_NEW = 16          # a big model's most: each token is a decode step of it and a longer
+                          # forward to check against, computed when asked (the page says so)
 
 PARAMS = (
     Param("kv_new", "Tokens to generate", kind="int", default=16, min=1, max=MAX_NEW,
@@ -94,6 +98,9 @@ def build(lm, state) -> dict:
                      if room > 0 else f"The prompt fills the whole context window "
                      f"({cfg.n_ctx} tokens): no token can be generated.")
         n_new = max(0, min(room, state["kv_new"]))
+    asked = n_new
+    if is_big(lm.model):
+        n_new = min(n_new, BIG_MAX_NEW)
     run = cache_check(lm.model, ids, n_new)
     steps = run.steps
     last = steps[-1]
@@ -107,7 +114,7 @@ def build(lm, state) -> dict:
     n = len(ids)
     return dict(
         model_name=lm.name, cfg=cfg, human_bytes=figures.human_bytes, n_prompt=len(ids),
-        n_new=n_new, max_new=MAX_NEW,
+        n_new=n_new, max_new=MAX_NEW, asked=asked, n_params=lm.model.n_params(),
         steps=[step_row(i, s, lm.tokenizer) for i, s in enumerate(steps)],
         measured_at=stamp(table.measured_at), timed=timed, repeats=table.repeats,
         shown=[dict(n=m, uncached=table.prefill_at(m), cached=table.decode_at(m))
