@@ -97,23 +97,35 @@
   function sectionPlots(section) {
     return section ? Array.prototype.slice.call(section.querySelectorAll("[data-figure]")) : [];
   }
-  document.addEventListener("htmx:beforeSwap", function (event) {
-    var target = event.detail.target;
-    if (!target || !event.detail.shouldSwap) return;
+  function keep(target) {
     var sections = target.matches("section.section") ? [target]
         : Array.prototype.slice.call(target.querySelectorAll("section.section"));
     var inside = target.closest("section.section");
     if (inside && sections.indexOf(inside) < 0) sections.push(inside);
-    kept = {};
+    var now = [];
     sections.forEach(function (section) {
       sectionPlots(section).forEach(function (el, i) {
-        if (el._drawn !== undefined && target.contains(el)) kept[plotKey(el, i)] = el;
+        if (el._drawn !== undefined && target.contains(el)) {
+          kept[plotKey(el, i)] = el;
+          now.push(el);
+        }
       });
     });
     // The kept figures leave the page before the swap: htmx walks every element it removes
     // (two cleanup events each), and a figure's SVG is most of a part's elements (963 of the
     // feed-forward token part's 1,446). adopt() puts each back in place of its new copy.
-    Object.keys(kept).forEach(function (key) { kept[key].remove(); });
+    now.forEach(function (el) { el.remove(); });
+  }
+  document.addEventListener("htmx:beforeSwap", function (event) {
+    var target = event.detail.target;
+    if (!target || !event.detail.shouldSwap) return;
+    kept = {};
+    keep(target);
+  });
+  // an answer's out-of-band parts (the places that follow a control: web/core/views.py follow)
+  // are swapped after its htmx:beforeSwap, before its main part: their figures are kept too
+  document.addEventListener("htmx:oobBeforeSwap", function (event) {
+    if (event.detail.target && event.detail.shouldSwap) keep(event.detail.target);
   });
   function adopt(root) {
     var sections = [], adopted = [];
@@ -141,6 +153,11 @@
     return adopted;
   }
 
+  // A swap loads its new content piece by piece (each child of a part, each out-of-band part):
+  // the figures of all the pieces are drawn together once the last has loaded (a microtask), so
+  // the page is laid out once for all of them, not once per piece after the previous piece's
+  // figures were drawn.
+  var toDraw = [], drawQueued = false;
   function init(root) {
     // a part's content swapped in (innerHTML) loads child by child: the first child's load
     // adopts every kept figure of the section, so the figures adopted are drawn here
@@ -149,7 +166,15 @@
     root.querySelectorAll("[data-figure]").forEach(function (el) {
       if (plots.indexOf(el) < 0) plots.push(el);
     });
-    drawSome(plots);
+    plots.forEach(function (el) { if (toDraw.indexOf(el) < 0) toDraw.push(el); });
+    if (drawQueued) return;
+    drawQueued = true;
+    Promise.resolve().then(function () {
+      drawQueued = false;
+      var todo = toDraw.filter(function (el) { return el.isConnected; });
+      toDraw = [];
+      drawSome(todo);
+    });
   }
   // The figures to draw are measured all before any is drawn (a measure after a drawing makes
   // the browser lay the page out again); one drawn before and now far off the screen waits.

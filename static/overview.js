@@ -103,8 +103,10 @@
     var l = live();
     if (stepping && l && !calm()) l.classList.add("ov-stepped");   // the token travels the path
     stepping = false;
+    // the text's latest words in view, once the swap's figures are drawn (figures.js): the
+    // page is laid out once for both
     var text = l && l.querySelector("#ov-text");
-    if (text) text.scrollTop = text.scrollHeight;        // the text's latest words in view
+    if (text) Promise.resolve().then(function () { text.scrollTop = text.scrollHeight; });
     if (playing) {
       if (l && l.getAttribute("data-finish")) { playing = false; }
       else timer = setTimeout(step, calm() ? 0 : STEP_PAUSE_MS);

@@ -2,7 +2,9 @@
 // a new prompt also names the loaded sections near the screen (X-Sections: lazy.js's
 // window.Explainer.nearScreen), which the server recomputes at once; the others go back to
 // placeholders and are computed again when they are reached. An answer older than the newest
-// request for its target, or than the newest prompt, is not swapped in.
+// request for its target, or than the newest prompt, is not swapped in. Any other request names
+// the places on the page that follow a change (X-Follows), so that a control's answer brings
+// theirs out of band; such a part too is dropped when a newer request was sent for its place.
 (function () {
   "use strict";
   if (typeof htmx === "undefined") return;
@@ -23,19 +25,47 @@
         if (!s.hasAttribute("data-lazy") && near(s)) ids.push(s.id);
       });
       cfg.headers["X-Sections"] = ids.join(",");
+    } else {
+      cfg.headers["X-Follows"] = follows();
     }
     var target = cfg.target && cfg.target.id;
     if (target) latestFor[target] = sentNo;
     cfg.headers["X-Request-No"] = String(sentNo);
   });
+  // The places that follow another's change (an element listening for "<section>-changed" or
+  // "sampler-moved": decoding's samples, the overview's live part, ...), by the part each
+  // updates: a control's answer brings those of them that read what it changed, out of band
+  // (web/core/views.py follow), so one request and one swap update them all.
+  var FOLLOWERS = '[hx-trigger*="-changed from:body"],[hx-trigger*="sampler-moved from:body"]';
+  function follows() {
+    var ids = [];
+    document.querySelectorAll(FOLLOWERS).forEach(function (el) {
+      var id = (el.getAttribute("hx-target") || "").replace(/^#/, "");
+      if (id && ids.indexOf(id) < 0) ids.push(id);
+    });
+    return ids.join(",");
+  }
+  var swappingNo = 0;             // the number of the answer being swapped, for its oob parts
   document.addEventListener("htmx:beforeSwap", function (event) {
     var cfg = event.detail.requestConfig || {};
     var no = Number((cfg.headers || {})["X-Request-No"] || 0);
     var target = event.detail.target && event.detail.target.id;
+    swappingNo = no;
     if (!no) return;
     if ((target && no < (latestFor[target] || 0)) || (!isPrompt(cfg.path || "") && no < latestPrompt)) {
       event.detail.shouldSwap = false;
     }
+  }, true);
+  // An out-of-band part of an answer is dropped when a newer request was sent for its place or
+  // a place around it; swapped, it counts as that answer's for its place (an older answer for it
+  // that arrives later is dropped).
+  document.addEventListener("htmx:oobBeforeSwap", function (event) {
+    var d = event.detail;
+    if (!swappingNo || !d.target) return;
+    for (var el = d.target; el; el = el.parentElement) {
+      if (el.id && (latestFor[el.id] || 0) > swappingNo) { d.shouldSwap = false; return; }
+    }
+    if (d.target.id) latestFor[d.target.id] = Math.max(latestFor[d.target.id] || 0, swappingNo);
   }, true);
 
   // What an answer replaces leaves the page before htmx walks it. htmx cleans up every element
@@ -87,6 +117,14 @@
       var el = document.getElementById(id);
       if (el && target.contains(el)) kept.push(el);
     });
+    prune(target, kept);
+  });
+  // the same for an out-of-band part (a follower's: its whole content is replaced)
+  document.addEventListener("htmx:oobBeforeSwap", function (event) {
+    var d = event.detail, target = d.target;
+    if (!d.shouldSwap || !target || !target.isConnected) return;
+    var kept = [];
+    if (document.activeElement && target.contains(document.activeElement)) kept.push(document.activeElement);
     prune(target, kept);
   });
 })();

@@ -11,6 +11,8 @@ htmx requests get `HX-Push-Url` set to the canonical page URL of the validated s
 address bar always reproduces what is on screen. Bad values come back as the same partials with
 the message next to the control and a 4xx status (htmx is configured to swap those).
 """
+import re
+
 from flask import Blueprint, abort, current_app, g, render_template, request
 from markupsafe import Markup
 
@@ -177,7 +179,8 @@ def is_partial_request() -> bool:
 def respond(body, state, status=None):
     status = state.status if status is None else status
     response = current_app.make_response((body, status))
-    response.headers["Vary"] = "HX-Request, HX-History-Restore-Request, HX-Target, X-Sections"
+    response.headers["Vary"] = ("HX-Request, HX-History-Restore-Request, HX-Target, X-Sections, "
+                                "X-Follows")
     # A section that loads itself as it nears the screen (HX-Trigger is then the section's own
     # id) changes nothing the address bar shows: no new history entry.
     loading_itself = request.headers.get("HX-Trigger") == (request.view_args or {}).get(
@@ -237,14 +240,59 @@ def section(section_id):
     # told by that place's answer already
     following = request.headers.get("HX-Trigger") == f"{s.id}-follow"
     if is_partial_request() and response.status_code == 200 and not loading_itself \
-            and not following and readers(s):
-        response.headers["HX-Trigger"] = changed_event(s.id)
+            and not following and followers_of(s):
+        follow(response, lm, state, followers_of(s), changed_event(s.id))
     return response
 
 
-def render_overview(lm, state, oob: bool = False, live_only: bool = False):
+def followers_of(s) -> list:
+    """The sections that follow a change of section s's own parameters: its readers, and the
+    overview (its live part) when s owns the page's sampler shown there."""
+    shown = set(overview_pass.SAMPLER_NAMES) & {p.name for p in s.params}
+    return readers(s) + ([OVERVIEW] if shown else [])
+
+
+OVERVIEW = "overview"      # the overview follows the sampler too, through its live part
+FOLLOWER_ID = re.compile(r"[a-z][a-z0-9_-]{0,60}")
+MAX_FOLLOWERS = 8          # the page has 5 places that follow (X-Follows names at most these)
+
+
+def follow(response, lm, state, followers, event: str):
+    """The places that read what this answer changed follow it. The page names the parts that
+    follow on it (X-Follows: the targets of its elements that listen for such an event,
+    static/requests.js): each one of a following section (`followers`) is rendered here and
+    sent out of band in this answer, so one request and one swap bring the control's part and
+    every reader's. Without the header (another client), the answer names `event`
+    (HX-Trigger, fired as it arrives) and each reader asks for itself
+    (web.core.registry.refresh_trigger)."""
+    if "X-Follows" not in request.headers:
+        response.headers["HX-Trigger"] = event
+        return
+    ids = {t.id for t in followers if t != OVERVIEW}
+    extra = []
+    asked = [t.strip() for t in request.headers["X-Follows"].split(",")]
+    for target in list(dict.fromkeys(t for t in asked if FOLLOWER_ID.fullmatch(t)))[:MAX_FOLLOWERS]:
+        if target == "overview-live":
+            if OVERVIEW in followers and not withheld().covers("overview"):
+                extra.append(render_overview(lm, state, live_only=True, live_oob=True))
+            continue
+        owner = next((t for t in sections() if t.id in ids and target.startswith(t.id + "-")),
+                     None)
+        if owner is None:
+            continue
+        part = render_part(lm, state, owner, target)[1]
+        if part is not None:
+            extra.append(Markup('<div hx-swap-oob="innerHTML:#%s">') % target + part
+                         + Markup("</div>"))
+    if extra:
+        response.set_data(response.get_data(as_text=True) + "".join(extra))
+
+
+def render_overview(lm, state, oob: bool = False, live_only: bool = False,
+                    live_oob: bool = False):
     """The overview of the pass (templates/overview.html): the whole section (oob: to be swapped
-    in out of band, after a prompt change), or only its live part (live_only)."""
+    in out of band, after a prompt change), or only its live part (live_only; live_oob: out of
+    band, in another place's answer that it follows)."""
     held = withheld() if withheld().covers("overview") else None
     if "prompt" in state.errors:
         ctx = {}
@@ -253,7 +301,7 @@ def render_overview(lm, state, oob: bool = False, live_only: bool = False):
     else:
         ctx = overview_pass.build(lm, state)
     return Markup(render_template("overview.html", lm=lm, state=state, oob=oob,
-                                  live_only=live_only, **ctx))
+                                  live_only=live_only, live_oob=live_oob, **ctx))
 
 
 @bp.get("/overview")
@@ -271,8 +319,15 @@ def overview():
     # the names) and the loops that sample follow (web.core.registry.refresh_trigger).
     if (live_only and response.status_code == 200
             and request.headers.get("HX-Trigger") in SAMPLER_CONTROLS):
-        response.headers["HX-Trigger"] = SAMPLER_MOVED
+        follow(response, lm, state, sampler_followers(), SAMPLER_MOVED)
     return response
+
+
+def sampler_followers() -> list:
+    """The sections that follow the overview's sampler controls: the one owning the sampler's
+    parameters (Sampling) and those reading them."""
+    names = set(overview_pass.SAMPLER_NAMES)
+    return [s for s in sections() if names & ({p.name for p in s.params} | set(s.reads))]
 
 
 # the ids of the overview's sampler controls (templates/overview.html)

@@ -27,8 +27,10 @@ from flask import current_app, request
 # is withheld (web/core/views.py: the page, a section, the overview).
 SHARED = {"explainer.page", "explainer.section", "explainer.overview"}
 # The request headers web/core/views.py reads (its answers carry Vary for the same ones, and
-# HX-Trigger: a section loading itself writes no address).
-HEADERS = ("HX-Request", "HX-History-Restore-Request", "HX-Target", "X-Sections", "HX-Trigger")
+# HX-Trigger: a section loading itself writes no address; X-Follows: the parts that follow a
+# control's change, sent in its answer).
+HEADERS = ("HX-Request", "HX-History-Restore-Request", "HX-Target", "X-Sections", "HX-Trigger",
+           "X-Follows")
 MAX_BYTES = 48 * 1024 * 1024
 MAX_ANSWERS = 256
 WAIT_SECONDS = 10.0
