@@ -145,13 +145,17 @@
       var top = Math.abs(el.getBoundingClientRect().top);
       if (top < bestTop) { bestTop = top; best = id; }
     });
+    // written only where it changes: a section moved by a swap below the band calls this with
+    // the same answer, and a write of the same value is still a change of the page
     Object.keys(links).forEach(function (id) {
-      if (id === best) links[id].setAttribute("aria-current", "location");
-      else links[id].removeAttribute("aria-current");
+      var now = links[id].getAttribute("aria-current");
+      if (id === best && now !== "location") links[id].setAttribute("aria-current", "location");
+      else if (id !== best && now !== null) links[id].removeAttribute("aria-current");
     });
     var row = map.querySelector("ol");         // one row: the current stage scrolled into it
     if (best && links[best] && row.scrollWidth > row.clientWidth) {
-      row.scrollLeft = links[best].parentNode.offsetLeft - row.offsetLeft - 40;
+      var left = links[best].parentNode.offsetLeft - row.offsetLeft - 40;
+      if (Math.abs(row.scrollLeft - left) > 1) row.scrollLeft = left;
     }
   }
   // A section counts as being read while it crosses the band just below the map.
