@@ -66,7 +66,7 @@ class Line:
 # not run again for every width, length or seed. A longer search goes on from a shorter one kept
 # (pipeline.decoding.beam_search's resume), a longer continuation from the one kept
 # (Extendable): one more token is one more step, not a new search.
-_searches = memo("beam searches", 32)
+_searches = memo("beam searches", 32, big_size=4)     # a big one keeps its beams' caches
 
 
 def tree_search(model, ids: tuple, width: int, n: int):
