@@ -20,12 +20,17 @@ run: setup
 	$(PY) app.py --host $(HOST) --port $(PORT) $(if $(MODEL),--model $(MODEL)) $(if $(MODELS_DIR),--models $(MODELS_DIR))
 
 # The engine and web tests on two pytest workers (pytest-xdist), one a core (--dist loadfile
-# keeps each file on one worker, so a module's fixtures are made once); then the browser tests
-# in one process: their live servers' compute gates refuse requests while another worker's tests
-# load the 2 cores, which made browser tests that wait on an answer fail on two workers.
+# keeps each file on one worker, so a module's fixtures are made once); then the browser tests,
+# also on two workers, each with its own live servers and Chromium: they wait on the browser
+# half the time, so one process left a core idle. --dist loadgroup keeps a module's tests on one
+# worker and the modules serving SmolLM2 together (tests/browser/conftest.py). Their servers'
+# compute gates let a request queue instead of refusing it as busy while the other worker holds
+# the 2 cores (a test setting: tests/browser/conftest.py queue_at_the_gates), which had made
+# tests that wait on an answer fail on two workers. A browser test that reads a few sections
+# loads only those, not the whole page's ~40 figures (@pytest.mark.sections).
 test: setup-test chromium redis-server nginx
 	$(PY) -m pytest -q -rs -n 2 --dist loadfile --ignore=tests/browser
-	$(PY) -m pytest -q -rs tests/browser
+	$(PY) -m pytest -q -rs -n 2 --dist loadgroup tests/browser
 
 # ruff's settings (rules E, F, W, B, I; lines of 100) are in pyproject.toml
 lint: $(VENV)/.lint-installed

@@ -7,6 +7,7 @@ import pytest
 from waitress.server import create_server
 
 from pipeline import DEFAULT_MODEL_DIR, load_model
+from web.core import limits
 
 CHROMIUM = os.environ.get("CHROMIUM", "/usr/bin/chromium")
 CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking",
@@ -21,11 +22,19 @@ CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networki
 
 def pytest_collection_modifyitems(items):
     """Every test of this folder carries the `browser` marker (pyproject.toml), so that
-    `pytest -m "not browser"` runs the others."""
+    `pytest -m "not browser"` runs the others.
+
+    On pytest-xdist workers (`make test`: -n 2 --dist loadgroup) a module's tests stay on one
+    worker, so that its module fixtures are made once: each test is put in its module's
+    xdist_group unless the module names a group itself. The modules that serve SmolLM2
+    (two_models_server, smol_app) name the group "smollm2": SmolLM2's load and its sections'
+    caches are then made on one worker only."""
     here = os.path.dirname(os.path.abspath(__file__)) + os.sep
     for item in items:
         if str(item.path).startswith(here):
             item.add_marker(pytest.mark.browser)
+            if item.get_closest_marker("xdist_group") is None:
+                item.add_marker(pytest.mark.xdist_group(item.path.name))
 
 
 @pytest.fixture(scope="session")
@@ -45,7 +54,41 @@ def live_app():
     app = create_app({"MODEL": load_model(None), "WARM_CACHES": False})
     # as web/serving/server.py's run does before it serves: every section's warm (the timings)
     warm(app)
+    queue_at_the_gates(app)
     return app
+
+
+# A test setting of the served apps (not the app's behaviour for users): a computing request
+# waits up to this long for one of the compute gate's slots (web/core/limits.py Gate) instead of
+# being refused after GATE_WAIT_SECONDS (2 s). `make test` runs the browser tests on two pytest
+# workers, each with its own servers: while one worker's tests hold the 2 cores, the other's
+# answers come late rather than as "Try again". The tests of the refusal itself set their own
+# gates (test_browser_hardening.py's tight_server, test_browser_classroom_room.py).
+TEST_GATE_WAIT_SECONDS = 60.0
+TEST_GATE_WAITING = 64
+
+
+def queue_at_the_gates(app):
+    """Let `app`'s compute gates queue (TEST_GATE_WAIT_SECONDS); returns a function that puts
+    back what they were."""
+    gates = [app.extensions[name] for name in ("explainer_gate", "explainer_big_gate")]
+    before = [(g.wait, g.waiting) for g in gates]
+    for g in gates:
+        g.wait, g.waiting = TEST_GATE_WAIT_SECONDS, TEST_GATE_WAITING
+
+    def restore():
+        for g, (wait, waiting) in zip(gates, before, strict=True):
+            g.wait, g.waiting = wait, waiting
+    return restore
+
+
+@pytest.fixture(scope="session")
+def smol_app(smol_app):
+    """tests/conftest.py's smol_app, its gates queueing while the browser tests serve it
+    (queue_at_the_gates); put back after."""
+    restore = queue_at_the_gates(smol_app)
+    yield smol_app
+    restore()
 
 
 @pytest.fixture(autouse=True)
@@ -68,7 +111,7 @@ def live_server(live_app):
     """The app, served for real by waitress in a background thread."""
     from web.serving import streaming
     app = live_app
-    server = create_server(app, host="127.0.0.1", port=0, threads=4,
+    server = create_server(app, host="127.0.0.1", port=0, threads=limits.SERVER_THREADS,
                            **streaming.SERVER_OPTIONS)  # as app.py serves it
     thread = threading.Thread(target=server.run, daemon=True)
     thread.start()
@@ -91,7 +134,8 @@ def two_models_server(request):
         from app import create_app
         app = create_app({"MODEL": request.getfixturevalue("model"), "INSTALLED_MODELS": True,
                           "PROBE_ENCODINGS": False, "WARM_CACHES": False})
-    server = create_server(app, host="127.0.0.1", port=0, threads=4,
+        queue_at_the_gates(app)
+    server = create_server(app, host="127.0.0.1", port=0, threads=limits.SERVER_THREADS,
                            **streaming.SERVER_OPTIONS)
     threading.Thread(target=server.run, daemon=True).start()
     yield app, f"http://127.0.0.1:{server.effective_port}"
@@ -139,54 +183,112 @@ def patient_expect():
     yield
 
 
+# Every placeholder that is neither loaded nor showing its "Try again" (a refusal): waited on
+# instead of the network's quiet, which costs half a second each time. Up to a page load's
+# time: the sections' requests queue at the server's gates (a SmolLM2 page's one at a time).
+UNANSWERED = "[data-lazy]:not(:has(.lazy-failed:not([hidden])))"
+
+
+def evaluate_loaded(page, script, arg=None):
+    """page.evaluate, again once the page has loaded if a navigation under way (a reload, the
+    page loaded again by a Back its history cache lacks) replaced the page meanwhile."""
+    from playwright.sync_api import Error
+    for _ in range(5):
+        try:
+            return page.evaluate(script, arg)
+        except Error as e:
+            if "Execution context was destroyed" not in str(e):
+                raise
+            page.wait_for_load_state()
+    return page.evaluate(script, arg)
+
+
+def retry_refused(page, scope="[data-lazy]"):
+    """Press "Try again" on each placeholder (within `scope`) the busy server refused, as a
+    reader would."""
+    for button in page.locator(f"{scope} .lazy-retry").all():
+        try:
+            if button.is_visible():
+                button.click()
+        except Exception:          # swapped for its section meanwhile: look again
+            pass
+
+
 def load_every_section(page):
     """Load each section that is still a placeholder: the page computes a section only when it
     nears the screen, and most tests read sections far down. All are asked for at once, as
     printing does (static/lazy.js: Explainer.loadAll); one the busy server refused is asked
     again, or its Try again button pressed, as a reader would."""
+    from playwright.sync_api import expect
     lazy = page.locator("[data-lazy]")
-    retry = page.get_by_role("button", name="Try again")
     for _ in range(30):
         if lazy.count() == 0:
             break
-        page.evaluate("() => window.Explainer && window.Explainer.loadAll &&"
-                      " window.Explainer.loadAll()")
-        page.wait_for_load_state("networkidle")
-        try:
-            if retry.first.is_visible():
-                retry.first.click()
-        except Exception:          # swapped for its section meanwhile: look again
-            pass
-    from playwright.sync_api import expect
+        evaluate_loaded(page, "() => window.Explainer && window.Explainer.loadAll &&"
+                              " window.Explainer.loadAll()")
+        expect(page.locator(UNANSWERED)).to_have_count(0, timeout=NAVIGATION_TIMEOUT_MS)
+        retry_refused(page)
     expect(lazy).to_have_count(0)
+    page.wait_for_load_state("networkidle")    # what the sections ask for once swapped in
     page.evaluate("() => window.scrollTo(0, 0)")
 
 
-@pytest.fixture()
-def page(page):
-    """Playwright's page whose goto() and reload() also load every section (scrolling to each,
-    as a reader would). page.goto_first_screen() is the plain goto: only what the first screen
-    loads; page.load_every_section() loads the rest at any time (after a prompt change)."""
-    page.set_default_navigation_timeout(NAVIGATION_TIMEOUT_MS)
-    plain = page.goto
+# The sections' placeholders named by id, each asked for as static/lazy.js's load() asks when
+# one nears the screen (its `near` trigger, marked as loading so that the page does not ask
+# twice); the ids still placeholders are returned. An id the page lacks is an error.
+LOAD_NAMED = """(ids) => ids.filter(id => {
+  const el = document.getElementById(id);
+  if (!el) throw new Error("the page has no section #" + id);
+  if (!el.hasAttribute("data-lazy")) return false;
+  if (!el._loading) { el._loading = true; htmx.trigger(el, "near"); }
+  return true;
+})"""
 
-    def goto(url, **kw):
-        response = plain(url, **kw)
-        if response is None or response.status < 400:
+
+def load_sections(page, *ids):
+    """Load the sections named (ids such as "attention", "logits") that are still placeholders,
+    and no other: a test that reads one section does not wait for the ~40 figures of all. One
+    the busy server refused is asked again (its Try again pressed), as load_every_section does.
+    Sections near the screen load by themselves as usual."""
+    from playwright.sync_api import expect
+    named = ", ".join(f"#{i}[data-lazy]" for i in ids)
+    unanswered = ", ".join(f"#{i}{UNANSWERED}" for i in ids)
+    for _ in range(30):
+        if not evaluate_loaded(page, LOAD_NAMED, list(ids)):
+            break
+        expect(page.locator(unanswered)).to_have_count(0, timeout=NAVIGATION_TIMEOUT_MS)
+        retry_refused(page, named)
+    expect(page.locator(named)).to_have_count(0)
+
+
+@pytest.fixture()
+def page(page, request):
+    """Playwright's page whose goto() and reload() also load every section (as printing does),
+    or, for a test marked @pytest.mark.sections("attention", ...), only the sections it reads.
+    page.goto_first_screen() is the plain goto: only what the first screen loads;
+    page.load_every_section() loads the rest at any time (after a prompt change), and
+    page.load_sections(*ids) the sections named."""
+    page.set_default_navigation_timeout(NAVIGATION_TIMEOUT_MS)
+    marker = request.node.get_closest_marker("sections")
+    if marker is not None:
+        def after():
+            load_sections(page, *marker.args)
+    else:
+        def after():
             load_every_section(page)
-        return response
 
     def loading(navigate):
         def go(*args, **kw):
             response = navigate(*args, **kw)
             if response is None or response.status < 400:
-                load_every_section(page)
+                after()
             return response
         return go
 
-    page.goto_first_screen = plain
+    page.goto_first_screen = page.goto
     page.load_every_section = lambda: load_every_section(page)
-    page.goto = goto
+    page.load_sections = lambda *ids: load_sections(page, *ids)
+    page.goto = loading(page.goto)
     page.reload = loading(page.reload)
     return page
 

@@ -11,6 +11,9 @@ from web.model_state.explainer import AUSTEN_PROMPTS, installed_smollm2
 from web.model_state.forward import prompt_ids
 from web.presentation.answers import kv_bytes_answer, next_token_answer
 
+# on pytest-xdist, on the one worker that serves SmolLM2 (tests/browser/conftest.py)
+pytestmark = pytest.mark.xdist_group("smollm2")
+
 # Every visible text node that shows one of `needles` (regular expressions: as a token chip or
 # label writes a token, "·Paris"; as a continuation begins, " Paris"; a chip's text alone,
 # "Paris") and is not inside a blurred place (.gated), a closed or hidden element, or a

@@ -2,9 +2,13 @@
 URL keeping every choice; the weights on screen are the model's."""
 import re
 
+import pytest
 from playwright.sync_api import expect
 
 from pipeline.attention_analysis import attention_row
+
+# the tests read only these sections: the page fixture loads them, not every section
+pytestmark = pytest.mark.sections("attention")
 
 PROMPT = "Mr. Darcy bowed to Elizabeth, and Elizabeth smiled at Mr. Darcy."
 
@@ -59,7 +63,9 @@ def test_choices_round_trip_through_the_url(page, model):
     expect(page.get_by_label("Attention head")).to_have_value("5")
     expect(table.locator("tbody tr")).to_have_count(5)
     page.go_back()
-    page.locator("#attention").scroll_into_view_if_needed()    # reloaded: computed when reached
+    # reloaded: computed when reached (or at once, the address's fragment naming it: a scroll
+    # could find the placeholder just as it is swapped out)
+    page.load_sections("attention")
     expect(table.locator("tbody tr")).to_have_count(12)
 
 

@@ -2,11 +2,15 @@
 and the settings live in the URL."""
 import re
 
+import pytest
 from playwright.sync_api import expect
 
 from pipeline.batching import page_snapshots
 from pipeline.kvcache import kv_cache_bytes
 from web.sections import batching
+
+# the tests read only these sections: the page fixture loads them, not every section
+pytestmark = pytest.mark.sections("batching")
 
 
 def test_numbers_on_screen_are_the_simulation(page, model, live_app, page_errors):

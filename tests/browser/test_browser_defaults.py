@@ -3,6 +3,7 @@ Chromium, tiling's "try 8 × 8" and quantization's "try 4 bits" change the
 state, the address and the numbers, and the page says why."""
 import re
 
+import pytest
 from playwright.sync_api import expect
 
 from pipeline.tiling import plain_traffic, tiled_traffic
@@ -13,6 +14,7 @@ def region(page, title):
     return page.get_by_role("region", name=re.compile(r"^\d+ " + re.escape(title)))
 
 
+@pytest.mark.sections("tiling")
 def test_tiling_default_saves_and_smaller_tiles_are_one_click_away(page, model, page_errors):
     page.goto("/?open=til-traffic")
     section = region(page, "Attention tiling")
@@ -34,6 +36,7 @@ def test_tiling_default_saves_and_smaller_tiles_are_one_click_away(page, model, 
     assert page_errors == []
 
 
+@pytest.mark.sections("quantization")
 def test_quantization_opens_at_3_bits_and_4_bits_are_one_click_away(page, page_errors):
     page.goto("/")
     section = region(page, "Quantization")

@@ -3,10 +3,14 @@ pipeline's, every control round-trips through the URL (a reload shows the same),
 shown at its field. Few page loads: the whole page draws ~20 figures."""
 import re
 
+import pytest
 from playwright.sync_api import expect
 
 from pipeline.embedding_space import analogy, cosine_neighbours, unit_rows
 from pipeline.positions import word_order_differences
+
+# the tests read only these sections: the page fixture loads them, not every section
+pytestmark = pytest.mark.sections("embeddings", "positions")
 
 PROMPT = "Elizabeth smiled at Mr. Darcy."
 
@@ -119,7 +123,7 @@ def test_positions_controls_show_the_engines_numbers(page, model, page_errors):
     assert page_errors == []
     # presets and refusals (a refusal is a 422: the browser logs it)
     page.locator("#positions").get_by_role("button", name="100", exact=True).click()
-    expect(page).to_have_url(re.compile(r"pos_base=100(&|$)"))
+    expect(page).to_have_url(re.compile(r"pos_base=100(&|#|$)"))
     # a figure far off screen is redrawn when it nears the screen, as a reader scrolls to it
     page.get_by_role("img", name="Heatmap of sinusoidal positional encodings with base 100") \
         .scroll_into_view_if_needed()

@@ -2,9 +2,13 @@
 a layer, clicking a token and a neuron update the view and the URL."""
 import re
 
+import pytest
 from playwright.sync_api import expect
 
 from pipeline.feedforward import top_neurons
+
+# the tests read only these sections: the page fixture loads them, not every section
+pytestmark = pytest.mark.sections("feedforward")
 
 PROMPT = "Mr. Darcy bowed to Elizabeth, and Elizabeth smiled at Mr. Darcy."
 

@@ -21,7 +21,7 @@ def inside_the_window(page, locator):
 
 
 def test_tab_to_a_term_shows_its_definition_click_toggles_escape_hides(page, page_errors):
-    page.goto("/")
+    page.goto_first_screen("/")                   # the overview's terms: the first screen
     # the overview's (each section marks its own first use too: the first on the page)
     term = page.get_by_role("button", name="residual stream", exact=True).first
     expect(term).to_have_accessible_description(re.compile(re.escape(RESIDUAL[:40])))
@@ -74,7 +74,7 @@ def test_a_tap_toggles_a_definition_on_a_phone_and_it_fits_the_screen(browser, l
 
 
 def test_the_tour_defines_a_term_at_its_first_use(page):
-    page.goto("/?tour=5")
+    page.goto_first_screen("/?tour=5")            # the tour's own box
     tour = page.get_by_role("complementary", name=re.compile("Guided tour"))
     term = tour.get_by_role("button", name="residual stream", exact=True)
     definition = definition_of(page, term)

@@ -5,6 +5,7 @@ dropped, and a section that fails to load says so in place with a button that tr
 import re
 import time
 
+import pytest
 from playwright.sync_api import expect
 
 PROMPT = "Elizabeth smiled at Mr. Darcy."
@@ -36,6 +37,7 @@ def test_sections_below_the_first_screen_load_when_reached(page):
     expect(page.locator("#kvcache .plot .main-svg").first).to_be_visible()
 
 
+@pytest.mark.sections("embeddings")
 def test_a_slider_fetches_its_part_and_figures_stay_the_same_elements(page, page_errors):
     page.goto(f"/?prompt={PROMPT}{OPEN}")
     section = page.locator("#embeddings")
@@ -76,6 +78,7 @@ def wait_for_route(page, held, timeout_s=20):
     assert len(held) == 1
 
 
+@pytest.mark.sections("embeddings")
 def test_an_answer_for_an_older_prompt_is_dropped(page):
     page.goto(f"/?prompt={PROMPT}{OPEN}")
     held = []
@@ -114,6 +117,7 @@ def test_a_section_that_fails_to_load_says_so_and_tries_again(page):
     expect(page.locator("#kvcache .plot .main-svg").first).to_be_visible()
 
 
+@pytest.mark.sections("sampling")
 def test_an_older_answer_for_the_same_part_is_dropped(page):
     """Two controls update the sampling section's distribution: the answer to the first, held back
     until the second has been shown, must not replace it."""
@@ -140,6 +144,7 @@ def test_an_older_answer_for_the_same_part_is_dropped(page):
     expect(page.locator("#s_topk-input")).to_have_value("3")
 
 
+@pytest.mark.sections("embeddings")
 def test_a_control_updates_the_url_without_copying_the_page(page):
     """The URL follows a control (a shared link reproduces the screen), but htmx takes no snapshot
     of the page for its history cache: copying and serialising every drawn figure on each step
@@ -153,5 +158,6 @@ def test_a_control_updates_the_url_without_copying_the_page(page):
     slider.focus()
     with page.expect_response(lambda r: "/section/embeddings" in r.url):
         page.keyboard.press("ArrowRight")
-    expect(page).to_have_url(re.compile(r"[?&]emb_k=" + str(int(before) + 1) + r"(&|$)"))
+    # the whole value: the next parameter, the section's fragment (static/anchor.js) or the end
+    expect(page).to_have_url(re.compile(r"[?&]emb_k=" + str(int(before) + 1) + r"(&|#|$)"))
     assert page.evaluate("() => window.__snapshots") == 0

@@ -2,11 +2,15 @@
 settings live in the URL."""
 import re
 
+import pytest
 from playwright.sync_api import expect
 
 from pipeline.kvcache import kv_cache_bytes
 from web.model_state.measured import cost_table, stamp
 from web.sections import kvcache
+
+# the tests read only these sections: the page fixture loads them, not every section
+pytestmark = pytest.mark.sections("kvcache")
 
 PROMPT = "Mr. Collins was not a sensible man"
 

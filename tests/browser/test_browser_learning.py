@@ -7,6 +7,7 @@ import json
 import re
 
 import numpy as np
+import pytest
 from playwright.sync_api import expect
 
 from web.core.registry import SECTIONS
@@ -71,6 +72,7 @@ def blurred(locator) -> bool:
         if (getComputedStyle(e).filter.includes('blur')) return true; return false; }""")
 
 
+@pytest.mark.sections("logits")
 def test_a_prediction_is_recorded_before_the_reveal(page, model):
     prompt = "It is a truth universally acknowledged, that a single man"
     logits = model.forward(model.tokenizer.encode(prompt))[-1]
@@ -97,6 +99,7 @@ def test_a_prediction_is_recorded_before_the_reveal(page, model):
     expect(box.locator(".predict-guess")).to_have_text("of")
 
 
+@pytest.mark.sections("kvcache", "sampling", "decoding")
 def test_number_and_choice_predictions_compare_with_the_models_answer(page, model):
     """The KV cache's bytes per token (a number), top-p 0.5's survivors (a number) and beam vs
     greedy (a choice): each guess is recorded, then compared with the value the pipeline
@@ -183,6 +186,7 @@ def same(a: str, b) -> bool:
     return a == str(b)
 
 
+@pytest.mark.sections("tokenization")
 def test_an_exported_csv_matches_the_figures_data(page):
     page.goto("/?open=tok-learn")               # the chart is under "learn BPE yourself"
     for label in ("Line chart: tokens in the text after each number of merges",):
@@ -199,6 +203,7 @@ def test_an_exported_csv_matches_the_figures_data(page):
             assert all(same(a, b) for a, b in zip(g, w, strict=False)), (g, w)
 
 
+@pytest.mark.sections("tiling")
 def test_a_heatmap_exports_one_row_per_cell(page):
     page.goto("/")
     plot = page.locator("#tiling .plot[data-figure]").first
@@ -270,6 +275,7 @@ def test_dark_theme_draws_figures_in_light_ink(page):
                    for f in dark for b in f["boxes"])
 
 
+@pytest.mark.sections("logits", "kvcache")
 def test_a_gate_blurs_the_answer_not_the_opened_disclosure(page, model):
     """With "Go deeper" open before the guess, the table and its notes stay readable: only the
     top token's cell and id (and the bar chart) are blurred, and they clear on the guess."""
@@ -292,6 +298,7 @@ def test_a_gate_blurs_the_answer_not_the_opened_disclosure(page, model):
     assert not blurred(page.locator("#lg-top-token"))
 
 
+@pytest.mark.sections("logits", "kvcache", "decoding")
 def test_just_show_me_says_the_answer_was_shown_without_a_guess(page, model):
     """"Just show me": the verdict says no guess was made (not "Not this time"), for a word, a
     number and a choice; the overview's top token, hidden until then, is shown too."""

@@ -5,6 +5,7 @@ question (the one clicked, the one just chosen) inside the box."""
 import os
 import re
 
+import pytest
 from playwright.sync_api import expect
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -23,6 +24,7 @@ INSIDE = """([boxSel, itemSel]) => { const box = document.querySelector(boxSel);
   return r.top >= b.top - 1 && r.bottom <= b.bottom + 1; }"""
 
 
+@pytest.mark.sections("tokenization", "attention", "generation", "tiling")
 def test_long_lists_scroll_in_their_own_box_and_show_the_token_in_question(page, model):
     n = len(model.tokenizer.encode_ordinary(PROMPT))
     assert n > 150

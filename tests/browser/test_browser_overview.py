@@ -5,6 +5,7 @@ it."""
 import dataclasses
 import re
 
+import pytest
 from playwright.sync_api import expect
 
 from pipeline.generation import decode_loop, generation_steps
@@ -306,6 +307,7 @@ def test_next_token_shows_the_hidden_top_token(page):
     expect(page.locator("#logits .predict-verdict")).to_have_text("Shown without a guess.")
 
 
+@pytest.mark.sections("sampling")
 def test_one_sampler_moved_in_either_place_moves_the_other(page, model, page_errors):
     """The overview's Top-k and the Sampling section's are one parameter: set in the overview,
     the Sampling section's box shows it and its distribution follows (the tokens that can be
@@ -321,7 +323,7 @@ def test_one_sampler_moved_in_either_place_moves_the_other(page, model, page_err
         box.fill(str(k))
         box.press("Enter")
         expect(other).to_have_value(str(k))
-        expect(page).to_have_url(re.compile(r"[?&]s_topk=%d(&|$)" % k))
+        expect(page).to_have_url(re.compile(r"[?&]s_topk=%d(&|#|$)" % k))
         assert page.url.count("s_topk=") == 1
         final = final_distribution(logits, ids, dataclasses.replace(DEFAULTS, top_k=k))
         expect(survivors).to_contain_text(

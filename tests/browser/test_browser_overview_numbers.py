@@ -47,7 +47,7 @@ def shown_shapes(page) -> dict:
 
 
 def check_overview(page, base, model):
-    page.goto(f"{base}/?prompt={PROMPT}")
+    page.goto_first_screen(f"{base}/?prompt={PROMPT}")          # the overview: the first screen
     expect(page.locator("#overview code.ov-shape").first).to_be_visible()
     cfg = model.config
     ids = list(model.tokenizer.encode_ordinary(PROMPT))

@@ -5,6 +5,7 @@ box around one fits and the table is cut: static/cuts.js describeCut); and the K
 (web/figures/kvcache.py)."""
 import re
 
+import pytest
 from playwright.sync_api import expect
 
 PHONE = {"width": 390, "height": 844}
@@ -23,6 +24,7 @@ CUT = """(table) => {
 }"""
 
 
+@pytest.mark.sections("roofline")
 def test_a_phone_says_the_rooflines_chip_table_is_cut(page, base_url):
     page.set_viewport_size(PHONE)
     page.goto(base_url + "/?open=rf-chips#roofline")
@@ -57,6 +59,7 @@ LEGEND = """(title) => {
 }"""
 
 
+@pytest.mark.sections("kvcache")
 def test_a_phone_shows_the_kv_cache_time_legend_above_its_lines(page, base_url):
     page.set_viewport_size(PHONE)
     page.goto(base_url + "/#kvcache")

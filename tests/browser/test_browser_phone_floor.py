@@ -13,8 +13,12 @@ from playwright.sync_api import TimeoutError as PlaywrightTimeout
 from playwright.sync_api import expect
 from waitress.server import create_server
 
+from web.core import limits
 from web.core.registry import SECTIONS
 from web.presentation.tour import tour_steps
+
+# on pytest-xdist, on the one worker that serves SmolLM2 (tests/browser/conftest.py)
+pytestmark = pytest.mark.xdist_group("smollm2")
 
 STEPS = tour_steps(SECTIONS)
 PHONE = {"viewport": {"width": 390, "height": 844}, "is_mobile": True, "has_touch": True}
@@ -148,7 +152,7 @@ def smol_server(smol_app, tmp_path_factory):
     c = smol_app.extensions["classroom"]
     before = c._store
     c.store = SQLiteStore(str(tmp_path_factory.mktemp("classes")), c.limits["idle_seconds"])
-    server = create_server(smol_app, host="127.0.0.1", port=0, threads=4,
+    server = create_server(smol_app, host="127.0.0.1", port=0, threads=limits.SERVER_THREADS,
                            **streaming.SERVER_OPTIONS)
     threading.Thread(target=server.run, daemon=True).start()
     yield f"http://127.0.0.1:{server.effective_port}"

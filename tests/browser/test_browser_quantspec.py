@@ -5,11 +5,15 @@ import os
 import re
 
 import numpy as np
+import pytest
 from playwright.sync_api import expect
 
 from pipeline import load_model, quantize
 from pipeline.speculative import speculative_generate
 from web.sections.quantization import HELDOUT_PATH, HELDOUT_WINDOWS
+
+# the tests read only these sections: the page fixture loads them, not every section
+pytestmark = pytest.mark.sections("quantization", "speculative")
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 PROMPT = "Elizabeth was very much surprised"

@@ -4,9 +4,13 @@ a "Go deeper" disclosure the swap puts back open changes no page state (static/f
 static/deeper.js toggle)."""
 import re
 
+import pytest
 from playwright.sync_api import expect
 
 from web.sections import batching
+
+# the tests read only these sections: the page fixture loads them, not every section
+pytestmark = pytest.mark.sections("batching")
 
 COUNT_DRAWS = """() => {
   window.__draws = {};

@@ -3,6 +3,7 @@ to the pipeline's values, the seeded draw, the beam tree's nodes, state in the U
 import re
 
 import numpy as np
+import pytest
 from playwright.sync_api import expect
 
 from pipeline.decoding import beam_search
@@ -10,6 +11,9 @@ from pipeline.generation import decode_loop
 from pipeline.sampling import SamplerSettings, sample_next, sampling_stages
 from web.presentation.numbers import percent
 from web.sections.sampling import shown_tokens
+
+# the tests read only these sections: the page fixture loads them, not every section
+pytestmark = pytest.mark.sections("sampling", "decoding")
 
 
 def pct(p):  # as the Sampling section's table writes a probability

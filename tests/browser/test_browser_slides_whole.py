@@ -15,6 +15,9 @@ from web.core.registry import SECTIONS
 from web.model_state.explainer import installed_smollm2
 from web.presentation.tour import tour_steps
 
+# on pytest-xdist, on the one worker that serves SmolLM2 (tests/browser/conftest.py)
+pytestmark = pytest.mark.xdist_group("smollm2")
+
 STEPS = tour_steps(SECTIONS)
 PROJECTOR = {"viewport": {"width": 1024, "height": 768}}
 PHONE = {"viewport": {"width": 390, "height": 844}, "is_mobile": True, "has_touch": True}

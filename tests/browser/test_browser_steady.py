@@ -11,6 +11,9 @@ from playwright.sync_api import expect
 
 from web.model_state.explainer import installed_smollm2
 
+# on pytest-xdist, on the one worker that serves SmolLM2 (tests/browser/conftest.py)
+pytestmark = pytest.mark.xdist_group("smollm2")
+
 # Recorded by the page itself at DOMContentLoaded, before any script draws a figure.
 RECORD = """() => {
   const boxes = () => Array.from(document.querySelectorAll(

@@ -2,9 +2,13 @@
 formula's value, and the state survives a reload."""
 import re
 
+import pytest
 from playwright.sync_api import expect
 
 from pipeline.tiling import tiled_traffic
+
+# the tests read only these sections: the page fixture loads them, not every section
+pytestmark = pytest.mark.sections("tiling", "roofline")
 
 PROMPT = "It is a truth universally acknowledged, that a single man"
 

@@ -1,10 +1,14 @@
 """The tokenization section in real Chromium: typing, stepping, learning, URL state, safety."""
 import re
 
+import pytest
 from playwright.sync_api import expect
 
 from pipeline.bpe import learn_bpe
 from web.presentation.tokens import plain
+
+# the tests read only these sections: the page fixture loads them, not every section
+pytestmark = pytest.mark.sections("tokenization")
 
 
 def token_ids(page, label="Tokens of the prompt"):
