@@ -26,9 +26,10 @@ def pytest_collection_modifyitems(items):
 
     On pytest-xdist workers (`make test`: -n 2 --dist loadgroup) a module's tests stay on one
     worker, so that its module fixtures are made once: each test is put in its module's
-    xdist_group unless the module names a group itself. The modules that serve SmolLM2
-    (two_models_server, smol_app) name the group "smollm2": SmolLM2's load and its sections'
-    caches are then made on one worker only."""
+    xdist_group unless the module names a group itself. The tests that serve SmolLM2
+    (two_models_server, smol_app) name the group "smollm2" (a module's pytestmark, or a model
+    parameter's marks): SmolLM2's load and its sections' caches are then made on one worker
+    only, and the Austen model's half of such a module runs beside them on the other."""
     here = os.path.dirname(os.path.abspath(__file__)) + os.sep
     for item in items:
         if str(item.path).startswith(here):

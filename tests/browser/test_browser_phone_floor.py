@@ -17,8 +17,9 @@ from web.core import limits
 from web.core.registry import SECTIONS
 from web.presentation.tour import tour_steps
 
-# on pytest-xdist, on the one worker that serves SmolLM2 (tests/browser/conftest.py)
-pytestmark = pytest.mark.xdist_group("smollm2")
+# The model of a test: on pytest-xdist, SmolLM2's on the one worker that serves SmolLM2, the
+# Austen model's in this module's own group (tests/browser/conftest.py)
+MODELS = ["austen", pytest.param("smollm2", marks=pytest.mark.xdist_group("smollm2"))]
 
 STEPS = tour_steps(SECTIONS)
 PHONE = {"viewport": {"width": 390, "height": 844}, "is_mobile": True, "has_touch": True}
@@ -185,7 +186,7 @@ def browser_context_args(browser_context_args):
 _alone = {}
 
 
-@pytest.fixture(params=["austen", "smollm2"])
+@pytest.fixture(params=MODELS)
 def alone(request):
     """A student alone on a phone: the whole page (the conftest's goto loads every section),
     every "Go deeper" opened by its summary, read once per model (one page load): the text's
@@ -292,7 +293,7 @@ _followed = {}
 ATTEMPTS = 20
 
 
-@pytest.fixture(params=["austen", "smollm2"])
+@pytest.fixture(params=MODELS)
 def followed(request, browser):
     """A class on model `name`: the teacher's projector (1024x768, presentation mode) opens a
     poll on the first slide, then goes through every slide with the arrow key; a student's

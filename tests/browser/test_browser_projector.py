@@ -13,8 +13,9 @@ from web.core.registry import SECTIONS
 from web.model_state.explainer import installed_smollm2
 from web.presentation.tour import tour_steps
 
-# on pytest-xdist, on the one worker that serves SmolLM2 (tests/browser/conftest.py)
-pytestmark = pytest.mark.xdist_group("smollm2")
+# The model of a test: on pytest-xdist, SmolLM2's on the one worker that serves SmolLM2, the
+# Austen model's in this module's own group (tests/browser/conftest.py)
+MODELS = ["austen", pytest.param("smollm2", marks=pytest.mark.xdist_group("smollm2"))]
 
 STEPS = tour_steps(SECTIONS)
 PROJECTOR = {"viewport": {"width": 1024, "height": 768}}
@@ -93,7 +94,7 @@ def smollm2_server(two_models_server):
 _slides = {}
 
 
-@pytest.fixture(params=["austen", "smollm2"])
+@pytest.fixture(params=MODELS)
 def slides(request, browser):
     """Every slide of one model at 1024x768, measured once (one page, the arrow key between
     slides): [(step, target, screen)]."""
