@@ -90,6 +90,22 @@ def readers(s) -> list:
     return [t for t in sections() if own & set(t.reads)]
 
 
+def followers_of(s) -> list:
+    """What follows a change of section s's own parameters: its readers, and the overview
+    (OVERVIEW: its live part) when s owns the page's sampler shown there."""
+    owns_sampler = set(OVERVIEW_SAMPLER) & {p.name for p in s.params}
+    return readers(s) + ([OVERVIEW] if owns_sampler else [])
+
+
+def sampler_followers() -> list:
+    """The sections that follow the overview's sampler controls: the one owning the sampler's
+    parameters (Sampling) and those reading them."""
+    names = set(OVERVIEW_SAMPLER)
+    return [s for s in sections() if names & ({p.name for p in s.params} | set(s.reads))]
+
+
+OVERVIEW = "overview"      # the overview follows the sampler too, through its live part
+
 # The overview's sampler controls set the Sampling section's parameters (the page's one sampler):
 # its answer names this event, which the Sampling section and every reader of the sampler follow.
 SAMPLER_MOVED = "sampler-moved"

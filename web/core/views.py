@@ -19,7 +19,14 @@ from markupsafe import Markup
 from web.classroom.withheld import withheld
 from web.core.cache import cached_build
 from web.core.limits import BUSY_MESSAGE, Busy, Deadline, OverBudget
-from web.core.registry import SAMPLER_MOVED, changed_event, readers, sections
+from web.core.registry import (
+    OVERVIEW,
+    SAMPLER_MOVED,
+    changed_event,
+    followers_of,
+    sampler_followers,
+    sections,
+)
 from web.core.registry import section as find_section
 from web.core.request_state import current_state, explainer
 from web.core.request_state import deadline as request_deadline
@@ -245,14 +252,6 @@ def section(section_id):
     return response
 
 
-def followers_of(s) -> list:
-    """The sections that follow a change of section s's own parameters: its readers, and the
-    overview (its live part) when s owns the page's sampler shown there."""
-    shown = set(overview_pass.SAMPLER_NAMES) & {p.name for p in s.params}
-    return readers(s) + ([OVERVIEW] if shown else [])
-
-
-OVERVIEW = "overview"      # the overview follows the sampler too, through its live part
 FOLLOWER_ID = re.compile(r"[a-z][a-z0-9_-]{0,60}")
 MAX_FOLLOWERS = 8          # the page has 5 places that follow (X-Follows names at most these)
 
@@ -301,7 +300,8 @@ def render_overview(lm, state, oob: bool = False, live_only: bool = False,
     else:
         ctx = overview_pass.build(lm, state)
     return Markup(render_template("overview.html", lm=lm, state=state, oob=oob,
-                                  live_only=live_only, live_oob=live_oob, **ctx))
+                                  live_only=live_only, live_oob=live_oob,
+                                  page_sampler=overview_pass.SAMPLER_NAMES, **ctx))
 
 
 @bp.get("/overview")
@@ -321,13 +321,6 @@ def overview():
             and request.headers.get("HX-Trigger") in SAMPLER_CONTROLS):
         follow(response, lm, state, sampler_followers(), SAMPLER_MOVED)
     return response
-
-
-def sampler_followers() -> list:
-    """The sections that follow the overview's sampler controls: the one owning the sampler's
-    parameters (Sampling) and those reading them."""
-    names = set(overview_pass.SAMPLER_NAMES)
-    return [s for s in sections() if names & ({p.name for p in s.params} | set(s.reads))]
 
 
 # the ids of the overview's sampler controls (templates/overview.html)

@@ -44,7 +44,7 @@ from web.figures import overview as figures
 from web.model_state.forward import prefilled, prompt_ids, prompt_run
 from web.presentation.shading import POSITIVE, blend
 from web.presentation.tokens import token_pieces, token_plain
-from web.sections import attention
+from web.sections import attention, sampling
 
 OV_LIMIT = 20          # most tokens the overview generates (Play stops there)
 TOP = 5                # candidates drawn as bars
@@ -60,7 +60,7 @@ PARAMS = (
 )
 # The sampler's parameters are the Sampling section's (one set for the page): the overview's
 # controls carry their names, and its answers report their messages.
-SAMPLER_NAMES = ("s_rep", "s_temp", "s_topk", "s_topp", "s_minp", "s_seed")
+SAMPLER_NAMES = sampling.SAMPLER
 NAMES = tuple(p.name for p in PARAMS) + SAMPLER_NAMES
 # the controls the overview shows (the others are set in the Sampling section)
 SHOWN_SAMPLER = ("s_temp", "s_topk", "s_topp")
