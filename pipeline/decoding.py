@@ -211,38 +211,19 @@ def continue_batch(model, prompt_ids, pickers, max_new_tokens, stop_at_eos=True,
     -> int` functions (pipeline.sampling.greedy, pipeline.sampling.sampler(...)), as for
     `decode_loop`, which gives the same tokens one sequence at a time.
     start: (KV cache, logits [V]) of the prompt already run (Model.kv_from_recording): the
-    prompt is not run again (the cache is used, not copied)."""
-    kv, logits = start if start is not None else _prefill(model, prompt_ids)
-    eos = model.config.eos_token_id if stop_at_eos else None
-    out = [Continuation([], []) for _ in pickers]
-    history = [list(prompt_ids) for _ in pickers]
-    kvs = [kv.copy() for _ in pickers]
-    step_logits = [logits] * len(pickers)
-    live = list(range(len(pickers)))
-    for step in range(max_new_tokens):
-        for i in live:
-            token = int(pickers[i](step_logits[i], history[i]))
-            out[i].tokens.append(token)
-            out[i].logprobs.append(float(log_softmax(step_logits[i])[token]))
-            history[i].append(token)
-        live = [i for i in live if finish_reason(out[i].tokens[-1], len(history[i]), step + 1,
-                                                 max_new_tokens, model.config.n_ctx, eos) is None]
-        if not live:
-            break
-        batch = model.decode_batch([out[i].tokens[-1] for i in live], [kvs[i] for i in live])
-        for row, i in enumerate(live):
-            step_logits[i] = batch[row]
-    return out
+    prompt is not run again (each continuation reads a copy of the cache). The run is an
+    Extendable's first max_new_tokens."""
+    return Extendable(model, prompt_ids, pickers, stop_at_eos, start).first(max_new_tokens)
 
 
 class Extendable:
-    """continue_batch's continuations kept so that they can be made longer: first(n) gives what
-    continue_batch(model, prompt_ids, pickers, n, start=start) gives, and asking for more
-    tokens later runs only the steps not run yet, from the kept KV caches and the logits of the
-    last step (the pickers keep their own state: a sampler's generator goes on where it
-    stopped). Fewer tokens are the first ones: a step does not depend on how many follow. The
-    steps are continue_batch's (the same batches of the sequences still going, so the same
-    numbers); the step that reads a step's tokens runs only when more are asked for.
+    """continue_batch's continuations, kept so that they can be made longer: first(n) is
+    continue_batch(model, prompt_ids, pickers, n, start=start), and asking for more tokens
+    later runs only the steps not run yet, from the kept KV caches and the logits of the last
+    step (the pickers keep their own state: a sampler's generator goes on where it stopped).
+    Fewer tokens are the first ones: a step does not depend on how many follow. Each step runs
+    the sequences still going in one batch; the step that reads a step's tokens runs only when
+    more are asked for.
     Thread-safe: one request at a time makes it longer."""
 
     def __init__(self, model, prompt_ids, pickers, stop_at_eos=True, start=None):
