@@ -49,7 +49,14 @@ import time
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(ROOT, "bench"))
 
-from local_server import CHROMIUM, save_result, serve, stop_server, wait_until_ready  # noqa: E402, E501
+from local_server import (  # noqa: E402
+    CHROMIUM,
+    pct,
+    save_result,
+    serve,
+    stop_server,
+    wait_until_ready,
+)
 from local_server import CHROMIUM_ARGS as ARGS  # noqa: E402
 
 WIDTH, HEIGHT = 1280, 900
@@ -75,11 +82,6 @@ WATCH = """() => {
   document.addEventListener('htmx:beforeOnLoad', () => {
     window.__bench.answered = performance.now(); });
 }"""
-
-
-def pct(values, q):
-    values = sorted(values)
-    return values[min(len(values) - 1, int(round(q / 100 * (len(values) - 1))))]
 
 
 class Transfer:

@@ -58,18 +58,13 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 sys.path.insert(0, os.path.join(ROOT, "bench"))
 
-from local_server import free_port, save_result, start_server  # noqa: E402
+from local_server import free_port, pct, save_result, start_server  # noqa: E402
 
 from tests.proxy_support import Client, Cluster  # noqa: E402
 
 KINDS = ["next-token", "top-p-half", "beam-vs-greedy", "kv-bytes", "n-tokens"]
 SLIDE_SECONDS = 1.5
 POLL_MS = 500
-
-
-def pct(values, q):
-    values = sorted(values)
-    return values[min(len(values) - 1, int(round(q / 100 * (len(values) - 1))))] if values else None
 
 
 # --- the transport probe ---------------------------------------------------------------------

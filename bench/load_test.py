@@ -61,6 +61,7 @@ sys.path.insert(0, os.path.join(ROOT, "bench"))
 
 from local_server import (  # noqa: E402
     loopback_only,
+    pct,
     save_result,
     serve,
     server_memory,
@@ -357,13 +358,6 @@ class Student(threading.Thread):
                 time.sleep(min(pause, max(0.0, self.stop_at - time.time())))
         if self.conn is not None:
             self.conn.close()
-
-
-def pct(values, q):
-    if not values:
-        return float("nan")
-    values = sorted(values)
-    return values[min(len(values) - 1, int(round(q / 100 * (len(values) - 1))))]
 
 
 def report(results, seconds, start):

@@ -22,6 +22,15 @@ CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networki
                  "--disable-quic"]
 
 
+def pct(values, q):
+    """The q-th percentile of values (nearest rank on the sorted list; NaN when there are none),
+    as every benchmark reports it."""
+    if not values:
+        return float("nan")
+    values = sorted(values)
+    return values[min(len(values) - 1, int(round(q / 100 * (len(values) - 1))))]
+
+
 def loopback_only(url: str) -> urllib.parse.SplitResult:
     """The parts of `url`, refused unless it is an http address of this machine."""
     parts = urllib.parse.urlsplit(url)
