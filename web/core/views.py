@@ -177,6 +177,11 @@ def render_part(lm, state, s, target: str):
     return body, g.rendered_parts.get(target)
 
 
+# The request headers an answer's body depends on (its answers carry Vary for them); HX-Trigger
+# changes only whether the answer writes an address (respond), not what it holds.
+VARY = ("HX-Request", "HX-History-Restore-Request", "HX-Target", "X-Sections", "X-Follows")
+
+
 def is_partial_request() -> bool:
     # A history-restore request wants the whole page even though it comes from htmx.
     return (request.headers.get("HX-Request") == "true"
@@ -186,8 +191,7 @@ def is_partial_request() -> bool:
 def respond(body, state, status=None):
     status = state.status if status is None else status
     response = current_app.make_response((body, status))
-    response.headers["Vary"] = ("HX-Request, HX-History-Restore-Request, HX-Target, X-Sections, "
-                                "X-Follows")
+    response.headers["Vary"] = ", ".join(VARY)
     # A section that loads itself as it nears the screen (HX-Trigger is then the section's own
     # id) changes nothing the address bar shows: no new history entry.
     loading_itself = request.headers.get("HX-Trigger") == (request.view_args or {}).get(

@@ -23,14 +23,14 @@ from collections import OrderedDict
 
 from flask import current_app, request
 
+from web.core.views import VARY
+
 # The routes whose answer is a function of the request's query, the headers in HEADERS and what
 # is withheld (web/core/views.py: the page, a section, the overview).
 SHARED = {"explainer.page", "explainer.section", "explainer.overview"}
-# The request headers web/core/views.py reads (its answers carry Vary for the same ones, and
-# HX-Trigger: a section loading itself writes no address; X-Follows: the parts that follow a
-# control's change, sent in its answer).
-HEADERS = ("HX-Request", "HX-History-Restore-Request", "HX-Target", "X-Sections", "HX-Trigger",
-           "X-Follows")
+# The request headers web/core/views.py reads: those its answers Vary on, and HX-Trigger (a
+# section loading itself writes no address).
+HEADERS = VARY + ("HX-Trigger",)
 MAX_BYTES = 48 * 1024 * 1024
 MAX_ANSWERS = 256
 WAIT_SECONDS = 10.0
