@@ -234,7 +234,7 @@ class Requests:
     """The page's own requests (sections, the overview, the page) since the last take():
     path with query and the htmx headers the server reads."""
     KEPT = ("hx-request", "hx-target", "hx-trigger", "x-sections", "x-follows",
-            "hx-current-url", "hx-history-restore-request")
+            "x-follows-later", "hx-current-url", "hx-history-restore-request")
 
     def __init__(self, page, base):
         self.base, self.seen = base, []

@@ -5,6 +5,9 @@
 // request for its target, or than the newest prompt, is not swapped in. Any other request names
 // the places on the page that follow a change (X-Follows), so that a control's answer brings
 // theirs out of band; such a part too is dropped when a newer request was sent for its place.
+// The places far from the screen are named apart (X-Follows-Later): the answer computes nothing
+// for them, names those that its change leaves out of date (X-Stale), and each one is marked so
+// (data-stale) and asks for itself when it nears the screen.
 (function () {
   "use strict";
   if (typeof htmx === "undefined") return;
@@ -26,7 +29,9 @@
       });
       cfg.headers["X-Sections"] = ids.join(",");
     } else {
-      cfg.headers["X-Follows"] = follows();
+      var places = follows();
+      cfg.headers["X-Follows"] = places.near.join(",");
+      cfg.headers["X-Follows-Later"] = places.later.join(",");
     }
     var target = cfg.target && cfg.target.id;
     if (target) latestFor[target] = sentNo;
@@ -35,16 +40,107 @@
   // The places that follow another's change (an element listening for "<section>-changed" or
   // "sampler-moved": decoding's samples, the overview's live part, ...), by the part each
   // updates: a control's answer brings those of them that read what it changed, out of band
-  // (web/core/views.py follow), so one request and one swap update them all.
+  // (web/core/views.py follow), so one request and one swap update them all. Only those near
+  // the screen (FOLLOW_NEAR_PX): the others, out of sight, are brought up to date when they near
+  // it (stale below), so a control does not wait for work nobody sees (the samples of a 135 M
+  // model are a few decode steps).
   var FOLLOWERS = '[hx-trigger*="-changed from:body"],[hx-trigger*="sampler-moved from:body"]';
+  var FOLLOW_NEAR_PX = 300;
+  function nearFollower(el) {
+    if (!el.getClientRects().length) return false;          // not laid out: a closed disclosure
+    var r = el.getBoundingClientRect(), h = window.innerHeight || 800;
+    return r.bottom > -FOLLOW_NEAR_PX && r.top < h + FOLLOW_NEAR_PX;
+  }
+  function refresherOf(id) {
+    return Array.prototype.slice.call(document.querySelectorAll(FOLLOWERS)).filter(function (el) {
+      return el.getAttribute("hx-target") === "#" + id;
+    })[0];
+  }
   function follows() {
-    var ids = [];
+    var near = [], later = [];
     document.querySelectorAll(FOLLOWERS).forEach(function (el) {
       var id = (el.getAttribute("hx-target") || "").replace(/^#/, "");
-      if (id && ids.indexOf(id) < 0) ids.push(id);
+      if (!id || near.indexOf(id) >= 0 || later.indexOf(id) >= 0) return;
+      var place = document.getElementById(id);
+      (place && !nearFollower(place) ? later : near).push(id);
     });
-    return ids.join(",");
+    return { near: near, later: later };
   }
+
+  // --- out-of-date places -----------------------------------------------------------------------
+  // An answer's X-Stale names the far places its change left out of date: each is marked
+  // (data-stale: dimmed, aria-busy) from that answer's number on, and asks for itself (its
+  // follower element's own request) once it is within FOLLOW_NEAR_PX of the screen. A swap of
+  // that number or newer into the place (or around it) brings it up to date; an older one
+  // (an answer sent before the change) leaves it marked.
+  var staleSince = {};
+  var nearing = "IntersectionObserver" in window ? new IntersectionObserver(function (entries) {
+    entries.forEach(function (e) { if (e.isIntersecting) refresh(e.target); });
+  }, { rootMargin: FOLLOW_NEAR_PX + "px 0px" }) : null;
+  function mark(id) {
+    var el = document.getElementById(id);
+    if (!el || !staleSince[id]) return;
+    el.setAttribute("data-stale", "");
+    el.setAttribute("aria-busy", "true");
+    if (!nearing) { refresh(el); return; }
+    nearing.unobserve(el);            // observed again: told at once whether it is near now
+    nearing.observe(el);
+  }
+  function refresh(el) {
+    var id = el.id;
+    if (!el.isConnected || !staleSince[id] || el._refreshingFrom === staleSince[id]) return;
+    var source = refresherOf(id);
+    if (!source) return;              // its follower is gone (the part was drawn without it)
+    nearing && nearing.unobserve(el);
+    el._refreshingFrom = staleSince[id];
+    // its follower element's own request (its values, hx-sync and swap), as its event would
+    var asked = htmx.ajax("GET", source.getAttribute("hx-get"), { source: source, target: "#" + id });
+    if (asked && asked.catch) asked.catch(function () {});    // a failure is said by errors.js
+  }
+  function unmark(id) {
+    delete staleSince[id];
+    var el = document.getElementById(id);
+    if (!el) return;
+    el.removeAttribute("data-stale");
+    el.removeAttribute("aria-busy");
+    el._refreshingFrom = undefined;
+    nearing && nearing.unobserve(el);
+  }
+  document.addEventListener("htmx:afterRequest", function (event) {
+    var xhr = event.detail.xhr;
+    var header = xhr && event.detail.successful && xhr.getResponseHeader("X-Stale");
+    if (!header) return;
+    var cfg = event.detail.requestConfig || {};
+    var no = Number((cfg.headers || {})["X-Request-No"] || 0);
+    header.split(",").forEach(function (id) {
+      id = id.trim();
+      if (!id || (staleSince[id] || 0) >= no) return;
+      staleSince[id] = no;
+      // an answer for it sent before this change is out of date too: not swapped in
+      latestFor[id] = Math.max(latestFor[id] || 0, no);
+      mark(id);
+    });
+  });
+  // After each swap: a place swapped by an answer as new as its change, or inside what such an
+  // answer replaced, is up to date; one replaced by an older answer is marked again.
+  function settled(no, target) {
+    Object.keys(staleSince).forEach(function (id) {
+      var el = document.getElementById(id);
+      if (!el) return;
+      if (no >= staleSince[id] && target && (target === el || target.contains(el))) unmark(id);
+      else if (!el.hasAttribute("data-stale")) mark(id);
+    });
+  }
+  // (each event is dispatched on an element the swap put in place: the target of an innerHTML
+  // swap, the new element of an outerHTML one)
+  document.addEventListener("htmx:afterSwap", function (event) {
+    var cfg = event.detail.requestConfig || {};
+    settled(Number((cfg.headers || {})["X-Request-No"] || 0), event.target);
+  });
+  document.addEventListener("htmx:oobAfterSwap", function (event) {
+    settled(swappingNo, event.target);
+  });
+
   var swappingNo = 0;             // the number of the answer being swapped, for its oob parts
   document.addEventListener("htmx:beforeSwap", function (event) {
     var cfg = event.detail.requestConfig || {};

@@ -102,3 +102,49 @@ def test_answers_differing_in_their_followers_are_not_shared(client):
     none = text_of(client.get(query, headers={**headers, "X-Follows": ""}))
     some = text_of(client.get(query, headers={**headers, "X-Follows": "decoding-samples"}))
     assert list(oob_parts(none)) == [] and list(oob_parts(some)) == ["decoding-samples"]
+
+
+def test_far_followers_are_named_stale_and_not_computed(app, client):
+    """The places far from the screen (X-Follows-Later) are not rendered into the answer: it
+    names those that follow this change (X-Stale), in the order asked, and computes nothing
+    for them (the decoding section is not built); the page asks for each when it nears the
+    screen."""
+    builds = app.extensions["explainer"].builds
+    query = dict(prompt=PROMPT, s_temp=0.75, open="dec-beams")
+    before = builds["decoding"]
+    moved = client.get(url("/section/sampling", **query),
+                       headers={**HX, "HX-Target": "sampling-distribution",
+                                "HX-Trigger": "s_temp-range", "X-Follows": "",
+                                "X-Follows-Later": FOLLOWS})
+    assert moved.status_code == 200 and "HX-Trigger" not in moved.headers
+    assert "X-Follows-Later" in moved.headers["Vary"]
+    page = text_of(moved)
+    assert oob_parts(page) == {} and 'id="overview-live"' not in page
+    # sampling does not follow itself; tokenization reads nothing of the sampler; a bad name is
+    # ignored
+    assert moved.headers["X-Stale"] == "decoding-samples,overview-live"
+    assert builds["decoding"] == before
+
+
+def test_near_and_far_followers_split_one_answer(app, client):
+    """A follower near the screen comes out of band; one far from it is only named stale: the
+    overview's sampler brings Sampling's distribution and leaves decoding's samples for later."""
+    builds = app.extensions["explainer"].builds
+    query = dict(prompt=PROMPT, s_temp=0.85, open="dec-beams")
+    before = builds["decoding"]
+    moved = client.get(url("/overview", **query),
+                       headers={**HX, "HX-Target": "overview-live", "HX-Trigger": "ov-temp",
+                                "X-Follows": "sampling-distribution",
+                                "X-Follows-Later": "decoding-samples,chat-answer"})
+    assert moved.status_code == 200
+    assert list(oob_parts(text_of(moved))) == ["sampling-distribution"]
+    # chat follows the sampler too (its answer drawn by it)
+    assert moved.headers["X-Stale"] == "decoding-samples,chat-answer"
+    assert builds["decoding"] == before
+
+
+def test_a_control_nobody_follows_names_nothing_stale(client):
+    r = client.get(url("/section/decoding", prompt=PROMPT, b_width=3, open="dec-beams"),
+                   headers={**HX, "HX-Target": "decoding-search", "HX-Trigger": "b_width-range",
+                            "X-Follows": "", "X-Follows-Later": FOLLOWS})
+    assert r.status_code == 200 and "X-Stale" not in r.headers

@@ -326,6 +326,8 @@ def test_one_sampler_moved_in_either_place_moves_the_other(page, model, page_err
         expect(page).to_have_url(re.compile(r"[?&]s_topk=%d(&|#|$)" % k))
         assert page.url.count("s_topk=") == 1
         final = final_distribution(logits, ids, dataclasses.replace(DEFAULTS, top_k=k))
+        # the place out of sight follows once it nears the screen (static/requests.js)
+        other.scroll_into_view_if_needed()
         expect(survivors).to_contain_text(
             f"{int((final > 0).sum()):,} of {model.config.vocab_size:,} tokens can be drawn")
         expect(overview.locator("li.ov-cand:not(.ov-cut)")).to_have_count(

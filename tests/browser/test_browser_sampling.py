@@ -131,8 +131,10 @@ def test_state_round_trips_through_the_url(page):
 def test_sampling_controls_refresh_the_samples_beside_the_beams(page, model):
     page.goto("/?prompt=" + PROMPT + "&open=dec-beams#sampling")     # the samples shown
     sampling(page).get_by_role("slider", name="Temperature").fill("0.3")
+    expect(page).to_have_url(re.compile(r"s_temp=0.3"))
     # the note names the settings, each name a glossary button (its definition in the page)
     note = decoding(page).locator("p.note").filter(has_text="The samples are drawn with")
+    note.scroll_into_view_if_needed()        # out of sight, they follow once they near the screen
     expect(note.locator(".term-btn").first).to_have_text("temperature")
     expect(note).to_contain_text(re.compile(r"temperature\b.*\s0\.3,.*top-k\b.*\s40,"))
     ids = model.tokenizer.encode_ordinary(PROMPT)
@@ -142,6 +144,58 @@ def test_sampling_controls_refresh_the_samples_beside_the_beams(page, model):
     row = decoding(page).get_by_role("table", name="Greedy, best beam and samples") \
         .get_by_role("row", name=re.compile("sample, seed 0"))
     expect(row).to_contain_text(model.tokenizer.decode(tokens).strip())
+
+
+def test_samples_out_of_sight_follow_when_they_near_the_screen(page, model):
+    """A sampling control moved while decoding's samples are far below the screen does not wait
+    for them: its answer computes none (no request for them either), the samples are marked out
+    of date, and scrolled to, they ask for themselves and show the draws of the new settings."""
+    page.set_viewport_size({"width": 1280, "height": 720})
+    page.goto("/?prompt=" + PROMPT + "&open=dec-beams,sp-many,sp-stages#sampling")
+    table = decoding(page).get_by_role("table", name="Greedy, best beam and samples")
+    expect(table).to_be_attached()
+    slider = sampling(page).get_by_role("slider", name="Temperature")
+    slider.scroll_into_view_if_needed()
+    samples = page.locator("#decoding-samples")
+    below = samples.evaluate("el => el.getBoundingClientRect().top - window.innerHeight")
+    assert below > 300, f"the samples are only {below} px below the screen: not out of sight"
+    asked = []
+    page.on("request", lambda r: asked.append(r.url) if "/section/decoding" in r.url else None)
+    with page.expect_response(lambda r: "/section/sampling" in r.url) as answer:
+        slider.fill("0.3")
+    # the overview's live part, at the top of the page, is out of sight too
+    assert set(answer.value.headers.get("x-stale").split(",")) == {"decoding-samples",
+                                                                    "overview-live"}
+    expect(samples).to_have_attribute("data-stale", "")
+    expect(samples).to_have_attribute("aria-busy", "true")
+    assert asked == []
+    ids = model.tokenizer.encode_ordinary(PROMPT)
+    from pipeline.sampling import sampler
+    settings = SamplerSettings(temperature=0.3, top_k=40, top_p=0.9, min_p=0.05)
+    tokens = [p.token for p in decode_loop(model, ids, 6, sample=sampler(settings, 0))]
+    row = table.get_by_role("row", name=re.compile("sample, seed 0"))
+    with page.expect_response(lambda r: "/section/decoding" in r.url):
+        row.scroll_into_view_if_needed()
+    expect(samples).not_to_have_attribute("data-stale", "")
+    expect(samples).not_to_have_attribute("aria-busy", "true")
+    expect(row).to_contain_text(model.tokenizer.decode(tokens).strip())
+    assert len(asked) == 1 and "s_temp=0.3" in asked[0]
+    # the overview's live part (replaced whole when it follows) too, once: up to date, it asks
+    # for nothing more until its own control moves
+    live = page.locator("#overview-live")
+    expect(live).to_have_attribute("data-stale", "")
+    overview_asked = []
+    page.on("request", lambda r: overview_asked.append(r.url) if "/overview" in r.url else None)
+    with page.expect_response(lambda r: "/overview" in r.url):
+        page.locator("#overview").scroll_into_view_if_needed()
+    expect(live).not_to_have_attribute("data-stale", "")
+    expect(page.locator("#ov-temp")).to_have_value("0.3")
+    page.locator("#ov-temp").focus()
+    with page.expect_response(lambda r: "/overview" in r.url):
+        page.keyboard.press("ArrowRight")
+    expect(page).to_have_url(re.compile(r"s_temp=0.35"))
+    assert len(overview_asked) == 2, overview_asked
+    assert "s_temp=0.3&" in overview_asked[0] and "s_temp=0.35" in overview_asked[1]
 
 
 def test_the_samples_are_drawn_when_their_disclosure_opens(page, model):

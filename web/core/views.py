@@ -179,7 +179,8 @@ def render_part(lm, state, s, target: str):
 
 # The request headers an answer's body depends on (its answers carry Vary for them); HX-Trigger
 # changes only whether the answer writes an address (respond), not what it holds.
-VARY = ("HX-Request", "HX-History-Restore-Request", "HX-Target", "X-Sections", "X-Follows")
+VARY = ("HX-Request", "HX-History-Restore-Request", "HX-Target", "X-Sections", "X-Follows",
+        "X-Follows-Later")
 
 
 def is_partial_request() -> bool:
@@ -260,28 +261,42 @@ FOLLOWER_ID = re.compile(r"[a-z][a-z0-9_-]{0,60}")
 MAX_FOLLOWERS = 8          # the page has 5 places that follow (X-Follows names at most these)
 
 
+def named_followers(header: str) -> list:
+    """The part ids a header names (X-Follows, X-Follows-Later), each once, well-formed ones
+    only, at most MAX_FOLLOWERS."""
+    asked = [t.strip() for t in request.headers.get(header, "").split(",")]
+    return list(dict.fromkeys(t for t in asked if FOLLOWER_ID.fullmatch(t)))[:MAX_FOLLOWERS]
+
+
+def following_owner(target: str, followers):
+    """What renders part `target` when it follows this change: OVERVIEW for the overview's live
+    part, else the following section whose part it is; None when it does not follow."""
+    if target == "overview-live":
+        return OVERVIEW if OVERVIEW in followers and not withheld().covers("overview") else None
+    ids = {t.id for t in followers if t != OVERVIEW}
+    return next((t for t in sections() if t.id in ids and target.startswith(t.id + "-")), None)
+
+
 def follow(response, lm, state, followers, event: str):
     """The places that read what this answer changed follow it. The page names the parts that
     follow on it (X-Follows: the targets of its elements that listen for such an event,
     static/requests.js): each one of a following section (`followers`) is rendered here and
     sent out of band in this answer, so one request and one swap bring the control's part and
-    every reader's. Without the header (another client), the answer names `event`
-    (HX-Trigger, fired as it arrives) and each reader asks for itself
-    (web.core.registry.refresh_trigger)."""
+    every reader's. The ones far from the screen are named apart (X-Follows-Later): nothing is
+    computed for them now; the answer names those that follow this change (X-Stale), and the
+    page marks them out of date and asks for each one when it nears the screen. Without
+    X-Follows (another client), the answer names `event` (HX-Trigger, fired as it arrives) and
+    each reader asks for itself (web.core.registry.refresh_trigger)."""
     if "X-Follows" not in request.headers:
         response.headers["HX-Trigger"] = event
         return
-    ids = {t.id for t in followers if t != OVERVIEW}
     extra = []
-    asked = [t.strip() for t in request.headers["X-Follows"].split(",")]
-    for target in list(dict.fromkeys(t for t in asked if FOLLOWER_ID.fullmatch(t)))[:MAX_FOLLOWERS]:
-        if target == "overview-live":
-            if OVERVIEW in followers and not withheld().covers("overview"):
-                extra.append(render_overview(lm, state, live_only=True, live_oob=True))
-            continue
-        owner = next((t for t in sections() if t.id in ids and target.startswith(t.id + "-")),
-                     None)
+    for target in named_followers("X-Follows"):
+        owner = following_owner(target, followers)
         if owner is None:
+            continue
+        if owner == OVERVIEW:
+            extra.append(render_overview(lm, state, live_only=True, live_oob=True))
             continue
         part = render_part(lm, state, owner, target)[1]
         if part is not None:
@@ -289,6 +304,9 @@ def follow(response, lm, state, followers, event: str):
                          + Markup("</div>"))
     if extra:
         response.set_data(response.get_data(as_text=True) + "".join(extra))
+    stale = [t for t in named_followers("X-Follows-Later") if following_owner(t, followers)]
+    if stale:
+        response.headers["X-Stale"] = ",".join(stale)
 
 
 def render_overview(lm, state, oob: bool = False, live_only: bool = False,
