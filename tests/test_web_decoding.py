@@ -9,9 +9,9 @@ import re
 
 import pytest
 
-from pipeline.decoding import beam_search, sequence_logprobs
+from pipeline.decoding import beam_search, continue_batch, sequence_logprobs
 from pipeline.generation import decode_loop
-from pipeline.sampling import SamplerSettings, sampler
+from pipeline.sampling import SamplerSettings, greedy, sampler
 from web.sections.decoding import EXAMPLE_NEW, EXAMPLE_WIDTH, OPENINGS
 from web_support import error_message, table_rows, text_of, url
 
@@ -268,7 +268,13 @@ def test_a_longer_search_goes_on_from_the_kept_one_and_the_penalty_only_reranks(
     # from the 4-token search: the batch its last step did not run, and one for the 6th token;
     # each beam_search from the prompt beside it runs 5
     assert len(batches) == 2 + 3 * 5
-    batches.clear()
+    # greedy's line is the prompt's shared greedy run (web.model_state.greedy): one decode
+    # step per token after the first, one more for a longer line
+    steps = []
+    decode = model.decode
+    monkeypatch.setattr(model, "decode", lambda *a, **k: steps.append(1) or decode(*a, **k))
     greedy_6 = cached_greedy(model, ids, 6)
-    assert len(batches) == 5 and cached_greedy(model, ids, 7).tokens[:6] == greedy_6.tokens
-    assert len(batches) == 6                            # one more step
+    assert len(steps) == 5 and cached_greedy(model, ids, 7).tokens[:6] == greedy_6.tokens
+    assert len(steps) == 6                              # one more step
+    real = continue_batch(model, ids, [greedy], 7)[0]
+    assert cached_greedy(model, ids, 7) == real and len(steps) == 6

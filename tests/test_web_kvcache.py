@@ -37,7 +37,8 @@ def test_nbytes_and_formula_on_screen_are_the_caches(app, client, model):
 
 
 def test_checked_steps_table_is_the_run(app, client):
-    page = text_of(client.get(url("/section/kvcache", prompt=PROMPT, kv_new=4), headers=HX))
+    page = text_of(client.get(url("/section/kvcache", prompt=PROMPT, kv_new=4,
+                                  open="kv-how"), headers=HX))
     run = measured_run(app, PROMPT, 4)
     rows = table_rows(page, "Checked steps")
     assert [[r[0], r[1], r[3], r[4]] for r in rows] == [
@@ -206,7 +207,7 @@ def test_a_big_model_generates_its_most_and_says_so(smol_app):
     with smol_app.app_context():
         client = smol_app.test_client()
         page = text_of(client.get(url("/section/kvcache", model="smollm2", prompt=PROMPT,
-                                      kv_new=asked), headers=HX))
+                                      kv_new=asked, open="kv-how"), headers=HX))
         ids = tuple(lm.tokenizer.encode_ordinary(PROMPT))
         run = cache_vs_recompute(lm.model, ids, kvcache.BIG_MAX_NEW, kvcache.START_CAPACITY)
         rows = table_rows(page, "Checked steps")
@@ -222,3 +223,24 @@ def test_a_big_model_generates_its_most_and_says_so(smol_app):
         small = text_of(client.get(url("/section/kvcache", model="smollm2", prompt=PROMPT,
                                        kv_new=kvcache.BIG_MAX_NEW), headers=HX))
         assert 'id="kv-big-cap"' not in small
+
+
+def test_the_check_is_computed_when_its_disclosure_is_open(app, client):
+    """The slider shows the cache's size (the shared greedy run's steps) without the forward
+    pass it is checked against; opening "Go deeper" asks for the check part, which is that
+    check exactly."""
+    prompt = "Mr. Bennet read the letter twice"
+    checks = kvcache._checks.box((kvcache.model_key(app.extensions["explainer"]
+                                                    .default_model.model),))
+    before = checks.computed
+    closed = text_of(client.get(url("/section/kvcache", prompt=prompt, kv_new=5), headers=HX))
+    assert checks.computed == before and 'id="kv-check-wait"' in closed
+    assert 'id="kv-diff"' not in closed and "Checked steps" not in closed
+    opened = text_of(client.get(url("/section/kvcache", prompt=prompt, kv_new=5, open="kv-how"),
+                                headers={**HX, "HX-Target": "kvcache-check"}))
+    assert checks.computed == before + 1
+    run = measured_run(app, prompt, 5)
+    assert [[r[0], r[1], r[3], r[4]] for r in table_rows(opened, "Checked steps")] == [
+        [str(i), str(s.n_tokens), f"{s.max_abs_diff:.1e}", f"{s.nbytes:,}"]
+        for i, s in enumerate(run.steps)]
+    assert 'id="kv-check-wait"' not in opened

@@ -75,12 +75,13 @@ def test_a_big_models_greedy_run_is_read_by_every_setting_and_is_the_real_run(sm
     import numpy as np
 
     from pipeline.speculative import speculative_generate
-    from web.sections.speculative import LOOKUP, _greedy, greedy_run, live_run
+    from web.model_state.greedy import _paths
+    from web.sections.speculative import LOOKUP, greedy_run, live_run
     lm = smol_app.extensions["explainer"].models["smollm2"]
     target = lm.model
     with smol_app.app_context():
         ids = tuple(target.tokenizer.encode_ordinary(lm.default_prompt))
-        before = _greedy.computed
+        before = _paths.computed
         for gamma, n, seed in ((4, 32, 0), (1, 33, 7), (8, 20, 0)):
             shown = live_run(target, LOOKUP, ids, gamma, n, "greedy", seed)
             real = speculative_generate(target, LOOKUP, list(ids), n, gamma, 0.0,
@@ -92,7 +93,7 @@ def test_a_big_models_greedy_run_is_read_by_every_setting_and_is_the_real_run(sm
                  for r in real.rounds]
             assert all(r.n_fed == 0 for r in shown.rounds)       # no pass run again
             assert alone_run(target, ids, n, "greedy", seed) == tuple(real.tokens)
-        assert _greedy.computed - before <= 1               # one greedy run for all of them
+        assert _paths.computed - before <= 1               # one greedy run for all of them
         run = greedy_run(target, ids)
         assert run.tokens[:12] == tuple(continue_batch(target, ids, [greedy], 12)[0].tokens)
         # the settings the page opens on (SmolLM2's own) accept a guess

@@ -11,13 +11,14 @@ import math
 import urllib.parse
 from dataclasses import dataclass
 
-from pipeline.decoding import Extendable, beam_search, continue_batch, rescored
+from pipeline.decoding import Continuation, Extendable, beam_search, continue_batch, rescored
 from pipeline.generation import most_new_tokens
 from pipeline.sampling import SamplerSettings, greedy, sampler
 from web.core.cache import memo, memoized, model_key
 from web.core.params import Param
 from web.core.sampler_settings import settings_from
 from web.figures import decoding as figures
+from web.model_state import greedy as shared_greedy
 from web.model_state.forward import prefilled, prompt_ids
 from web.presentation.tokens import token_plain, token_string
 from web.sections import Section
@@ -90,10 +91,13 @@ def cached_search(model, ids: tuple, width: int, n: int, alpha: float):
 _continued = memo("decoding continuations", 16)
 
 
-def cached_greedy(model, ids: tuple, n: int):
-    """Greedy's continuation: it does not depend on the sampling section's settings."""
-    return _continued.get((model_key(model), ids, "greedy"), lambda: Extendable(
-        model, ids, [greedy], start=prefilled(model, ids))).first(n)[0]
+def cached_greedy(model, ids: tuple, n: int) -> Continuation:
+    """Greedy's continuation, n tokens (or to the end-of-text token): the prompt's greedy run
+    the other sections read too (web.model_state.greedy), made longer when asked for more. It
+    does not depend on the sampling section's settings."""
+    path = shared_greedy.greedy_path(model, ids, n)
+    m = path.ended(n, model.config.eos_token_id)
+    return Continuation(path.tokens[:m], path.logprobs[:m])
 
 
 def cached_samples(model, ids: tuple, n: int, settings: SamplerSettings, seed: int):

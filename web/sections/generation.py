@@ -9,12 +9,13 @@ and FLOP counts from the loaded arrays.
 """
 import urllib.parse
 
-from pipeline.generation import generation_steps
+from pipeline.generation import Step, finish_reason, generation_steps
 from pipeline.roofline import decode_work, model_costs, prefill_work, roofline
 from web.core.cache import memo
 from web.core.params import Param
 from web.core.sampler_settings import CHOOSERS, described, sampler_for, settings_from
 from web.figures import generation as figures
+from web.model_state import greedy as shared_greedy
 from web.model_state.forward import prefilled, prompt_ids
 from web.model_state.measured import cost_table, machine, model_key, stamp
 from web.presentation.tokens import token_pieces
@@ -68,11 +69,35 @@ def stepped_run(lm, ids: tuple, max_new_tokens: int, sample, sample_key: tuple,
     # Its times are not shown (the page's one measurement is: web.model_state.measured), so it
     # starts from
     # the prompt's shared run (web.model_state.forward.prefilled) instead of running the prompt
-    # again.
+    # again; the greedy chooser's steps are the prompt's greedy run the other sections read
+    # too (web.model_state.greedy), each step computed once for every limit.
+    if sample_key == ("greedy",):
+        return _runs.get((model_key(lm.model), ids, max_new_tokens, sample_key),
+                         lambda: tuple(timed(greedy_steps(lm.model, ids, max_new_tokens))))
     return _runs.get((model_key(lm.model), ids, max_new_tokens, sample_key),
                      lambda: tuple(timed(generation_steps(lm.model, ids, max_new_tokens,
                                                           sample=sample, n_top=N_TOP,
                                                           start=prefilled(lm.model, ids)))))
+
+
+def greedy_steps(model, ids: tuple, max_new_tokens: int):
+    """What generation_steps yields with the greedy chooser from the prompt's shared run, read
+    from the prompt's greedy run (web.model_state.greedy), made longer one step at a time (so
+    that the request's time budget is checked between steps, as for the loop)."""
+    eos, n_ctx = model.config.eos_token_id, model.config.n_ctx
+    path = shared_greedy.greedy_path(model, ids)
+    for k in range(max_new_tokens):
+        path.upto(k + 1)
+        if k >= len(path.tokens):                    # the context window is full
+            return
+        token = path.tokens[k]
+        finish = finish_reason(token, len(ids) + k + 1, k + 1, max_new_tokens, n_ctx, eos)
+        yield Step(k, "prefill" if k == 0 else "decode",
+                   tuple(ids) if k == 0 else (path.tokens[k - 1],), path.sizes[k][0], token,
+                   path.seconds[k], path.step_seconds[k], finish, prob=path.probs[k],
+                   top=path.tops[k][:N_TOP])
+        if finish:
+            return
 
 
 class Chip:

@@ -6,16 +6,18 @@ model over several sequence lengths, interpolated to the prompt's): a step witho
 a forward pass over the whole sequence, the prefill of that many tokens; with the cache it is
 one decode step. Every timing section quotes the same table. The logits differences and byte counts
 are
-the prompt's own generation with the cache, checked against recomputing
-(`pipeline.kvcache.cache_vs_recompute`, per prompt and length, untimed);
+the prompt's own generation with the cache (its greedy run, web.model_state.greedy: computed once
+per prompt and shared with the other sections that generate greedily), checked against
+recomputing (`pipeline.kvcache.cache_vs_recompute`, per prompt and length, untimed) when its
+disclosure is open (CHECK_DISCLOSURE: the check is a forward pass over the whole sequence);
 the sizes of other models come from `kv_cache_bytes` applied to their published configs
 (`pipeline.published`).
 """
+import functools
 from dataclasses import dataclass
 
 from pipeline.kvcache import (
     BYTES_PER_VALUE,
-    CachedSteps,
     Check,
     attention_kind,
     cache_vs_recompute,
@@ -28,13 +30,16 @@ from web.core.cache import memo
 from web.core.params import Param
 from web.figures import kvcache as figures
 from web.model_state.explainer import is_big
-from web.model_state.forward import prefilled, prompt_ids
+from web.model_state.forward import prompt_ids
+from web.model_state.greedy import CAPACITY, greedy_path
 from web.model_state.measured import cost_table, model_key, stamp
 from web.presentation.tokens import token_string
 from web.sections import Section
 
 MAX_NEW = 48              # most generated tokens measured (each step also runs a full forward)
-START_CAPACITY = 16       # tokens the section's cache reserves at first (then it doubles)
+START_CAPACITY = CAPACITY  # tokens the section's cache reserves at first (then it doubles): the
+                           # shared greedy run's (web.model_state.greedy)
+CHECK_DISCLOSURE = "kv-how"  # the check against recomputing is computed while this is open
 SHOWN_LENGTHS = (16, 64, 128, 248)   # measured lengths the sentence cites (up to the context)
 HEADLINE_CTX = 8192       # the core's sentence on real models' caches: one 8k-token sequence
 MAX_CTX = 131072          # 128k: the longest context of the published configs shown
@@ -55,19 +60,45 @@ PARAMS = (
 
 
 _checks = memo("kvcache checks", 32)
-_steps = memo("kvcache steps", 8)
+
+
+@dataclass(frozen=True)
+class CachedStep:
+    """A step of the greedy run with the cache: what the cache holds after it."""
+    n_tokens: int              # sequence length this step reads (prompt + tokens so far)
+    next_token: int            # greedy choice from the cached logits
+    nbytes: int                # KVCache.nbytes after the step
+    allocated_nbytes: int      # KVCache.allocated_nbytes
+    capacity: int              # tokens the buffers have room for
+
+
+def cached_steps(model, ids: tuple, n_new: int) -> list:
+    """The prompt's greedy run with the cache, n_new tokens (n_new + 1 steps): the shared
+    greedy run's (web.model_state.greedy), made longer when a longer one is asked for."""
+    return [CachedStep(*row) for row in greedy_path(model, ids).first(n_new)[2]]
 
 
 def cache_check(model, ids: tuple, n_new: int) -> Check:
-    """The checked run for this prompt and length, computed once per (model, prompt, length).
-    Its decode steps are the prompt's kept ones (CachedSteps), made longer when a longer run is
-    asked for: one more token is one more step (and the one forward pass it is checked
-    against)."""
-    def check():
-        steps = _steps.get((model_key(model), ids, START_CAPACITY), lambda: CachedSteps(
-            model, ids, START_CAPACITY, start=prefilled(model, ids, START_CAPACITY)))
-        return cache_vs_recompute(model, ids, n_new, START_CAPACITY, steps=steps)
-    return _checks.get((model_key(model), ids, n_new, START_CAPACITY), check)
+    """The checked run for this prompt and length, computed once per (model, prompt, length):
+    the shared greedy run's steps (web.model_state.greedy), each checked against the one
+    forward pass over the whole sequence."""
+    return _checks.get((model_key(model), ids, n_new, START_CAPACITY),
+                       lambda: cache_vs_recompute(model, ids, n_new, START_CAPACITY,
+                                                  steps=greedy_path(model, ids)))
+
+
+def check_shown(state) -> bool:
+    """The check sits in the CHECK_DISCLOSURE disclosure: computed while it is open (the page
+    asks for it when it opens), so the slider does not wait for a forward pass it would not
+    show."""
+    return CHECK_DISCLOSURE in (state["open"] or "").split(",")
+
+
+def check_view(lm, ids: tuple, n_new: int) -> dict:
+    """The checked steps as the page shows them (called by the template, when shown)."""
+    run = cache_check(lm.model, ids, n_new)
+    return dict(steps=[step_row(i, s, lm.tokenizer) for i, s in enumerate(run.steps)],
+                max_abs_diff=run.max_abs_diff, all_same=all(s.same_argmax for s in run.steps))
 
 
 @dataclass(frozen=True)
@@ -101,8 +132,7 @@ def build(lm, state) -> dict:
     asked = n_new
     if is_big(lm.model):
         n_new = min(n_new, BIG_MAX_NEW)
-    run = cache_check(lm.model, ids, n_new)
-    steps = run.steps
+    steps = cached_steps(lm.model, ids, n_new)
     last = steps[-1]
     per_token = kv_bytes_per_token(cfg, 4)
     ctx = state["kv_ctx"]
@@ -115,15 +145,17 @@ def build(lm, state) -> dict:
     return dict(
         model_name=lm.name, cfg=cfg, human_bytes=figures.human_bytes, n_prompt=len(ids),
         n_new=n_new, max_new=MAX_NEW, asked=asked, n_params=lm.model.n_params(),
-        steps=[step_row(i, s, lm.tokenizer) for i, s in enumerate(steps)],
+        n_steps=len(steps),
+        # the check against recomputing: asked for by the template only while it is shown
+        check=functools.partial(check_view, lm, ids, n_new), check_shown=check_shown,
         measured_at=stamp(table.measured_at), timed=timed, repeats=table.repeats,
         shown=[dict(n=m, uncached=table.prefill_at(m), cached=table.decode_at(m))
                for m in shown],
         # the next step after the prompt: with the cache one token with n in the cache;
         # without it, a pass over all n + 1 tokens (a prefill of n + 1)
         cached=table.decode_at(n), uncached=table.prefill_at(n + 1),
-        max_abs_diff=run.max_abs_diff, all_same=all(s.same_argmax for s in steps),
-        generated_text=token_string(lm.tokenizer, run.generated[:-1]) if n_new else "",
+        generated_text=token_string(lm.tokenizer, [s.next_token for s in steps[:-1]])
+        if n_new else "",
         start_capacity=START_CAPACITY,
         per_token=per_token, final_tokens=last.n_tokens, final_nbytes=last.nbytes,
         final_formula=kv_cache_bytes(cfg, last.n_tokens, 4),
@@ -135,7 +167,7 @@ def build(lm, state) -> dict:
         headline_ctx=HEADLINE_CTX,
         headline_kinds=[next(r for r in published_rows(HEADLINE_CTX) if r["name"] == n)
                         for n in KIND_MODELS],
-        **run_figures(lm, run, table),
+        **run_figures(lm, ids, steps, table),
         **context_figures(ctx),
     )
 
@@ -143,13 +175,12 @@ def build(lm, state) -> dict:
 _figures = memo("kvcache figures", 32)
 
 
-def run_figures(lm, run, table) -> dict:
-    """The figures, built once per checked run and measurement (Plotly takes longer than the
-    math)."""
-    return _figures.get((model_key(lm.model), run.prompt_ids, len(run.steps), START_CAPACITY,
+def run_figures(lm, ids: tuple, steps: list, table) -> dict:
+    """The figures, built once per run and measurement (Plotly takes longer than the math)."""
+    return _figures.get((model_key(lm.model), ids, len(steps), START_CAPACITY,
                          table.measured_at),
                         lambda: dict(time_figure=figures.step_time_figure(timed_steps(table)),
-                                     bytes_figure=figures.cache_bytes_figure(run.steps)))
+                                     bytes_figure=figures.cache_bytes_figure(steps)))
 
 
 _context_figures = memo("kvcache context figures", 16)

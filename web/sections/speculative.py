@@ -14,8 +14,9 @@ smaller (`lookup_speed`): the target alone and lookup at γ = LOOKUP_GAMMA in gr
 text that repeats itself (LOOKUP_TEXT).
 
 On a big model (web.model_state.explainer.is_big) greedy mode's run reads the target's rows
-from its own greedy run on the prompt (`greedy_run`: computed once per prompt, as far as asked, and
-shared by every γ, length and seed): greedy verification only reads
+from its own greedy run on the prompt (`greedy_run`: the prompt's greedy run the other sections
+read too, web.model_state.greedy, computed once per prompt, as far as asked, and shared by every
+γ, length and seed): greedy verification only reads
 rows on the target's own greedy path, so no pass is run again for them
 (pipeline.speculative.speculative_generate's known_rows). That greedy run is also the target
 alone's text the section sets beside it.
@@ -27,7 +28,6 @@ every timing section quotes; pipeline.costs.price_speculative): each verificatio
 tokens costs the table's pass of k tokens in decode steps, each draft step the table's c.
 """
 import functools
-import threading
 import time
 import urllib.parse
 from dataclasses import dataclass
@@ -36,7 +36,6 @@ import numpy as np
 
 from pipeline.costs import price_speculative
 from pipeline.decoding import Extendable
-from pipeline.generation import decode_loop
 from pipeline.sampling import draw
 from pipeline.speculative import (
     DraftMismatch,
@@ -53,6 +52,7 @@ from web.core.params import Param
 from web.figures import speculative as figures
 from web.model_state.explainer import is_big
 from web.model_state.forward import prefilled, prompt_ids
+from web.model_state.greedy import greedy_path
 from web.model_state.measured import cost_table, measured, model_key, stamp
 from web.presentation.tokens import token_plain
 from web.sections import Section
@@ -130,32 +130,16 @@ def live_run(target, draft, ids: tuple, gamma: int, n_tokens: int, mode: str, se
 
 
 class GreedyRun:
-    """The target's own greedy run on a prompt: its tokens and, before each, the logits it was
-    chosen from (rows[k]: after the prompt and the first k tokens), computed as far as asked
-    (upto: the steps not run yet, from the kept decode loop; at most MAX_TOKENS, or to the
-    end-of-text token). As known_rows of pipeline.speculative.speculative_generate: get(text)
-    is the row after `text` when `text` is the prompt and a start of the run, else None."""
+    """The target's own greedy run on a prompt as speculative decoding reads it: its tokens, to
+    the end-of-text token and at most MAX_TOKENS, and before each the logits it was chosen from
+    (rows[k]: after the prompt and the first k tokens). It is the prompt's shared greedy run
+    (web.model_state.greedy: computed once per prompt, as far as a reader asked). As known_rows
+    of pipeline.speculative.speculative_generate: get(text) is the row after `text` when
+    `text` is the prompt and a start of the run, else None."""
 
-    def __init__(self, target, ids: tuple):
-        self.ids, self.tokens, self.rows = tuple(ids), (), []
-        self._steps = decode_loop(target, list(ids), MAX_TOKENS, start=prefilled(target, ids))
-        self._lock = threading.Lock()
-
-    def upto(self, n: int) -> "GreedyRun":
-        """The run at least n tokens long (or as long as it goes): each step once."""
-        with self._lock:
-            while len(self.tokens) < n and self._steps is not None:
-                step = next(self._steps, None)
-                if step is None:
-                    self._steps = None
-                    break
-                self.rows.append(np.asarray(step.logits, dtype=np.float32))
-                self.tokens += (step.token,)
-        return self
-
-    @property
-    def nbytes(self) -> int:
-        return sum(r.nbytes for r in self.rows)
+    def __init__(self, path):
+        n = path.ended(min(len(path.tokens), MAX_TOKENS), path.model.config.eos_token_id)
+        self.ids, self.tokens, self.rows = path.ids, tuple(path.tokens[:n]), path.rows[:n]
 
     def get(self, text):
         k = len(text) - len(self.ids)
@@ -165,16 +149,12 @@ class GreedyRun:
         return None
 
 
-_greedy = memo("speculative greedy runs", 8, big_size=4, big_bytes=48 << 20,
-               weigh=lambda run: run.nbytes)
-
-
 def greedy_run(target, ids: tuple, n: int = MAX_TOKENS) -> GreedyRun:
     """The target's greedy run on the prompt, at least n tokens of it (or to the end-of-text
-    token): one run per prompt, made longer when a longer one is asked for, for every length
-    (a run's first k tokens and rows do not depend on how long it goes on: each is the same
-    decode step), γ and seed."""
-    return _greedy.get((model_key(target), ids), lambda: GreedyRun(target, ids)).upto(n)
+    token): the prompt's one greedy run, made longer when a longer one is asked for, for every
+    length (a run's first k tokens and rows do not depend on how long it goes on: each is the
+    same decode step), γ and seed."""
+    return GreedyRun(greedy_path(target, ids, min(n, MAX_TOKENS)))
 
 
 def alone_run(target, ids: tuple, n_tokens: int, mode: str, seed: int) -> tuple:
