@@ -97,7 +97,7 @@ def test_speculative_defaults_accept_guesses_on_smollm2(smol):
     shared = run(lambda n: PARAMS[n].big_default or PARAMS[n].default)
     assert shared.accepted == 0
     own = run(lambda n: default(lm, n))
-    assert own.accepted >= 2 and own.proposed >= 8
+    assert own.accepted >= 1 and own.proposed >= 6
     assert f"{own.accepted} of {own.proposed} guesses accepted" in section(app, "speculative")
 
 
