@@ -4,23 +4,36 @@ are not guessed through any route, answers mean what was typed, and the teacher 
 class (several sessions per browser, a cookie renewed while the lesson goes on)."""
 import pytest
 
-from tests.test_classroom_api import client_at, joined, make_app, start
+from tests.test_classroom_api import Clock, client_at, joined, make_app, start
 from web.classroom import polls
-from web.classroom.views import teacher_view
+from web.classroom.views import Classroom, teacher_view
 from web.core.cache import cached_build
 from web.core.registry import section, sections
 
 NOTE = "Withheld until the reveal."
 
 
+@pytest.fixture(scope="module")
+def room_app(model, tmp_path_factory):
+    """One app of this module's (test_classroom_api.make_app): its sections' caches are made
+    once, not again for each test (every route of the page, three times a test)."""
+    app, _ = make_app(model, tmp_path_factory.mktemp("room"))
+    return app
+
+
 @pytest.fixture()
-def app(model, tmp_path):
-    """The app of a class (test_classroom_api.make_app: its own store and clock), in its
-    context."""
-    app, clock = make_app(model, tmp_path)
-    app.clock = clock
-    with app.app_context():
-        yield app
+def app(room_app, tmp_path):
+    """The module's app with a class store and a clock of this test's own (everything a class
+    keeps: web/classroom/views.py Classroom), in its context."""
+    clock = Clock()
+    before = room_app.extensions["classroom"], room_app.config["CLASSROOM_CLOCK"]
+    room_app.extensions["classroom"] = Classroom("sqlite", str(tmp_path / "data"))
+    room_app.config["CLASSROOM_CLOCK"] = room_app.clock = clock
+    try:
+        with room_app.app_context():
+            yield room_app
+    finally:
+        room_app.extensions["classroom"], room_app.config["CLASSROOM_CLOCK"] = before
 
 
 def every_route(client, query):
@@ -34,6 +47,9 @@ def every_route(client, query):
            "stream": client.get(f"/generate/stream?{query}&gen_max=3")}
     for s in sections():
         out[s.id] = client.get(f"/section/{s.id}?{query}")
+    for r in out.values():      # read whole, then closed as a browser's would be: the stream's
+        r.get_data()            # slot is given back (the module's app serves every test)
+        r.close()
     return out
 
 
