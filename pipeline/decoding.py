@@ -238,6 +238,10 @@ class Extendable:
         self.steps, self.unread = 0, False     # unread: the last step's tokens not read yet
         self.lock = threading.Lock()
 
+    def ready(self, n: int) -> bool:
+        """Whether first(n) runs no step: each continuation has n tokens or has ended."""
+        return self.steps >= n or not self.live
+
     def first(self, n: int) -> list:
         """The first n tokens of each continuation (fewer where one ended): Continuations."""
         with self.lock:

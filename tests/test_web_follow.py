@@ -148,3 +148,43 @@ def test_a_control_nobody_follows_names_nothing_stale(client):
                    headers={**HX, "HX-Target": "decoding-search", "HX-Trigger": "b_width-range",
                             "X-Follows": "", "X-Follows-Later": FOLLOWS})
     assert r.status_code == 200 and "X-Stale" not in r.headers
+
+
+def test_a_beam_control_leaves_samples_out_of_sight_for_later(app, client):
+    """Decoding's samples sit inside the part a beam control answers: named far from the screen
+    (X-Follows-Later), samples not computed yet are left out (no decode step: a note says they
+    come) and the answer names them stale; their own request draws them, and once computed a
+    beam control's answer draws them again at no cost."""
+    from web.sections import decoding
+    query = dict(prompt=PROMPT, s_temp=0.95, b_width=2, open="dec-beams")
+    later = {**HX, "HX-Target": "decoding-search", "HX-Trigger": "b_width-range",
+             "X-Follows": "", "X-Follows-Later": "decoding-samples"}
+    with app.app_context():
+        computed = decoding._continued.computed
+    moved = client.get(url("/section/decoding", **query), headers=later)
+    assert moved.status_code == 200 and moved.headers["X-Stale"] == "decoding-samples"
+    page = text_of(moved)
+    assert "Drawing the samples as they come into view" in page
+    assert SAMPLES not in page and 'id="decoding-refresh"' in page
+    with app.app_context():
+        assert decoding._continued.computed == computed          # no sample was run
+    own = text_of(client.get(url("/section/decoding", **query),
+                             headers={**HX, "HX-Target": "decoding-samples",
+                                      "HX-Trigger": "decoding-refresh",
+                                      "X-Follows-Later": "decoding-samples"}))
+    rows = table_rows(own, SAMPLES, headers=True)
+    assert len(rows) == 5 and [r[0] for r in rows[2:]] == ["sample, seed 0", "sample, seed 1",
+                                                           "sample, seed 2"]
+    again = client.get(url("/section/decoding", **dict(query, b_width=3)), headers=later)
+    assert "X-Stale" not in again.headers
+    assert table_rows(text_of(again), SAMPLES, headers=True)[2:] == rows[2:]
+
+
+def test_samples_near_the_screen_are_drawn_in_a_beam_controls_answer(client):
+    query = dict(prompt=PROMPT, s_temp=1.05, b_width=2, open="dec-beams")
+    moved = client.get(url("/section/decoding", **query),
+                       headers={**HX, "HX-Target": "decoding-search",
+                                "HX-Trigger": "b_width-range", "X-Follows": "decoding-samples",
+                                "X-Follows-Later": ""})
+    assert moved.status_code == 200 and "X-Stale" not in moved.headers
+    assert len(table_rows(text_of(moved), SAMPLES, headers=True)) == 5

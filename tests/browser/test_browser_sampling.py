@@ -198,6 +198,43 @@ def test_samples_out_of_sight_follow_when_they_near_the_screen(page, model):
     assert "s_temp=0.3&" in overview_asked[0] and "s_temp=0.35" in overview_asked[1]
 
 
+def test_a_beam_control_leaves_samples_out_of_sight_for_later(page, model):
+    """Samples left out of date by a sampling control, still out of sight when a beam control
+    moves: that control's answer (the part around them) does not compute them either; it says
+    they are coming, and scrolled to, they show the draws of the new settings."""
+    page.set_viewport_size({"width": 1280, "height": 480})
+    page.goto("/?prompt=" + PROMPT + "&open=dec-beams#sampling")
+    samples = page.locator("#decoding-samples")
+    expect(samples.get_by_role("table", name="Greedy, best beam and samples")).to_be_attached()
+
+    def below():
+        return samples.evaluate("el => el.getBoundingClientRect().top - window.innerHeight")
+    slider = sampling(page).get_by_role("slider", name="Temperature")
+    slider.scroll_into_view_if_needed()
+    assert below() > 300, "the samples are not out of sight"
+    with page.expect_response(lambda r: "/section/sampling" in r.url):
+        slider.fill("0.4")
+    expect(samples).to_have_attribute("data-stale", "")
+    width = decoding(page).get_by_role("slider", name=re.compile("Beam width"))
+    width.scroll_into_view_if_needed()
+    assert below() > 300, "the samples are not out of sight"
+    with page.expect_response(lambda r: "/section/decoding" in r.url) as answer:
+        width.fill("2")
+    assert answer.value.headers.get("x-stale") == "decoding-samples"
+    expect(samples.get_by_text("Drawing the samples as they come into view")).to_be_attached()
+    expect(samples).to_have_attribute("data-stale", "")
+    ids = model.tokenizer.encode_ordinary(PROMPT)
+    from pipeline.sampling import sampler
+    settings = SamplerSettings(temperature=0.4, top_k=40, top_p=0.9, min_p=0.05)
+    tokens = [p.token for p in decode_loop(model, ids, 6, sample=sampler(settings, 0))]
+    with page.expect_response(lambda r: "/section/decoding" in r.url) as fetched:
+        samples.scroll_into_view_if_needed()
+    assert "b_width=2" in fetched.value.url and "s_temp=0.4" in fetched.value.url
+    row = samples.get_by_role("row", name=re.compile("sample, seed 0"))
+    expect(row).to_contain_text(model.tokenizer.decode(tokens).strip())
+    expect(samples).not_to_have_attribute("data-stale", "")
+
+
 def test_the_samples_are_drawn_when_their_disclosure_opens(page, model):
     """Closed, the disclosure holds no samples (a sampling control does not wait for them);
     opening it fetches them, drawn with the sampling section's settings."""

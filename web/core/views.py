@@ -160,21 +160,50 @@ def part_wanted(part_id: str) -> bool:
 bp.add_app_template_global(part_wanted)
 
 
+def out_of_sight(part_id: str) -> bool:
+    """Whether the page named part `part_id` far from the screen (X-Follows-Later) in a request
+    for something around it (a Jinja global): its template may then leave out what costs to
+    compute (decoding's samples: a few decode steps) and show that it is coming; the answer
+    names the part in X-Stale, and the page asks for it as it nears the screen
+    (static/requests.js), as for a follower out of sight. An answer for the part itself (its own
+    request, or out of band as a follower) is never out of sight."""
+    if not is_partial_request() or g.get("answered_part") == part_id \
+            or part_id not in named_followers("X-Follows-Later"):
+        return False
+    g.setdefault("stale_parts", []).append(part_id)
+    return True
+
+
+bp.add_app_template_global(out_of_sight)
+
+
+def name_stale(response, part_ids) -> None:
+    """Add these parts to the answer's X-Stale (the parts it leaves out of date, each once)."""
+    have = [t for t in response.headers.get("X-Stale", "").split(",") if t]
+    ids = list(dict.fromkeys(have + list(part_ids)))
+    if ids:
+        response.headers["X-Stale"] = ",".join(ids)
+
+
 def render_part(lm, state, s, target: str):
     """(the section's partial, the content of part `target` or None when it has no such
     part): the section rendered with that part's content alone (part_wanted), or whole when
     the part was not among what that render reached (a part never seen, or inside another
     one not known yet to hold it)."""
     g.rendered_parts, g.part_stack, g.only_part = {}, [], target
+    g.answered_part = target             # what this render is for (out_of_sight)
     try:
+        try:
+            body = render_section(lm, state, s)
+        finally:
+            g.only_part = None
+        if target in g.rendered_parts:
+            return body, g.rendered_parts[target]
+        g.rendered_parts, g.part_stack = {}, []
         body = render_section(lm, state, s)
+        return body, g.rendered_parts.get(target)
     finally:
-        g.only_part = None
-    if target in g.rendered_parts:
-        return body, g.rendered_parts[target]
-    g.rendered_parts, g.part_stack = {}, []
-    body = render_section(lm, state, s)
-    return body, g.rendered_parts.get(target)
+        g.answered_part = None
 
 
 # The request headers an answer's body depends on (its answers carry Vary for them); HX-Trigger
@@ -227,6 +256,7 @@ def section(section_id):
         abort(404)
     lm, state = current_state()
     target = request.headers.get("HX-Target", "") if is_partial_request() else ""
+    g.stale_parts = []                   # the parts this answer leaves out of sight
     if target.startswith(s.id + "-"):
         body, part = render_part(lm, state, s, target)
     else:
@@ -254,6 +284,8 @@ def section(section_id):
     if is_partial_request() and response.status_code == 200 and not loading_itself \
             and not following and followers_of(s):
         follow(response, lm, state, followers_of(s), changed_event(s.id))
+    if response.status_code == 200:
+        name_stale(response, g.get("stale_parts", ()))     # left out of sight (out_of_sight)
     return response
 
 
@@ -304,9 +336,8 @@ def follow(response, lm, state, followers, event: str):
                          + Markup("</div>"))
     if extra:
         response.set_data(response.get_data(as_text=True) + "".join(extra))
-    stale = [t for t in named_followers("X-Follows-Later") if following_owner(t, followers)]
-    if stale:
-        response.headers["X-Stale"] = ",".join(stale)
+    name_stale(response, [t for t in named_followers("X-Follows-Later")
+                          if following_owner(t, followers)])
 
 
 def render_overview(lm, state, oob: bool = False, live_only: bool = False,

@@ -107,6 +107,12 @@ def cached_samples(model, ids: tuple, n: int, settings: SamplerSettings, seed: i
         start=prefilled(model, ids))).first(n)
 
 
+def samples_ready(model, ids: tuple, n: int, settings: SamplerSettings, seed: int) -> bool:
+    """Whether the samples are computed already: drawing them runs no decode step."""
+    kept = _continued.peek((model_key(model), ids, settings, seed))
+    return kept is not None and kept.ready(n)
+
+
 def samples_shown(state) -> bool:
     """The samples sit in the "dec-beams" disclosure: the template draws them only while it is
     open (the page asks for them when it opens), so a sampling control does not wait for them."""
@@ -178,6 +184,9 @@ def build(lm, state) -> dict:
     greedy_line = Line("greedy", token_string(tok, g.tokens), tuple(g.tokens), tuple(g.logprobs),
                        g.total, ended=g.tokens[-1] == model.config.eos_token_id)
     draw_samples = functools.partial(sample_lines, model, tok, tuple(ids), n, settings, seed)
+    # an answer that holds the samples out of sight (a beam control's) draws them only when
+    # they cost nothing; else they are asked for as they near the screen (out_of_sight)
+    ready = functools.partial(samples_ready, model, tuple(ids), n, settings, seed)
     greedy_nodes = greedy_path(search, g.tokens)
     best_nodes = search.path(search.final[0].node)
     rows = [dict(step=node.step + 1, token=names[node.id], logprob=node.logprob, total=node.total,
@@ -195,6 +204,7 @@ def build(lm, state) -> dict:
         full=False, room=room, asked=state["b_new"],
         width=width, n_new=n, alpha=alpha, steps=search.steps, finals=finals,
         greedy=greedy_line, draw_samples=draw_samples, samples_shown=samples_shown,
+        samples_ready=ready,
         settings=settings, seed=seed, rows=rows,
         pruned=pruned, n_nodes=len(search.nodes), gain=gain,
         verdict=beam_vs_greedy(len(best.tokens) == len(greedy_line.tokens), gain),
