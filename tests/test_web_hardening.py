@@ -255,8 +255,11 @@ def test_the_deadline_starts_with_the_request_and_is_not_the_states(app):
 
 # --- the overload gate ---------------------------------------------------------------------
 
-@pytest.fixture()
+@pytest.fixture(scope="module")
 def tight_app(model):
+    """An app whose gate has one slot and no waiting room. One for the module: each test takes
+    and gives back the gate's slot itself, and a section's caches (its timings) are made once,
+    not again for each path."""
     from app import create_app
     return create_app({"MODEL": model, "TESTING": True, "PROBE_ENCODINGS": False,
                        "WARM_CACHES": False,
