@@ -41,7 +41,9 @@ def test_a_teacher_and_three_students(browser, live_server, live_app, class_stor
         expect(code_box).to_have_text(re.compile(r"^[A-Z2-9]{4} [A-Z2-9]{3}$"))
         code = code_box.inner_text().replace(" ", "")
         qr = teacher.get_by_role("img", name="QR code of the join link")
-        expect(qr).to_be_visible()
+        expect(qr).to_be_visible()      # at its width and height attributes' size at once:
+        # the image itself is read once it has loaded (Playwright's wait, bounded)
+        teacher.wait_for_function("img => img.complete", arg=qr.element_handle())
         assert qr.evaluate("img => img.naturalWidth") > 100
 
         # join by code, typed in lower case with a dash
