@@ -128,6 +128,23 @@ def test_thumbnails_are_every_heads_pattern_with_the_mask_marked(client, model):
     assert sum(len(uri) for _, uri in thumbs.values()) < 60_000
 
 
+def test_the_thumbnails_are_drawn_once_per_prompt(client, model):
+    """Another layer, head or token shows the same thumbnails without drawing them again; a
+    new prompt draws its own, its patterns' (the test above checks their pixels)."""
+    prompt = "Kitty coughed, and Lydia laughed at her."
+    first = thumbnails_of(text_of(client.get(url("/section/attention", prompt=prompt),
+                                             headers=HX)))
+    drawn = attention._thumbnails.computed
+    for query in (dict(att_layer=1), dict(att_head="3"), dict(att_token=2, att_head="mean")):
+        page = text_of(client.get(url("/section/attention", prompt=prompt, **query), headers=HX))
+        assert {k: uri for k, (_, uri) in thumbnails_of(page).items()} == \
+            {k: uri for k, (_, uri) in first.items()}
+    assert attention._thumbnails.computed == drawn
+    other = thumbnails_of(text_of(client.get(url("/section/attention", prompt=prompt + " No."),
+                                             headers=HX)))
+    assert attention._thumbnails.computed == drawn + 1 and other != first
+
+
 @pytest.mark.parametrize("layer,head,chosen", [(2, "5", [(2, 5)]), (0, "mean", None)])
 def test_the_chosen_head_is_the_one_outlined_and_labelled(client, model, layer, head, chosen):
     page = text_of(client.get(url("/", prompt=PROMPT, att_layer=layer, att_head=head),

@@ -23,6 +23,7 @@ from pipeline.attention_analysis import (
     stack_layers,
     strongest_heads,
 )
+from web.core.cache import memo, model_key
 from web.core.params import Param
 from web.figures import attention as figures
 from web.model_state.forward import prompt_run
@@ -69,7 +70,7 @@ def build(lm, state) -> dict:
         row=[dict(index=s, weight=float(w), percent=100 * float(w)) for s, w in enumerate(weights)],
         top=sorted(range(t + 1), key=lambda s: (-weights[s], s))[:N_TOP],
         bin_size=bin_size,
-        thumbnails=figures.head_thumbnails(block_mean(visible, bin_size)),
+        thumbnails=thumbnails(lm.model, run.ids, visible, bin_size),
         grid_deep=figures.layers_across(cfg.n_layers),
         pattern_figure=figures.token_matrix_figure(
             visible[layer].mean(0) if head is None else visible[layer, head], labels,
@@ -79,6 +80,18 @@ def build(lm, state) -> dict:
         ctx.update(score_check(run.cache, layer, head, t, labels))
     ctx.update(head_behaviour(lm, measures, T, state, cfg))
     return ctx
+
+
+# The thumbnails of every head depend on the prompt only: drawn once per prompt (SmolLM2's 270
+# images take ~50 ms to encode), not again for every layer, head or token chosen.
+_thumbnails = memo("attention thumbnails", 16)
+
+
+def thumbnails(model, ids: tuple, visible, bin_size: int) -> list:
+    """figures.head_thumbnails of the prompt's patterns (visible: [L, H, T, T], masked as NaN),
+    once per (model, prompt)."""
+    return _thumbnails.get((model_key(model), tuple(ids), bin_size),
+                           lambda: figures.head_thumbnails(block_mean(visible, bin_size)))
 
 
 def chosen_layer(state, cfg) -> int:
