@@ -115,6 +115,26 @@ def test_logit_lens_guesses_are_the_model_cut_after_k_blocks(client, model, pos)
         assert row[1].endswith(f"{100 * p[top[0]]:.1f}%")
 
 
+def test_the_lens_is_computed_once_per_prompt_and_position(client, model):
+    """Another block, part or head shows the same logit lens without computing it again (it
+    depends on the prompt and the position only); another position computes its own, the
+    model cut after k blocks (the test above)."""
+    from web.sections import block as section
+    ids = model.tokenizer.encode_ordinary(PROMPT)
+    name = "Logit lens: top guesses after each block"
+    _, page = block(client, blk_pos="2")
+    first = table_rows_th(page, name)
+    computed = section._lens.computed
+    for params in (dict(blk_layer="1"), dict(blk_part="v", blk_head="1"), dict(blk_part="z")):
+        _, page = block(client, blk_pos="2", **params)
+        assert table_rows_th(page, name) == first
+    assert section._lens.computed == computed
+    _, page = block(client, blk_pos="1")
+    assert section._lens.computed == computed + 1
+    top = int(np.argmax(model.forward(ids, n_layers=model.config.n_layers)[1]))
+    assert int(re.search(r"#(\d+)", table_rows_th(page, name)[-1][1]).group(1)) == top
+
+
 def test_tied_read_out_of_the_embeddings_is_explained_when_it_guesses_the_input(client, model):
     ids = model.tokenizer.encode_ordinary(PROMPT)
     _, page = block(client)

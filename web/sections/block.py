@@ -17,7 +17,7 @@ from pipeline.model import softmax
 from pipeline.published import PUBLISHED
 from pipeline.ranking import top_k
 from pipeline.sizes import counted_from_arrays, parameter_counts
-from web.core.cache import memoized
+from web.core.cache import memo, memoized, model_key
 from web.core.params import Param
 from web.figures import block as figures
 from web.model_state.forward import prompt_run
@@ -161,8 +161,8 @@ def build(lm, state) -> dict:
         attention_kind=attention_kind(cfg),
         n_params=model.n_params(), **model_tables(model))
     ctx.update(tensor_view(cfg, run, part, layer, head, tokens, lm))
-    ctx.update(stream_and_lens(model, run, tokens, pos))
-    last = ctx if pos == T - 1 else stream_and_lens(model, run, tokens, T - 1)
+    ctx.update(kept_lens(model, run, tokens, pos))
+    last = ctx if pos == T - 1 else kept_lens(model, run, tokens, T - 1)
     ctx["headline"] = dict(text=last["final_top"]["text"], first_top=last["first_top"],
                            first_top10=last["first_top10"])
     return ctx
@@ -208,6 +208,18 @@ def tensor_view(cfg, run, part, layer, head, tokens, lm) -> dict:
         # the figure's title names the slice short (a phone's width); the caption says it whole
         tensor_figure=figures.tensor_heatmap(matrix, tokens, cols, f"{name}"
                                              + (f" — {short}" if short else "")))
+
+
+# The residual stream's norms and the logit lens depend on the prompt and the position only: kept
+# per (model, prompt, position), so choosing another block, part or head does not unembed every
+# read-out again (SmolLM2: 31 rows of 49,152 logits).
+_lens = memo("block lens", 32, big_size=16)
+
+
+def kept_lens(model, run, tokens, pos) -> dict:
+    """stream_and_lens, once per (model, prompt, position)."""
+    return _lens.get((model_key(model), tuple(run.ids), pos),
+                     lambda: stream_and_lens(model, run, tokens, pos))
 
 
 def stream_and_lens(model, run, tokens, pos) -> dict:
