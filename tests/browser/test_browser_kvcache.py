@@ -80,3 +80,20 @@ def test_tokens_to_generate_changes_the_cache_size_beside_it(page, model, page_e
     expect(after).to_contain_text(f"{kv_cache_bytes(model.config, n_prompt + 30, 4):,} bytes")
     expect(after).to_be_visible()
     assert page_errors == []
+
+
+def test_opening_go_deeper_brings_the_check(page, model, page_errors):
+    """Closed, the disclosure holds no check (its forward pass is not run); opened, the page
+    asks for it and shows every step checked against recomputing."""
+    prompt = "Lady Catherine spoke of her daughter"
+    page.goto(f"/?prompt={prompt}&kv_new=5")
+    section = page.locator("#kvcache")
+    expect(section.get_by_text("prompt tokens, then 5 generated")).to_be_attached()
+    assert section.get_by_role("table", name="Checked steps").count() == 0
+    section.get_by_text("Go deeper: the cache's bytes, every step checked").click()
+    table = section.get_by_role("table", name="Checked steps")
+    expect(table).to_be_visible()
+    run = kvcache.cache_check(model, tuple(model.tokenizer.encode_ordinary(prompt)), 5)
+    expect(table.get_by_role("row")).to_have_count(len(run.steps) + 1)      # and the header
+    expect(section.locator("#kv-diff")).to_contain_text(f"{run.max_abs_diff:.2e}")
+    assert page_errors == []
