@@ -36,6 +36,7 @@
     var target = cfg.target && cfg.target.id;
     if (target) latestFor[target] = sentNo;
     cfg.headers["X-Request-No"] = String(sentNo);
+    if (!isPrompt(cfg.path)) covered(cfg, sentNo);
   });
   // The places that follow another's change (an element listening for "<section>-changed" or
   // "sampler-moved": decoding's samples, the overview's live part, ...), by the part each
@@ -72,11 +73,46 @@
   // (data-stale: dimmed, aria-busy) from that answer's number on, and asks for itself (its
   // follower element's own request) once it is within FOLLOW_NEAR_PX of the screen. A swap of
   // that number or newer into the place (or around it) brings it up to date; an older one
-  // (an answer sent before the change) leaves it marked.
+  // (an answer sent before the change) leaves it marked. A place asks SETTLE_MS after it came
+  // near, unless a control's request whose answer brings it (its target is the place or holds
+  // it) is sent meanwhile: on a big model the server answers one request at a time, and a
+  // control moved as soon as it was scrolled to waited for its own place's refresh.
+  var SETTLE_MS = 150;
   var staleSince = {};
   var nearing = "IntersectionObserver" in window ? new IntersectionObserver(function (entries) {
-    entries.forEach(function (e) { if (e.isIntersecting) refresh(e.target); });
+    entries.forEach(function (e) {
+      var el = e.target;
+      if (e.isIntersecting && !el._nearTimer) {
+        el._nearTimer = setTimeout(function () { el._nearTimer = undefined; refresh(el); },
+                                   SETTLE_MS);
+      }
+    });
   }, { rootMargin: FOLLOW_NEAR_PX + "px 0px" }) : null;
+  function wait(el) {                 // no refresh coming: it asks again when near
+    clearTimeout(el._nearTimer);
+    el._nearTimer = undefined;
+  }
+  // a control's request about to be sent: the stale places its answer brings wait for it
+  function covered(cfg, no) {
+    var target = cfg.target;
+    if (!target || (cfg.elt && cfg.elt.matches && cfg.elt.matches(FOLLOWERS))) return;
+    Object.keys(staleSince).forEach(function (id) {
+      var el = document.getElementById(id);
+      if (!el || !(target === el || target.contains(el))) return;
+      wait(el);
+      nearing && nearing.unobserve(el);
+      el._coveredBy = no;
+    });
+  }
+  // ... and if that answer did not bring it (dropped, refused), it asks for itself again
+  document.addEventListener("htmx:afterRequest", function (event) {
+    var cfg = event.detail.requestConfig || {};
+    var no = Number((cfg.headers || {})["X-Request-No"] || 0);
+    Object.keys(staleSince).forEach(function (id) {
+      var el = document.getElementById(id);
+      if (el && el._coveredBy === no) { el._coveredBy = undefined; mark(id); }
+    });
+  });
   function mark(id) {
     var el = document.getElementById(id);
     if (!el || !staleSince[id]) return;
@@ -103,7 +139,8 @@
     if (!el) return;
     el.removeAttribute("data-stale");
     el.removeAttribute("aria-busy");
-    el._refreshingFrom = undefined;
+    el._refreshingFrom = el._coveredBy = undefined;
+    wait(el);
     nearing && nearing.unobserve(el);
   }
   document.addEventListener("htmx:afterRequest", function (event) {
