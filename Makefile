@@ -19,18 +19,21 @@ export OMP_NUM_THREADS ?= 1
 run: setup
 	$(PY) app.py --host $(HOST) --port $(PORT) $(if $(MODEL),--model $(MODEL)) $(if $(MODELS_DIR),--models $(MODELS_DIR))
 
-# The engine and web tests on two pytest workers (pytest-xdist), one a core (--dist loadfile
-# keeps each file on one worker, so a module's fixtures are made once); then the browser tests,
-# also on two workers, each with its own live servers and Chromium: they wait on the browser
-# half the time, so one process left a core idle. --dist loadgroup keeps a module's tests on one
-# worker and the modules serving SmolLM2 together (tests/browser/conftest.py). Their servers'
-# compute gates let a request queue instead of refusing it as busy while the other worker holds
-# the 2 cores (a test setting: tests/browser/conftest.py queue_at_the_gates), which had made
-# tests that wait on an answer fail on two workers. A browser test that reads a few sections
-# loads only those, not the whole page's ~40 figures (@pytest.mark.sections).
+# Every test in one pytest-xdist run on two workers, one a core: the engine and web tests and
+# the browser tests, each worker with its own live servers and Chromium (browser tests wait on
+# the browser half the time, so one process left a core idle). Once, not twice: the second half
+# no longer starts its workers, loads the models and warms the live app again, and neither half
+# ends with one worker idle while the other finishes. --dist loadgroup keeps each file's tests on
+# one worker, so a module's fixtures are made once (as --dist loadfile did), and the browser
+# modules serving SmolLM2 together; --no-loadscope-reorder hands the groups out in the order
+# tests/conftest.py gives them: the longest first (SmolLM2's browser group, the other browser
+# modules, then the rest), so both workers end together. The browser servers' compute gates let
+# a request queue instead of refusing it as busy while the other worker holds the 2 cores (a test
+# setting: tests/browser/conftest.py queue_at_the_gates). A browser test that reads a few
+# sections loads only those, not the whole page's ~40 figures (@pytest.mark.sections); Chromium
+# is Debian's headless shell, a third less CPU a page than the full browser.
 test: setup-test chromium redis-server nginx
-	$(PY) -m pytest -q -rs -n 2 --dist loadfile --ignore=tests/browser
-	$(PY) -m pytest -q -rs -n 2 --dist loadgroup tests/browser
+	$(PY) -m pytest -q -rs -n 2 --dist loadgroup --no-loadscope-reorder
 
 # ruff's settings (rules E, F, W, B, I; lines of 100) are in pyproject.toml
 lint: $(VENV)/.lint-installed

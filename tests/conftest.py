@@ -22,6 +22,37 @@ from pipeline import load_model
 from web_support import has_default_model
 
 
+def xdist_group(item) -> str:
+    """The pytest-xdist group of a test: the one its module or parameter names, else its file's
+    name (tests/browser/conftest.py names the modules serving SmolLM2 "smollm2")."""
+    marker = item.get_closest_marker("xdist_group")
+    if marker is None:
+        marker = pytest.mark.xdist_group(item.path.name)
+        item.add_marker(marker)
+    return marker.args[0] if marker.args else marker.kwargs.get("name", "default")
+
+
+def pytest_collection_modifyitems(config, items):
+    """`make test` is one pytest-xdist run on two workers (-n 2 --dist loadgroup
+    --no-loadscope-reorder): each file's tests are one group, kept on one worker, so that its
+    module fixtures are made once (as --dist loadfile does); the modules serving SmolLM2 in the
+    browser folder share one. The groups are handed out in this order, longest first, so that
+    neither worker is left running a long group alone at the end: SmolLM2's browser group, the
+    other browser modules (a page in Chromium each test), then the engine and web modules (most
+    a few seconds), each part's groups by their number of tests, most first."""
+    groups = [xdist_group(item) for item in items]
+    counts = {}
+    for g in groups:
+        counts[g] = counts.get(g, 0) + 1
+    browser = os.path.join(os.path.dirname(os.path.abspath(__file__)), "browser") + os.sep
+
+    def rank(pair):
+        item, group = pair
+        part = 0 if group == "smollm2" else 1 if str(item.path).startswith(browser) else 2
+        return part, -counts[group], group
+    items[:] = [item for item, _ in sorted(zip(items, groups, strict=True), key=rank)]
+
+
 @pytest.fixture(scope="session")
 def model():
     if not has_default_model():
