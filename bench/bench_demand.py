@@ -17,10 +17,15 @@ whole class, as if one worker served it: the real server's two workers each fill
 caches, so this is a lower bound of the demand.
 
     python bench/bench_demand.py [--students 60] [--smollm2 30] [--rounds 30] [--fixed-prompts]
-                                 [--no-save]
+                                 [--no-save] [--profile DIR]
+
+--profile DIR: each (model, kind)'s requests also run under its own cProfile (process time),
+written to DIR/<model>_<kind>.prof (read with `python -m pstats`); the profiler's overhead is
+in the CPU times printed then.
 """
 import argparse
 import collections
+import cProfile
 import os
 import random
 import statistics
@@ -47,6 +52,8 @@ def main(argv=None):
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--fixed-prompts", action="store_true")
     ap.add_argument("--no-save", action="store_true")
+    ap.add_argument("--profile", metavar="DIR",
+                    help="profile each (model, kind)'s requests into DIR/<model>_<kind>.prof")
     args = ap.parse_args(argv)
     if not 1 <= args.students <= 500 or not 0 <= args.smollm2 <= args.students \
             or not 2 <= args.rounds <= 200:
@@ -70,6 +77,7 @@ def main(argv=None):
                                   "smollm2" if n < args.smollm2 else None)
                 for n in range(args.students)]
     cpu = collections.defaultdict(list)              # (model, kind) -> CPU seconds
+    profiles = collections.defaultdict(lambda: cProfile.Profile(time.process_time))
     statuses = collections.Counter()
     started = time.perf_counter()
     for round_ in range(args.rounds):
@@ -82,9 +90,14 @@ def main(argv=None):
             asked = [(path, kind, headers)]
             while asked:                 # the request, then the page's followers of its change
                 path, kind, headers = asked.pop(0)
+                key = (s.model or "default", kind)
                 t = time.process_time()
+                if args.profile:
+                    profiles[key].enable()
                 response = client.get(path, headers=headers)
-                cpu[(s.model or "default", kind)].append(time.process_time() - t)
+                if args.profile:
+                    profiles[key].disable()
+                cpu[key].append(time.process_time() - t)
                 statuses[response.status_code] += 1
                 asked += s.seen(path, kind, response.status_code,
                                 response.get_data(as_text=True),
@@ -120,6 +133,12 @@ def main(argv=None):
             print(f"   {k:14s} n={len(v):4d}  mean {statistics.mean(v) * 1000:6.0f} ms  "
                   f"max {max(v) * 1000:6.0f} ms  {sum(v) / spent:5.1%} of its CPU")
     print(f"the class needs {total / class_seconds:.2f} cores; this machine has {cores}")
+    if args.profile:
+        os.makedirs(args.profile, exist_ok=True)
+        for (model, kind), profile in profiles.items():
+            profile.dump_stats(os.path.join(args.profile,
+                                            f"{model}_{kind.replace(' ', '_')}.prof"))
+        print("profiles in", args.profile)
     if not args.no_save:
         name = "demand" + ("_fixed_prompts" if args.fixed_prompts else "") + (
             f"_students{args.students}" if args.students != 60 else "") + (
