@@ -111,7 +111,10 @@ class GreedyPath:
         return sum(r.nbytes for r in self.rows) + self.kv.allocated_nbytes
 
 
-_paths = memo("greedy paths", 16, big_size=12, big_bytes=96 << 20,
+# A big model's runs are kept for a class's prompts (each student's, from the section that
+# first asks for it to the others they open later): SmolLM2's 20-token run is ~5 MB (its rows
+# and its cache), and a run evicted is made again, a decode step per token.
+_paths = memo("greedy paths", 16, big_size=32, big_bytes=160 << 20,
               weigh=lambda path: path.nbytes)
 
 
