@@ -67,7 +67,18 @@ class Line:
 # not run again for every width, length or seed. A longer search goes on from a shorter one kept
 # (pipeline.decoding.beam_search's resume), a longer continuation from the one kept
 # (Extendable): one more token is one more step, not a new search.
-_searches = memo("beam searches", 32, big_size=4)     # a big one keeps its beams' caches
+def search_bytes(search) -> int:
+    """What a kept search holds beyond its tree: its last step's parents' KV caches and
+    next-token log-probabilities (to go on from)."""
+    if search.kept is None:
+        return 0
+    return sum(p.kv.allocated_nbytes + p.logprobs.nbytes for p, _ in search.kept[1])
+
+
+# A big model's searches hold their beams' caches (SmolLM2: 46 KB per token per beam, up to 8
+# beams): kept within a byte budget, enough for a class's prompts (a search evicted is run
+# again for a length penalty moved, which only reranks it).
+_searches = memo("beam searches", 32, big_size=24, big_bytes=96 << 20, weigh=search_bytes)
 
 
 def tree_search(model, ids: tuple, width: int, n: int):
