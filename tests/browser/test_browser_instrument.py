@@ -78,6 +78,21 @@ def wait_for_route(page, held, timeout_s=20):
     assert len(held) == 1
 
 
+def scroll_to_section(page, sid):
+    """Scroll section `sid` into view, as a reader does; the section may be swapped for its new
+    answer (outerHTML) while Playwright scrolls it, which detaches the element it held: then
+    the new one is scrolled to."""
+    from playwright.sync_api import Error
+    for _ in range(3):
+        try:
+            page.locator(f"#{sid}").scroll_into_view_if_needed()
+            return
+        except Error as e:
+            if "not attached to the DOM" not in str(e):
+                raise
+    page.locator(f"#{sid}").scroll_into_view_if_needed()
+
+
 @pytest.mark.sections("embeddings")
 def test_an_answer_for_an_older_prompt_is_dropped(page):
     page.goto(f"/?prompt={PROMPT}{OPEN}")
@@ -93,7 +108,7 @@ def test_an_answer_for_an_older_prompt_is_dropped(page):
     with page.expect_response(lambda r: r.url.split("?")[0].endswith("/") and
                               r.request.headers.get("hx-request") == "true"):
         page.get_by_label("Prompt", exact=True).fill("Emma Woodhouse walked to Highbury.")
-    page.locator("#embeddings").scroll_into_view_if_needed()   # recomputed when reached
+    scroll_to_section(page, "embeddings")                     # recomputed when reached
     neighbours = page.locator("#embeddings-neighbours")
     expect(neighbours).to_contain_text("Highbury")
     # the old answer arrives now, and must not replace what the new prompt shows
