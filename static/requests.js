@@ -133,6 +133,16 @@
     var asked = htmx.ajax("GET", source.getAttribute("hx-get"), { source: source, target: "#" + id });
     if (asked && asked.catch) asked.catch(function () {});    // a failure is said by errors.js
   }
+  // a refresh refused (busy), failed or dropped: still out of date, it asks again a little
+  // later, when near the screen (not at once, which would press a busy server)
+  var RETRY_MS = 2000;
+  document.addEventListener("htmx:afterRequest", function (event) {
+    var el = event.detail.target;
+    if (event.detail.successful || !el || !el.id || !staleSince[el.id] ||
+        el._refreshingFrom !== staleSince[el.id]) return;
+    el._refreshingFrom = undefined;
+    setTimeout(function () { mark(el.id); }, RETRY_MS);
+  });
   function unmark(id) {
     delete staleSince[id];
     var el = document.getElementById(id);

@@ -198,6 +198,44 @@ def test_samples_out_of_sight_follow_when_they_near_the_screen(page, model):
     assert "s_temp=0.3&" in overview_asked[0] and "s_temp=0.35" in overview_asked[1]
 
 
+def test_a_refused_refresh_stays_marked_and_asks_again(page, model):
+    """The samples' own refresh, refused as busy (a 503, as the server's gate answers), leaves
+    them marked out of date, not forgotten: they ask again, and the second answer brings the
+    new settings' draws and clears the mark."""
+    page.set_viewport_size({"width": 1280, "height": 720})
+    page.goto("/?prompt=" + PROMPT + "&open=dec-beams#sampling")
+    table = decoding(page).get_by_role("table", name="Greedy, best beam and samples")
+    expect(table).to_be_attached()
+    slider = sampling(page).get_by_role("slider", name="Temperature")
+    slider.scroll_into_view_if_needed()
+    samples = page.locator("#decoding-samples")
+    refused = []
+
+    def busy_once(route):
+        if refused:
+            route.continue_()
+            return
+        refused.append(route.request.url)
+        route.fulfill(status=503, headers={"Retry-After": "1"}, body="busy")
+    page.route(re.compile(r"/section/decoding\?"), busy_once)
+    with page.expect_response(lambda r: "/section/sampling" in r.url):
+        slider.fill("0.3")
+    expect(samples).to_have_attribute("data-stale", "")
+    row = table.get_by_role("row", name=re.compile("sample, seed 0"))
+    with page.expect_response(lambda r: "/section/decoding" in r.url and r.status == 503):
+        row.scroll_into_view_if_needed()
+    expect(samples).to_have_attribute("data-stale", "")        # still out of date
+    with page.expect_response(lambda r: "/section/decoding" in r.url and r.status == 200):
+        pass                                                   # asked again, by itself
+    expect(samples).not_to_have_attribute("data-stale", "")
+    ids = model.tokenizer.encode_ordinary(PROMPT)
+    from pipeline.sampling import sampler
+    settings = SamplerSettings(temperature=0.3, top_k=40, top_p=0.9, min_p=0.05)
+    tokens = [p.token for p in decode_loop(model, ids, 6, sample=sampler(settings, 0))]
+    expect(row).to_contain_text(model.tokenizer.decode(tokens).strip())
+    assert len(refused) == 1 and "s_temp=0.3" in refused[0]
+
+
 def test_a_beam_control_leaves_samples_out_of_sight_for_later(page, model):
     """Samples left out of date by a sampling control, still out of sight when a beam control
     moves: that control's answer (the part around them) does not compute them either; it says
