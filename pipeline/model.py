@@ -184,16 +184,17 @@ def token_nll(logits, targets):  # [T, V], [T] -> [T]: -log softmax(logits)[targ
 
 
 def matmul(x, w):  # [T, d_in] @ [d_in, d_out] -> [T, d_out]
-    """x @ w, with T > 1 rows padded with zero rows to a multiple of ROWS. The result is the
-    same product (each row of x times w; the zero rows are dropped), only faster: OpenBLAS's
-    matrix product of a few rows costs more for 3 rows than for 4 (a decode step of 3 beams or
-    3 seeded samples, test_model_rows.py checks the rows), and 3 is what decoding asks for by
-    default."""
+    """x @ w; a few rows (1 < T < 2 ROWS) are padded with zero rows to a multiple of ROWS. The
+    result is the same product (each row of x times w; the zero rows are dropped), only faster:
+    OpenBLAS's matrix product of a few rows costs more for 3 rows than for 4, and a decode step
+    of 3 beams or 3 seeded samples is what decoding asks for by default (test_model_rows.py
+    checks the rows)."""
     n = x.shape[0] if x.ndim == 2 else 1
-    pad = -n % ROWS if n > 1 else 0
+    pad = -n % ROWS if 1 < n < 2 * ROWS else 0       # a batch of decode steps, a short prompt
     if not pad:
         return x @ w
-    return (np.concatenate([x, np.zeros((pad, x.shape[1]), dtype=x.dtype)]) @ w)[:n]
+    # a copy of the rows kept, so that a recording of them does not hold the padded product
+    return (np.concatenate([x, np.zeros((pad, x.shape[1]), dtype=x.dtype)]) @ w)[:n].copy()
 
 
 ROWS = 4

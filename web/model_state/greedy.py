@@ -30,7 +30,7 @@ from web.model_state.forward import prefilled
 
 CAPACITY = 16           # tokens the run's KV cache reserves at first (then it doubles)
 KEEP_ROWS = 64          # steps whose whole logits row is kept (readers ask for at most 49)
-N_TOP = 5               # candidates kept per step (the generation loop shows 5)
+N_TOP = 5               # candidates kept per step (the generation loop shows them)
 
 
 class GreedyPath:
@@ -83,8 +83,8 @@ class GreedyPath:
     def ended(self, n: int, eos=None) -> int:
         """How many of the first n tokens a loop that stops at `eos` (and at a full context
         window, as pipeline.generation.finish_reason) makes: up to and with the first eos."""
-        self.upto(n)
-        for k, t in enumerate(self.tokens[:n]):
+        for k in range(min(n, self.room)):
+            t = self.upto(k + 1).tokens[k]        # a step at a time: none after the end
             if finish_reason(t, len(self.ids) + k + 1, k + 1, n, self.model.config.n_ctx,
                              eos) in ("eos", "context"):
                 return k + 1
@@ -100,11 +100,6 @@ class GreedyPath:
         rows = [(n, self.tokens[k], nbytes, alloc, cap)
                 for k, (n, nbytes, alloc, cap) in enumerate(self.sizes[:n_new + 1])]
         return list(self.ids) + self.tokens[:n_new], self.rows[:n_new + 1], rows
-
-    def row(self, k: int):
-        """The logits of step k (after the prompt and the first k tokens), k < KEEP_ROWS."""
-        self.upto(k + 1)
-        return self.rows[k]
 
     @property
     def nbytes(self) -> int:

@@ -23,7 +23,7 @@ from web.sections import Section
 from web.sections.sampling import SAMPLER
 
 MAX_NEW_TOKENS = 200       # the most a request may generate (a classroom shares 2 cores)
-N_TOP = 5                  # candidates shown per step
+N_TOP = shared_greedy.N_TOP      # candidates shown per step (the shared run keeps as many)
 
 PARAMS = (
     Param("gen_step", "Generation step", kind="int", default=0, min=0,
