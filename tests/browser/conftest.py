@@ -11,9 +11,9 @@ from web.core import limits
 
 # Debian's chromium-headless-shell (`make test` installs it): the same Blink and V8 as Debian's
 # chromium of the same version, without the full browser's windowing and compositor. It is what
-# Playwright itself runs for headless Chromium. A whole page in a new context took 1.9 s of CPU
-# in it against 2.9 s in /usr/bin/chromium (156, measured beside other work): Chromium is most of
-# the browser tests' CPU. CHROMIUM=/usr/bin/chromium runs them in the full browser.
+# Playwright itself runs for headless Chromium. Chromium is most of the browser tests' CPU, and a
+# page costs the shell about a third less of it than the full browser (the commit that chose it
+# says how that was measured). CHROMIUM=/usr/bin/chromium runs them in the full browser.
 HEADLESS_SHELL = "/usr/bin/chromium-headless-shell"
 CHROMIUM = os.environ.get("CHROMIUM") or (HEADLESS_SHELL if os.path.exists(HEADLESS_SHELL)
                                           else "/usr/bin/chromium")
@@ -31,18 +31,14 @@ def pytest_collection_modifyitems(items):
     """Every test of this folder carries the `browser` marker (pyproject.toml), so that
     `pytest -m "not browser"` runs the others.
 
-    On pytest-xdist workers (`make test`: -n 2 --dist loadgroup) a module's tests stay on one
-    worker, so that its module fixtures are made once: each test is put in its module's
-    xdist_group unless the module names a group itself. The tests that serve SmolLM2
-    (two_models_server, smol_app) name the group "smollm2" (a module's pytestmark, or a model
-    parameter's marks): SmolLM2's load and its sections' caches are then made on one worker
-    only, and the Austen model's half of such a module runs beside them on the other."""
+    The tests that serve SmolLM2 (two_models_server, smol_app) name the xdist group "smollm2"
+    (a module's pytestmark, or a model parameter's marks): SmolLM2's load and its sections'
+    caches are then made on one worker only, and the Austen model's half of such a module runs
+    beside them on the other. Every other test is in its file's group (tests/conftest.py)."""
     here = os.path.dirname(os.path.abspath(__file__)) + os.sep
     for item in items:
         if str(item.path).startswith(here):
             item.add_marker(pytest.mark.browser)
-            if item.get_closest_marker("xdist_group") is None:
-                item.add_marker(pytest.mark.xdist_group(item.path.name))
 
 
 @pytest.fixture(scope="session")
