@@ -146,17 +146,23 @@ def test_sampling_controls_refresh_the_samples_beside_the_beams(page, model):
     expect(row).to_contain_text(model.tokenizer.decode(tokens).strip())
 
 
-def test_samples_out_of_sight_follow_when_they_near_the_screen(page, model):
-    """A sampling control moved while decoding's samples are far below the screen does not wait
-    for them: its answer computes none (no request for them either), the samples are marked out
-    of date, and scrolled to, they ask for themselves and show the draws of the new settings."""
+def samples_below(page, opened: str):
+    """The page at 1280x720 with the disclosures `opened` open, scrolled to the Temperature
+    slider: decoding's samples table, the slider and the samples' place, far below."""
     page.set_viewport_size({"width": 1280, "height": 720})
-    page.goto("/?prompt=" + PROMPT + "&open=dec-beams,sp-many,sp-stages#sampling")
+    page.goto("/?prompt=" + PROMPT + "&open=" + opened + "#sampling")
     table = decoding(page).get_by_role("table", name="Greedy, best beam and samples")
     expect(table).to_be_attached()
     slider = sampling(page).get_by_role("slider", name="Temperature")
     slider.scroll_into_view_if_needed()
-    samples = page.locator("#decoding-samples")
+    return table, slider, page.locator("#decoding-samples")
+
+
+def test_samples_out_of_sight_follow_when_they_near_the_screen(page, model):
+    """A sampling control moved while decoding's samples are far below the screen does not wait
+    for them: its answer computes none (no request for them either), the samples are marked out
+    of date, and scrolled to, they ask for themselves and show the draws of the new settings."""
+    table, slider, samples = samples_below(page, "dec-beams,sp-many,sp-stages")
     below = samples.evaluate("el => el.getBoundingClientRect().top - window.innerHeight")
     assert below > 300, f"the samples are only {below} px below the screen: not out of sight"
     asked = []
@@ -202,13 +208,7 @@ def test_a_refused_refresh_stays_marked_and_asks_again(page, model):
     """The samples' own refresh, refused as busy (a 503, as the server's gate answers), leaves
     them marked out of date, not forgotten: they ask again, and the second answer brings the
     new settings' draws and clears the mark."""
-    page.set_viewport_size({"width": 1280, "height": 720})
-    page.goto("/?prompt=" + PROMPT + "&open=dec-beams#sampling")
-    table = decoding(page).get_by_role("table", name="Greedy, best beam and samples")
-    expect(table).to_be_attached()
-    slider = sampling(page).get_by_role("slider", name="Temperature")
-    slider.scroll_into_view_if_needed()
-    samples = page.locator("#decoding-samples")
+    table, slider, samples = samples_below(page, "dec-beams")
     refused = []
 
     def busy_once(route):
