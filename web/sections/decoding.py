@@ -21,6 +21,7 @@ from web.figures import decoding as figures
 from web.model_state import greedy as shared_greedy
 from web.model_state.forward import prefilled, prompt_ids
 from web.presentation.tokens import token_plain, token_string
+from web.presentation.tour import open_disclosures
 from web.sections import Section
 from web.sections.sampling import SAMPLER
 
@@ -127,7 +128,7 @@ def samples_ready(model, ids: tuple, n: int, settings: SamplerSettings, seed: in
 def samples_shown(state) -> bool:
     """The samples sit in the "dec-beams" disclosure: the template draws them only while it is
     open (the page asks for them when it opens), so a sampling control does not wait for them."""
-    return SAMPLES_DISCLOSURE in (state["open"] or "").split(",")
+    return SAMPLES_DISCLOSURE in open_disclosures(state)
 
 
 def sample_lines(model, tok, ids: tuple, n: int, settings: SamplerSettings, seed: int) -> list:

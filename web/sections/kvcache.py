@@ -34,6 +34,7 @@ from web.model_state.forward import prompt_ids
 from web.model_state.greedy import CAPACITY, greedy_path
 from web.model_state.measured import cost_table, model_key, stamp
 from web.presentation.tokens import token_string
+from web.presentation.tour import open_disclosures
 from web.sections import Section
 
 MAX_NEW = 48              # most generated tokens measured (each step also runs a full forward)
@@ -91,7 +92,7 @@ def check_shown(state) -> bool:
     """The check sits in the CHECK_DISCLOSURE disclosure: computed while it is open (the page
     asks for it when it opens), so the slider does not wait for a forward pass it would not
     show."""
-    return CHECK_DISCLOSURE in (state["open"] or "").split(",")
+    return CHECK_DISCLOSURE in open_disclosures(state)
 
 
 def check_view(lm, ids: tuple, n_new: int) -> dict:

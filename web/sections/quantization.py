@@ -38,6 +38,7 @@ from web.model_state.disk_cache import current_disk, kept, kept_arrays
 from web.model_state.explainer import is_big
 from web.model_state.forward import prefilled, prompt_run
 from web.presentation.tokens import token_plain
+from web.presentation.tour import open_disclosures
 from web.sections import Section
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -245,7 +246,7 @@ PROMPT_DISCLOSURES = ("q-measured", "q-file")
 
 
 def prompt_measured(state) -> bool:
-    return bool(set(PROMPT_DISCLOSURES) & set((state["open"] or "").split(",")))
+    return bool(set(PROMPT_DISCLOSURES) & set(open_disclosures(state)))
 
 
 def scheme_row(lm, state, ids, float_logits, scheme_name, on_prompt=True):

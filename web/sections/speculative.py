@@ -55,6 +55,7 @@ from web.model_state.forward import prefilled, prompt_ids
 from web.model_state.greedy import greedy_path
 from web.model_state.measured import cost_table, measured, model_key, stamp
 from web.presentation.tokens import token_plain
+from web.presentation.tour import open_disclosures
 from web.sections import Section
 
 MODES = {"sample": 1.0, "greedy": 0.0}     # mode -> temperature of both models
@@ -187,7 +188,7 @@ def alone_view(target, ids: tuple, n_tokens: int, mode: str, seed: int, spec_tok
 
 
 def alone_shown(state) -> bool:
-    return state["sp_mode"] == "greedy" or TEXT_DISCLOSURE in (state["open"] or "").split(",")
+    return state["sp_mode"] == "greedy" or TEXT_DISCLOSURE in open_disclosures(state)
 
 
 TEXT_DISCLOSURE = "spec-rule"
