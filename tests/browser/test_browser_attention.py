@@ -62,9 +62,11 @@ def test_choices_round_trip_through_the_url(page, model):
     page.reload()
     expect(page.get_by_label("Attention head")).to_have_value("5")
     expect(table.locator("tbody tr")).to_have_count(5)
-    page.go_back()
-    # reloaded: computed when reached (or at once, the address's fragment naming it: a scroll
-    # could find the placeholder just as it is swapped out)
+    # the page keeps no history cache (htmx refreshOnHistoryMiss): a Back loads the page again,
+    # after go_back has returned; its sections are computed when reached (or at once, the
+    # address's fragment naming one: a scroll could find the placeholder as it is swapped out)
+    with page.expect_event("load"):
+        page.go_back()
     page.load_sections("attention")
     expect(table.locator("tbody tr")).to_have_count(12)
 
