@@ -6,7 +6,10 @@ loads the page (GET /: the prompt and the first sections), then every ~2 s (unif
 the first one at a random moment of the first 2 s) does what the page's htmx does:
 - one time in ten, types a new prompt of their own (a passage cut at random from a held-out
   chapter of Pride and Prejudice, so no two students share one; with --fixed-prompts, one of six
-  fixed prompts instead): GET / with `X-Sections` naming the sections on their screen;
+  fixed prompts instead): GET / with `X-Sections` naming the sections near the prompt box. The
+  box is the overview's first at the top of the page, so these are the first two sections
+  (AT_THE_PROMPT_BOX: what a browser at 1280x900 names there), and the student reads on from
+  the first;
 - otherwise moves a control of a random section to a random value of the control's whole range
   (a slider's min to max in its steps, any option of a select), as the page they were sent
   shows it for their prompt: GET /section/<id>?<whole state> with the control's HX-Target and
@@ -122,6 +125,10 @@ BIG_GEN_MAX = next(p.big_default for p in all_params() if p.name == "gen_max")
 
 SECTION_ORDER = [m[0] for m in MOVES]
 SECTION_ORDER = sorted(set(SECTION_ORDER), key=SECTION_ORDER.index)
+# The loaded sections near the screen when a student types a prompt (the box is at the top of
+# the page, in the overview): static/requests.js names them in X-Sections, and a browser at
+# 1280x900 names these two (at 1024x768 the first alone, on a phone none).
+AT_THE_PROMPT_BOX = SECTION_ORDER[:2]
 NEW_SECTION_SHARE = 0.2
 
 
@@ -266,8 +273,8 @@ class Student(threading.Thread):
             self.prompt = self.next_prompt()
             self.state = {}                      # the page drops per-prompt choices
             self.page = {}
-            i = SECTION_ORDER.index(self.section)
-            headers["X-Sections"] = ",".join(SECTION_ORDER[i:i + 2])
+            self.section, self.going_to = AT_THE_PROMPT_BOX[0], None
+            headers["X-Sections"] = ",".join(AT_THE_PROMPT_BOX)
             return self.query("/"), "new prompt", headers
         sid = self.going_to or self.rng.choice(SECTION_ORDER)
         controls = list(self.page.get(sid, {}).get("controls", {}).values())
