@@ -183,7 +183,10 @@ def rope_on_prompt(lm, state) -> dict:
     same_scores = scores[:len(same)]
     return dict(
         layer=layer, head=head, kv_head=kv_head, q_at=q_at, k_at=k_at, offset=offset,
-        token_labels=labels, q_token=labels[q_at], k_token=labels[k_at],
+        q_token=labels[q_at], k_token=labels[k_at],
+        # the pairs attention makes: a query at or after the key, a key at or before the query
+        query_options=[(i, f"{i}: {labels[i]}") for i in range(k_at, T)],
+        key_options=[(i, f"{i}: {labels[i]}") for i in range(q_at + 1)],
         model_score=float(run.cache[prefix + "hook_attn_scores"][head, q_at, k_at]),
         rotated_dot=float(softcap(np.float32(q_rot @ k_rot) * rule["scale"], rule["cap"])),
         score_scale=rule["scale"], score_cap=rule["cap"], layer_local=cfg.local_layer(layer),
