@@ -32,6 +32,7 @@ def xdist_group(item) -> str:
     return marker.args[0] if marker.args else marker.kwargs.get("name", "default")
 
 
+@pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(config, items):
     """`make test` is one pytest-xdist run on two workers (-n 2 --dist loadgroup
     --no-loadscope-reorder): each file's tests are one group, kept on one worker, so that its
@@ -39,7 +40,12 @@ def pytest_collection_modifyitems(config, items):
     browser folder share one. The groups are handed out in this order, longest first, so that
     neither worker is left running a long group alone at the end: SmolLM2's browser group, the
     other browser modules (a page in Chromium each test), then the engine and web modules (most
-    a few seconds), each part's groups by their number of tests, most first."""
+    a few seconds), each part's groups by their number of tests, most first.
+
+    tryfirst: pytest-xdist's worker names a test's group in its node id (test.py::name@group,
+    what --dist loadgroup schedules by) in its own collection hook, from the xdist_group
+    markers the test has then; run after it, the file's marker added here came too late and
+    every test was scheduled on its own (a module's fixtures made on both workers)."""
     groups = [xdist_group(item) for item in items]
     counts = {}
     for g in groups:
