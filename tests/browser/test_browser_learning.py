@@ -46,7 +46,7 @@ def test_the_tour_visits_every_step_in_order_and_back(page, page_errors):
 
 
 def test_presentation_mode_shows_one_step_and_survives_reload(page):
-    page.goto("/")
+    page.goto_first_screen("/")          # a slide loads its own section
     page.locator("body").press("p")
     expect(page.locator("body")).to_have_class(re.compile(r"\bpresent\b"))
     expect(page).to_have_url(re.compile(r"present=1"))
@@ -220,11 +220,11 @@ def test_a_heatmap_exports_one_row_per_cell(page):
 
 
 def test_dark_theme_is_kept_in_the_url(page):
-    page.goto("/")
+    page.goto_first_screen("/")                     # the page's own colours: no section read
     page.get_by_label("Theme").select_option("dark")
     expect(page.locator("html")).to_have_attribute("data-theme", "dark")
     expect(page).to_have_url(re.compile(r"theme=dark"))
-    page.reload()
+    page.reload_first_screen()
     expect(page.locator("html")).to_have_attribute("data-theme", "dark")
     bg = page.evaluate("getComputedStyle(document.body).backgroundColor")
     assert bg == "rgb(13, 17, 23)"

@@ -62,7 +62,7 @@ def test_next_token_appends_the_samplers_token(page, model, page_errors):
     # the keyboard presses it too, and a reload shows the same tokens
     page.get_by_role("button", name="Next token").press("Enter")
     expect(page).to_have_url(re.compile(r"[?&]ov_steps=2(&|$)"))
-    page.reload()
+    page.reload_first_screen()                      # the overview: the first screen
     expect(chips.last).to_have_text(str(drawn(model, ids, 2)[1]))
     assert page_errors == []
 
@@ -284,10 +284,10 @@ def test_the_overviews_top_token_waits_for_the_prediction(page, model):
     overview.get_by_role("button", name="show the top 5 now").click()
     assert names.first.evaluate(blur) == "none" and chosen.evaluate(blur) == "none"
     expect(overview.get_by_role("button", name="show the top 5 now")).to_be_hidden()
-    page.load_every_section()
+    page.load_sections("logits")
     verdict = page.locator("#logits .predict-verdict")
     expect(verdict).to_have_text("Shown without a guess.")
-    page.reload()                                   # shown in this browser: stays shown
+    page.reload_first_screen()                      # shown in this browser: stays shown
     expect(names).to_have_count(5)
     assert names.first.evaluate(blur) == "none"
 
@@ -303,7 +303,7 @@ def test_next_token_shows_the_hidden_top_token(page):
     names = overview.get_by_role("list", name="Top 5 next tokens").locator(".ov-ctok")
     expect(names).to_have_count(5)
     assert names.first.evaluate("el => getComputedStyle(el).filter") == "none"
-    page.load_every_section()
+    page.load_sections("logits")
     expect(page.locator("#logits .predict-verdict")).to_have_text("Shown without a guess.")
 
 
