@@ -5,13 +5,11 @@ Decoding token t+1 needs the keys and values of tokens 1..t in every layer. With
 model recomputes them all at every step (a full forward over the growing sequence); with a
 cache (`KVCache`, filled by pipeline.model's attention) it computes only the new token's and
 reads the rest back.
-`cache_vs_recompute` runs greedy generation with the cache and checks every step's logits
-against recomputing them without it. `kv_cache_bytes` is the size formula; it must give the
-cache's own `nbytes`.
+Greedy generation with the cache, and its check against recomputing without it, are
+pipeline.cached_generation's. `kv_cache_bytes` is the size formula; it must give the cache's own
+`nbytes`.
 """
 import math
-import threading
-from dataclasses import dataclass
 
 import numpy as np
 
@@ -139,89 +137,6 @@ def attention_kind(config) -> str:
     if config.n_kv_heads == 1:
         return "multi-query"
     return "grouped-query"
-
-
-@dataclass(frozen=True)
-class CheckStep:
-    """One step of greedy generation with the cache, checked against recomputing."""
-    n_tokens: int              # sequence length this step reads (prompt + tokens so far)
-    next_token: int            # greedy choice from the cached logits (fed in at the next step)
-    max_abs_diff: float        # max |cached logits - recomputed logits| for the next token
-    same_argmax: bool          # both pick the same next token
-    nbytes: int                # KVCache.nbytes after the step: the tokens held
-    allocated_nbytes: int      # KVCache.allocated_nbytes: the buffers reserved
-    capacity: int              # tokens the buffers have room for
-
-
-@dataclass(frozen=True)
-class Check:
-    prompt_ids: tuple
-    steps: tuple               # step 0 reads the prompt (prefill); then one per generated token
-
-    @property
-    def max_abs_diff(self) -> float:
-        return max(s.max_abs_diff for s in self.steps)
-
-    @property
-    def generated(self) -> list:
-        return [s.next_token for s in self.steps]
-
-
-def cache_vs_recompute(model, prompt_ids, n_new: int, capacity: int = 64, start=None,
-                       steps: "CachedSteps" = None) -> Check:
-    """Greedy generation of n_new tokens after the prompt with the KV cache (prefill, then one
-    decode step per token; the cache starts with room for `capacity` tokens and doubles when
-    full, KVCache.reserve), every step's logits compared with recomputing without the cache.
-
-    Recomputing is one forward pass over the whole final sequence: the model is causal, so its
-    row t is what a forward pass over the first t + 1 tokens gives. Nothing here is timed (a
-    step's time both ways is a prefill and a decode of that length: web.model_state.measured times
-    them).
-    start: (KV cache, logits [V]) of the prompt already run (Model.kv_from_recording), used
-    as the prefill's result. steps: the cached steps kept for this prompt and capacity
-    (CachedSteps), made longer if needed, instead of running them here (start is then unused):
-    a step does not depend on how many follow, so the check is the same."""
-    n_new = min(n_new, model.config.n_ctx - len(prompt_ids))
-    steps = steps if steps is not None else CachedSteps(model, prompt_ids, capacity, start)
-    seq, cached, rows = steps.first(n_new)
-    full = model.forward(seq)                                                   # [T, V]
-    out = tuple(CheckStep(n_tokens=n, next_token=nxt,
-                          max_abs_diff=float(np.max(np.abs(c - full[n - 1]))),
-                          same_argmax=nxt == int(np.argmax(full[n - 1])), nbytes=nbytes,
-                          allocated_nbytes=alloc, capacity=cap)
-                for c, (n, nxt, nbytes, alloc, cap) in zip(cached, rows, strict=True))
-    return Check(tuple(int(t) for t in prompt_ids), out)
-
-
-class CachedSteps:
-    """Greedy generation with the KV cache, kept so that it can go on: each step's logits and the
-    cache's size after it. first(n) runs the steps not run yet (one decode step per token, in
-    the same cache); fewer are the first ones. Thread-safe: one caller at a time makes it
-    longer."""
-
-    def __init__(self, model, prompt_ids, capacity: int = 64, start=None):
-        self.model, self.seq = model, [int(t) for t in prompt_ids]
-        self.n_prompt = len(self.seq)
-        self.kv = model.new_kv_cache(capacity) if start is None else start[0]
-        self.cached, self.rows = [], []
-        self._record(model.prefill(self.seq, self.kv) if start is None else start[1])
-        self.lock = threading.Lock()
-
-    def _record(self, out):
-        last = np.asarray(out).reshape(-1, out.shape[-1])[-1]                    # [V]
-        self.cached.append(last)
-        self.rows.append((len(self.seq), int(np.argmax(last)), self.kv.nbytes,
-                          self.kv.allocated_nbytes, self.kv.k.shape[1]))
-
-    def first(self, n_new: int) -> tuple:
-        """(prompt + the first n_new tokens, the logits of the n_new + 1 steps, each step's
-        (length read, greedy next token, cache bytes held, bytes reserved, capacity))."""
-        with self.lock:
-            while len(self.cached) < n_new + 1:
-                self.seq.append(self.rows[-1][1])              # the last step's greedy token
-                self._record(self.model.decode(self.seq[-1], self.kv))
-            return (self.seq[:self.n_prompt + n_new], self.cached[:n_new + 1],
-                    self.rows[:n_new + 1])
 
 
 def context_lengths(max_tokens: int = 131072, per_octave: int = 4) -> list:

@@ -4,12 +4,12 @@ import numpy as np
 import pytest
 
 from engine_support import all_models, get_model
+from pipeline.cached_generation import CachedSteps, cache_vs_recompute
 from pipeline.generation import decode_loop
 from pipeline.kvcache import (
     BYTES_PER_VALUE,
     KVCache,
     attention_kind,
-    cache_vs_recompute,
     context_lengths,
     kv_bytes_per_token,
     kv_cache_bytes,
@@ -159,7 +159,6 @@ def test_a_check_made_longer_or_shorter_from_kept_steps_is_the_check_from_the_pr
     """The prompt's kept cached steps (CachedSteps) made longer, or read shorter, give every
     length's check exactly as a run from the prompt does: tokens, logits differences, bytes
     and capacities; the tokens are greedy decoding's."""
-    from pipeline.kvcache import CachedSteps
     prompt = prompt_for(model, 7)
     kept = CachedSteps(model, prompt, capacity=4)
     for n in (3, 4, 9, 2, 9, 12):
@@ -167,4 +166,4 @@ def test_a_check_made_longer_or_shorter_from_kept_steps_is_the_check_from_the_pr
         fresh = cache_vs_recompute(model, prompt, n, capacity=4)
         assert grown == fresh
         assert grown.generated[:-1] == [p.token for p in decode_loop(model, prompt, n)]
-    assert len(kept.cached) == 13                     # 12 decode steps after the prefill, once
+    assert len(kept.tokens) == 13                     # 12 decode steps after the prefill, once

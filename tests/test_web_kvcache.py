@@ -4,7 +4,8 @@ import re
 import numpy as np
 import pytest
 
-from pipeline.kvcache import cache_vs_recompute, kv_cache_bytes
+from pipeline.cached_generation import cache_vs_recompute
+from pipeline.kvcache import kv_cache_bytes
 from pipeline.published import KV_ONLY, PUBLISHED
 from web.figures.kvcache import human_bytes
 from web.model_state.forward import prompt_ids

@@ -9,6 +9,7 @@ and FLOP counts from the loaded arrays.
 """
 import urllib.parse
 
+from pipeline import cached_generation
 from pipeline.generation import Step, finish_reason, generation_steps
 from pipeline.roofline import decode_work, model_costs, prefill_work, roofline
 from web.core.cache import memo
@@ -23,7 +24,7 @@ from web.sections import Section
 from web.sections.sampling import SAMPLER
 
 MAX_NEW_TOKENS = 200       # the most a request may generate (a classroom shares 2 cores)
-N_TOP = shared_greedy.N_TOP      # candidates shown per step (the shared run keeps as many)
+N_TOP = cached_generation.N_TOP  # candidates shown per step (the shared run keeps as many)
 
 PARAMS = (
     Param("gen_step", "Generation step", kind="int", default=0, min=0,

@@ -8,19 +8,18 @@ one decode step. Every timing section quotes the same table. The logits differen
 are
 the prompt's own generation with the cache (its greedy run, web.model_state.greedy: computed once
 per prompt and shared with the other sections that generate greedily), checked against
-recomputing (`pipeline.kvcache.cache_vs_recompute`, per prompt and length, untimed) when its
-disclosure is open (CHECK_DISCLOSURE: the check is a forward pass over the whole sequence);
+recomputing (`pipeline.cached_generation.cache_vs_recompute`, per prompt and length, untimed)
+when its disclosure is open (CHECK_DISCLOSURE: the check is a forward pass over the whole sequence);
 the sizes of other models come from `kv_cache_bytes` applied to their published configs
 (`pipeline.published`).
 """
 import functools
 from dataclasses import dataclass
 
+from pipeline.cached_generation import Check, cache_vs_recompute
 from pipeline.kvcache import (
     BYTES_PER_VALUE,
-    Check,
     attention_kind,
-    cache_vs_recompute,
     context_lengths,
     kv_bytes_per_token,
     kv_cache_bytes,
@@ -63,20 +62,11 @@ PARAMS = (
 _checks = memo("kvcache checks", 32)
 
 
-@dataclass(frozen=True)
-class CachedStep:
-    """A step of the greedy run with the cache: what the cache holds after it."""
-    n_tokens: int              # sequence length this step reads (prompt + tokens so far)
-    next_token: int            # greedy choice from the cached logits
-    nbytes: int                # KVCache.nbytes after the step
-    allocated_nbytes: int      # KVCache.allocated_nbytes
-    capacity: int              # tokens the buffers have room for
-
-
 def cached_steps(model, ids: tuple, n_new: int) -> list:
-    """The prompt's greedy run with the cache, n_new tokens (n_new + 1 steps): the shared
-    greedy run's (web.model_state.greedy), made longer when a longer one is asked for."""
-    return [CachedStep(*row) for row in greedy_path(model, ids).first(n_new)[2]]
+    """The prompt's greedy run with the cache, n_new tokens (n_new + 1 steps, each a
+    pipeline.cached_generation.CachedStep): the shared greedy run's (web.model_state.greedy),
+    made longer when a longer one is asked for."""
+    return greedy_path(model, ids).first(n_new)[2]
 
 
 def cache_check(model, ids: tuple, n_new: int) -> Check:
