@@ -16,6 +16,7 @@ from waitress.server import create_server
 from web.core import limits
 from web.core.registry import SECTIONS
 from web.presentation.tour import tour_steps
+from web_support import every_disclosure
 
 # The model of a test: on pytest-xdist, SmolLM2's on the one worker that serves SmolLM2, the
 # Austen model's in this module's own group (tests/browser/conftest.py)
@@ -188,14 +189,15 @@ _alone = {}
 
 @pytest.fixture(params=MODELS)
 def alone(request):
-    """A student alone on a phone: the whole page (the conftest's goto loads every section),
-    every "Go deeper" opened by its summary, read once per model (one page load): the text's
-    sizes and the glossary's punctuation."""
+    """A student alone on a phone: the whole page (every section loaded), every "Go deeper"
+    open (the URL's `open`: every disclosure the templates write), read once per model (one
+    page load): the text's sizes and the glossary's punctuation."""
     name = request.param
     if name not in _alone:
         base, query = served(request, name)
         page = request.getfixturevalue("page")
-        page.goto_first_screen(base + "/?" + query)
+        opened = "open=" + every_disclosure()
+        page.goto_first_screen(base + "/?" + (query + "&" + opened if query else opened))
         for attempt in range(5):    # SmolLM2's sections on a busy machine: refused, asked again
             try:
                 page.load_every_section()
@@ -203,10 +205,7 @@ def alone(request):
             except AssertionError:
                 if attempt == 4:
                     raise
-        summaries = page.get_by_text(re.compile(r"^Go deeper: "))
-        for summary in summaries.all():
-            if summary.evaluate("s => !s.parentElement.open"):
-                summary.click()
+        expect(page.locator("details.deeper")).not_to_have_count(0)
         expect(page.locator("details.deeper:not([open])")).to_have_count(0)
         settle(page)
         retry = page.get_by_role("button", name="Try again")
