@@ -137,12 +137,12 @@ def test_typed_hostile_prompt_updates_every_section_as_text(page, model, dialogs
 
 @pytest.fixture(scope="module")
 def tight_server(model):
-    """The app with one computing slot and no waiting room, served by waitress."""
+    """The app with one computing slot and no waiting room, served by waitress. Not warmed
+    (every section's timings, seconds of CPU): its one test reads the first screen and the
+    tokenizer's merges, which measure nothing, and holds the slot itself to be refused."""
     from app import create_app
-    from web.serving.server import warm
     app = create_app({"MODEL": model, "PROBE_ENCODINGS": False, "GATE_SLOTS": 1,
                       "GATE_WAITING": 0, "GATE_WAIT_SECONDS": 5.0, "WARM_CACHES": False})
-    warm(app)               # as app.py does before it serves: this app's own caches, filled
     server = create_server(app, host="127.0.0.1", port=0, threads=4)
     threading.Thread(target=server.run, daemon=True).start()
     yield app, f"http://127.0.0.1:{server.effective_port}"

@@ -38,6 +38,7 @@ from playwright.sync_api import TimeoutError as PlaywrightTimeout
 
 from web.core.registry import SECTIONS
 from web.presentation.tour import tour_steps
+from web_support import every_disclosure
 
 SIZES = (
     ("1280x900", {"viewport": {"width": 1280, "height": 900}}),
@@ -401,8 +402,8 @@ def defects_at(browser, base_url, size, options) -> list:
     context = browser.new_context(base_url=base_url, bypass_csp=True, **options)
     try:
         page = context.new_page()
-        page.goto("/")
-        load_every_section(page)
+        page.goto("/?open=" + every_disclosure())    # each section arrives with its "Go deeper"
+        load_every_section(page)                       # open; OPEN_ALL opens the other details
         page.evaluate(OPEN_ALL)
         page.wait_for_load_state("networkidle")
         page.evaluate(SETTLED)
