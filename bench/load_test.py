@@ -390,9 +390,16 @@ def report(results, seconds, start):
             f"{k} {n}" for k, n in sorted(collections.Counter(
                 k for k, s, _, _ in results if s == 503).items())))
     everything = [t for _, _, t, _ in results]
+    # p95 of the answers (200s and 503s) by the 10 s in which they were answered: the class
+    # joining at once (its first pages) apart from the rest of the lesson
+    per_window = collections.defaultdict(list)
+    for _, _, t, at in results:
+        per_window[int((at - start) // 10)].append(t)
+    window_p95 = [round(pct(per_window[w], 95) * 1000) for w in sorted(per_window)]
     if everything:
         print(f"  all answers: p50 {pct(everything, 50) * 1000:.0f} ms, "
-              f"p95 {pct(everything, 95) * 1000:.0f} ms")
+              f"p95 {pct(everything, 95) * 1000:.0f} ms;  p95 per 10 s (ms): "
+              + " ".join(map(str, window_p95)))
     kinds = sorted({k for k, _, _, _ in results})
     print("  per kind: " + ", ".join(
         f"{k} {pct([t for kk, s, t, _ in results if kk == k and s == 200], 95) * 1000:.0f} ms p95"
@@ -408,6 +415,7 @@ def report(results, seconds, start):
                   "max": ms(max(ok))} if ok else None,
         "busy_ms": {"p95": ms(pct(busy, 95)), "max": ms(max(busy))} if busy else None,
         "all_p95_ms": ms(pct(everything, 95)) if everything else None,
+        "all_p95_ms_per_10s": window_p95,
         "per_kind": {k: {"n": sum(1 for kk, _, _, _ in results if kk == k),
                          "busy": sum(1 for kk, s, _, _ in results if kk == k and s == 503),
                          "p95_ms": ms(pct([t for kk, s, t, _ in results

@@ -236,14 +236,16 @@ def test_the_big_model_has_a_gate_of_its_own_so_the_small_one_never_waits_behind
     big, small = app.extensions["explainer_big_gate"], app.extensions["explainer_gate"]
     assert big is not small and big.slots == limits.GATE_SLOTS_BIG
     c = app.test_client()
-    big.acquire()                          # a SmolLM2 request is computing
+    for _ in range(big.slots):
+        big.acquire()                      # SmolLM2 requests are computing in every slot
     try:
         r = c.get("/section/logits", query_string={"model": "smollm2"}, headers=HX)
         assert r.status_code == 503 and text_of(r) == limits.BUSY_MESSAGE
         for query in ({}, {"model": "austen"}):
             assert c.get("/section/logits", query_string=query, headers=HX).status_code == 200
     finally:
-        big.release()
+        for _ in range(big.slots):
+            big.release()
     for _ in range(small.slots):
         small.acquire()                    # the small model's slots are all taken
     try:

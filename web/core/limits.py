@@ -37,7 +37,7 @@ Limits on requests:
                                   one per core, since a Python process runs one thread at a
                                   time; each has its own gate, caches and SERVER_THREADS
     GATE_SLOTS           2        requests computing at once, per worker (one BLAS thread each)
-    GATE_SLOTS_BIG       1        a big model's requests computing at once, per worker, beside
+    GATE_SLOTS_BIG       2        a big model's requests computing at once, per worker, beside
                                   those (web/serving/server.py: its own gate)
     GATE_WAITING         16       requests waiting for a slot, per worker; one more is refused
                                   at once
@@ -75,7 +75,7 @@ MAX_QUERY_BYTES = 64 * 1024          # more than any valid state needs, percent-
 MAX_CONTENT_LENGTH = 64 * 1024
 REQUEST_SECONDS = 5.0
 GATE_SLOTS = 2
-GATE_SLOTS_BIG = 1
+GATE_SLOTS_BIG = 2
 GATE_WAITING = 16
 GATE_WAIT_SECONDS = 2.0
 RETRY_AFTER_SECONDS = 2

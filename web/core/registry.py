@@ -16,7 +16,9 @@ parameters names them: `reads=` (the Sampling section's SAMPLER, say); with
 `/section/<id>`, the header nav, the tour and the validation of its parameters all come from
 `sections()`, read when a request comes; nothing else needs to change.
 """
+import functools
 import importlib
+import sys
 
 from web.core.params import PROMPT
 from web.presentation.overview import PARAMS as OVERVIEW_PARAMS
@@ -46,9 +48,19 @@ MODULES = (
 
 
 def sections() -> tuple:
-    """The registered sections, in page order: each module's SECTION (read at each request, so
-    that a test can register one more by adding its name to MODULES)."""
-    return tuple(importlib.import_module(f"web.sections.{name}").SECTION for name in MODULES)
+    """The registered sections, in page order: each module's SECTION, for the names MODULES
+    holds when asked (so that a test can register one more by adding its name to MODULES).
+    A request asks some 40 times: the modules already imported are read from sys.modules."""
+    names = _module_names(MODULES)
+    loaded = tuple(sys.modules.get(name) for name in names)
+    if None in loaded:
+        loaded = tuple(importlib.import_module(name) for name in names)
+    return tuple(module.SECTION for module in loaded)
+
+
+@functools.lru_cache(maxsize=4)
+def _module_names(modules: tuple) -> tuple:
+    return tuple(f"web.sections.{name}" for name in modules)
 
 
 SECTIONS = sections()       # as the app starts (the tests parametrize over it)

@@ -80,10 +80,13 @@ def init_app(app):
     Retry-After at once (a text line for htmx, the busy page otherwise).
 
     A big model's requests (web.model_state.loaded.LoadedModel.big: `model=` names it) pass a gate
-    of their
-    own with GATE_SLOTS_BIG slots: they take tens of times longer than the small model's, and
-    a class reading the small model must not wait behind them (each worker computes at most
-    that many of them at once, beside the small model's own slots)."""
+    of their own with GATE_SLOTS_BIG slots: they take tens of times longer than the small
+    model's, and a class reading the small model must not wait behind them (each worker
+    computes at most that many of them at once, beside the small model's own slots). Two, not
+    one: most of a big model's answers take milliseconds and a few take half a second (a
+    section's first greedy run, a beam search); with one slot per worker the quick ones queued
+    behind those, with two they pass them while the cores share the work (bench/load_test.py
+    with 30 students on SmolLM2: docs/measured.md)."""
     gate = limits.Gate(app.config["GATE_SLOTS"], app.config["GATE_WAITING"],
                        app.config["GATE_WAIT_SECONDS"])
     app.extensions["explainer_gate"] = gate
