@@ -2,14 +2,15 @@
 and moving its controls at once.
 
 Each student is a thread with its own keep-alive connection, as a browser has. A student first
-loads the page (GET /: the prompt and the first sections), then every ~2 s (uniformly 1.5-2.5 s,
-the first one at a random moment of the first 2 s) does what the page's htmx does:
-- one time in ten, types a new prompt of their own (a passage cut at random from a held-out
-  chapter of Pride and Prejudice, so no two students share one; with --fixed-prompts, one of six
-  fixed prompts instead): GET / with `X-Sections` naming the sections near the prompt box. The
-  box is the overview's first at the top of the page, so these are the first two sections
-  (AT_THE_PROMPT_BOX: what a browser at 1280x900 names there), and the student reads on from
-  the first;
+loads the page the class opens (GET /: the model's own prompt and the first sections, the same
+address for every student of a model), at a random moment of the first 2 s, then every ~2 s
+(uniformly 1.5-2.5 s) does what the page's htmx does:
+- first, and then one time in ten, types a new prompt of their own (a passage cut at random from
+  a held-out chapter of Pride and Prejudice, so no two students share one; with --fixed-prompts,
+  one of six fixed prompts instead): GET / with `X-Sections` naming the sections near the
+  prompt box. The box is the overview's first at the top of the page, so these are the first
+  two sections (AT_THE_PROMPT_BOX: what a browser at 1280x900 names there), and the student
+  reads on from the first;
 - otherwise moves a control of a random section to a random value of the control's whole range
   (a slider's min to max in its steps, any option of a select), as the page they were sent
   shows it for their prompt: GET /section/<id>?<whole state> with the control's HX-Target and
@@ -218,7 +219,9 @@ class Student(threading.Thread):
         self.parts, self.stop_at = parts, stop_at
         self.results, self.lock = results, lock
         self.words = words
-        self.prompt = self.next_prompt()
+        # the page the class opens has the model's own prompt; --picked-values: the former
+        # class's first page, with the student's prompt
+        self.prompt = self.next_prompt() if picked else None
         self.state = {}
         self.conn = None
         self.section = self.rng.choice(SECTION_ORDER[:2])      # the first sections are on screen
@@ -236,7 +239,8 @@ class Student(threading.Thread):
     def query(self, path: str) -> str:
         chosen = {"model": self.model} if self.model else {}
         return path + "?" + urllib.parse.urlencode(
-            {**chosen, "prompt": self.prompt, **self.state}, quote_via=urllib.parse.quote)
+            {**chosen, **({} if self.prompt is None else {"prompt": self.prompt}), **self.state},
+            quote_via=urllib.parse.quote)
 
     def seen(self, path: str, kind: str, status, text: str, headers: dict) -> list:
         """Read an answer (its HTML: the controls of the sections it holds; its HX-Trigger):
@@ -269,7 +273,7 @@ class Student(threading.Thread):
         if self.picked or first:
             return self.choose_picked(first)
         headers = {"HX-Request": "true"}
-        if self.rng.random() < NEW_PROMPT_SHARE:
+        if self.prompt is None or self.rng.random() < NEW_PROMPT_SHARE:
             self.prompt = self.next_prompt()
             self.state = {}                      # the page drops per-prompt choices
             self.page = {}
@@ -319,10 +323,7 @@ class Student(threading.Thread):
                 values = range(0, BIG_GEN_MAX)     # steps of the big model's shorter run
             self.state[name] = self.rng.choice(list(values))
             path, kind = f"/section/{section}", section
-        chosen = {"model": self.model} if self.model else {}
-        query = urllib.parse.urlencode({**chosen, "prompt": self.prompt, **self.state},
-                                       quote_via=urllib.parse.quote)
-        return f"{path}?{query}", kind, headers
+        return self.query(path), kind, headers
 
     def one(self, first=False):
         follow = self.ask(*self.choose(first))
