@@ -75,3 +75,19 @@ def test_a_change_brings_the_pages_followers_of_it(client):
         ("/section/decoding", "follow decoding", "decoding-samples")]
     r = client.get(follow[0][0], headers=follow[0][2])
     assert r.status_code == 200 and "Greedy, best beam and samples" in r.get_data(as_text=True)
+
+
+def test_a_student_opens_the_class_page_then_types_a_prompt_at_the_top():
+    """The first page is the one address the class opens (the model's own prompt); the next
+    move types the student's own prompt in the box at the top of the page, naming the sections
+    a browser has near it; the next request reads on from there."""
+    with open(load_test.HELD_OUT, encoding="utf-8") as f:
+        words = f.read().split()
+    student = load_test.Student(0, None, 0, 1, None, None, words, "smollm2")
+    path, kind, headers = student.choose(first=True)
+    assert (path, kind, headers) == ("/?model=smollm2", "first page", {})
+    path, kind, headers = student.choose()
+    assert kind == "new prompt" and student.prompt and "prompt=" in path
+    assert headers["X-Sections"] == ",".join(load_test.AT_THE_PROMPT_BOX) == \
+        "tokenization,embeddings"
+    assert student.section == "tokenization" and student.page == {}
