@@ -94,8 +94,9 @@ def load_tests(runs) -> list:
              "its workers at the end of the run, pages shared by the forked workers counted "
              "once):", "",
              "| run | requests | 200 | 503 busy | errors | p50 / p95 / max of the 200s | "
-             "slowest kind (p95) | server memory | when, commit |",
-             "|---|---|---|---|---|---|---|---|---|"]
+             "p95 of all answers (of each 10 s) | slowest kind (p95) | server memory | "
+             "when, commit |",
+             "|---|---|---|---|---|---|---|---|---|---|"]
     for r in runs:
         ok = r["ok_ms"] or {}
         kinds = {k: v for k, v in r["per_kind"].items() if v.get("p95_ms") == v.get("p95_ms")}
@@ -110,6 +111,7 @@ def load_tests(runs) -> list:
             f"{r['prompts']} prompts, workers {r['workers']} | {r['requests']:,} | {r['ok']:,} | "
             f"{r['busy']:,} ({100 * (r['busy_share'] or 0):.1f} %) | {r['errors']} | "
             f"{ok.get('p50', 0):.0f} / {ok.get('p95', 0):.0f} / {ok.get('max', 0):.0f} ms | "
+            f"{all_answers(r)} | "
             + (f"{slow[0]} {slow[1]['p95_ms']:.0f} ms" if slow else "–")
             + (f" | {mem['pss_mb']:,.0f} MB in {mem['processes']} processes" if mem else " | –")
             + f" | {r['date'][:16].replace('T', ' ')}, {r['commit']} |")
@@ -119,8 +121,17 @@ def load_tests(runs) -> list:
                 f"| ↳ its students on {m} | {pm['requests']:,} | {pm['ok']:,} | "
                 f"{pm['busy']:,} ({100 * (pm['busy_share'] or 0):.1f} %) | {pm['errors']} | "
                 f"{pok.get('p50', 0):.0f} / {pok.get('p95', 0):.0f} / {pok.get('max', 0):.0f} ms"
-                " | | | |")
+                f" | {all_answers(pm)} | | | |")
     return lines + [""]
+
+
+def all_answers(r) -> str:
+    """The p95 of every answer of a load test run (200s and 503s), and of each 10 s of it."""
+    if r.get("all_p95_ms") is None:
+        return "–"
+    windows = r.get("all_p95_ms_per_10s")
+    return f"{r['all_p95_ms']:,.0f} ms" + (
+        f" ({' · '.join(f'{w:,}' for w in windows)})" if windows else "")
 
 
 def new_prompt(r) -> list:
