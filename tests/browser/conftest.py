@@ -190,7 +190,7 @@ def patient_expect():
 
 # Every placeholder that is neither loaded nor showing its "Try again" (a refusal): waited on
 # instead of the network's quiet, which costs half a second each time. Up to a page load's
-# time: the sections' requests queue at the server's gates (a SmolLM2 page's one at a time).
+# time: the sections' requests queue at the server's gates (a SmolLM2 page's two at a time).
 UNANSWERED = "[data-lazy]:not(:has(.lazy-failed:not([hidden])))"
 
 
