@@ -73,7 +73,7 @@ from local_server import (  # noqa: E402
     wait_until_ready,
 )
 
-from web.core.registry import all_params  # noqa: E402
+from web.core.registry import SECTIONS, all_params  # noqa: E402
 
 HELD_OUT = os.path.join(ROOT, "data", "heldout_pride_and_prejudice_ch10.txt")
 PROMPTS = [
@@ -129,7 +129,7 @@ SECTION_ORDER = sorted(set(SECTION_ORDER), key=SECTION_ORDER.index)
 # The loaded sections near the screen when a student types a prompt (the box is at the top of
 # the page, in the overview): static/requests.js names them in X-Sections, and a browser at
 # 1280x900 names these two (at 1024x768 the first alone, on a phone none).
-AT_THE_PROMPT_BOX = SECTION_ORDER[:2]
+AT_THE_PROMPT_BOX = [s.id for s in SECTIONS[:2]]
 NEW_SECTION_SHARE = 0.2
 
 
@@ -391,8 +391,9 @@ def report(results, seconds, start):
             f"{k} {n}" for k, n in sorted(collections.Counter(
                 k for k, s, _, _ in results if s == 503).items())))
     everything = [t for _, _, t, _ in results]
-    # p95 of the answers (200s and 503s) by the 10 s in which they were answered: the class
-    # joining at once (its first pages) apart from the rest of the lesson
+    # p95 of every request's time (answers, refusals, errors) by the 10 s in which it ended: the
+    # class's first seconds (every student's first prompt at once) apart from the rest; the
+    # last window holds only the requests that end after the class stops asking
     per_window = collections.defaultdict(list)
     for _, _, t, at in results:
         per_window[int((at - start) // 10)].append(t)

@@ -29,8 +29,8 @@ class CachedStep:
 @dataclass(frozen=True)
 class CheckStep(CachedStep):
     """A step checked against recomputing without the cache."""
-    max_abs_diff: float = 0.0  # max |cached logits - recomputed logits| for the next token
-    same_argmax: bool = True   # both pick the same next token
+    max_abs_diff: float        # max |cached logits - recomputed logits| for the next token
+    same_argmax: bool          # both pick the same next token
 
 
 @dataclass(frozen=True)
@@ -103,13 +103,17 @@ class CachedSteps:
             logits = model.prefill(list(self.ids), self.kv)[-1]
             passed = time.perf_counter()
         else:
-            (self.kv, logits), began = start, float("nan")
-            passed = float("nan")
+            self.kv, logits = start
+            logits = np.asarray(logits)
+            if logits.ndim != 1:
+                raise ValueError(f"start's logits are the next token's, [V]: {logits.shape}")
+            began = passed = float("nan")
         self._record(logits, began, passed)
 
     def _record(self, logits, began: float, passed: float):
         logits = np.asarray(logits, dtype=np.float32)
         token = int(np.argmax(logits))                      # pipeline.sampling.greedy
+        chosen = time.perf_counter()
         kv = self.kv
         probs = softmax(logits)
         self.tokens.append(token)
@@ -117,7 +121,7 @@ class CachedSteps:
             self.rows.append(logits)
         self.sizes.append((len(kv), kv.nbytes, kv.allocated_nbytes, kv.k.shape[1]))
         self.seconds.append(passed - began)
-        self.step_seconds.append(time.perf_counter() - began)
+        self.step_seconds.append(chosen - began)
         self.logprobs.append(float(log_softmax(logits)[token]))
         self.probs.append(float(probs[token]))
         self.tops.append(top_candidates(probs, N_TOP))

@@ -31,16 +31,15 @@ Limits on requests:
                                   (`query.check_time(name)`): over it, a 422 next to the control
                                   `name` whose value asked for the work, and the section is
                                   rebuilt with that control's default
-    SERVER_WORKERS       2        server processes (web/serving/server.py forks them after the model
-    is
-                                  loaded and the caches warmed):
-                                  one per core, since a Python process runs one thread at a
-                                  time; each has its own gate, caches and SERVER_THREADS
+    SERVER_WORKERS       2        server processes (web/serving/server.py forks them after the
+                                  model is loaded and the caches warmed): one per core, since
+                                  a Python process runs one thread at a time; each has its own
+                                  gates, caches and SERVER_THREADS (40) threads
     GATE_SLOTS           2        requests computing at once, per worker (one BLAS thread each)
     GATE_SLOTS_BIG       2        a big model's requests computing at once, per worker, beside
                                   those (web/serving/server.py: its own gate)
-    GATE_WAITING         16       requests waiting for a slot, per worker; one more is refused
-                                  at once
+    GATE_WAITING         16       requests waiting for a slot, per gate and worker; one more
+                                  is refused at once
     GATE_WAIT_SECONDS    2.0 s    how long a request waits for a slot; then 503 + Retry-After
 
 bench/load_test.py measures these settings (its last figures, with one process and with two
@@ -79,12 +78,14 @@ GATE_SLOTS_BIG = 2
 GATE_WAITING = 16
 GATE_WAIT_SECONDS = 2.0
 RETRY_AFTER_SECONDS = 2
-# waitress, chosen for 2 cores (see docs/serving.md): threads well above
-# GATE_SLOTS + GATE_WAITING so refusals never queue; enough connections for 60 browsers with
-# keep-alive; idle connections closed after 30 s instead of waitress's default 120 s; request
-# bodies and headers capped by waitress itself (413 / 431), well above what the page sends.
+# waitress, chosen for 2 cores (see docs/serving.md): threads well above what the two gates
+# hold (GATE_SLOTS + GATE_SLOTS_BIG + 2 x GATE_WAITING = 36) so refusals never queue, and a
+# small model's request finds a thread with the big gate full; enough connections for 60
+# browsers with keep-alive; idle connections closed after 30 s instead of waitress's default
+# 120 s; request bodies and headers capped by waitress itself (413 / 431), well above what the
+# page sends.
 SERVER_WORKERS = 2
-SERVER_THREADS = 24
+SERVER_THREADS = 40
 SERVER_SETTINGS = dict(
     connection_limit=300,
     channel_timeout=30,

@@ -184,7 +184,9 @@ def rope_on_prompt(lm, state) -> dict:
     return dict(
         layer=layer, head=head, kv_head=kv_head, q_at=q_at, k_at=k_at, offset=offset,
         q_token=labels[q_at], k_token=labels[k_at],
-        # the pairs attention makes: a query at or after the key, a key at or before the query
+        # the pairs causal attention can make: a query at or after the key, a key at or before
+        # the query (a sliding-window layer reads only the last window of those)
+        token_count=T,
         query_options=[(i, f"{i}: {labels[i]}") for i in range(k_at, T)],
         key_options=[(i, f"{i}: {labels[i]}") for i in range(q_at + 1)],
         model_score=float(run.cache[prefix + "hook_attn_scores"][head, q_at, k_at]),

@@ -507,10 +507,11 @@ def serve(app, sock, threads: int):
 
 # A retired worker (an older generation, once a newer one serves every model) stops accepting,
 # closes its idle keep-alive connections, lets its requests in flight finish (a stream too) and
-# exits; after RETIRE_SECONDS it exits whatever is still running. A connection is idle when it
-# has sent nothing for IDLE_GRACE_SECONDS: one accepted just before, whose request is not read
-# yet, is answered rather than closed unanswered (a browser asks again on a reused connection
-# that closes, not always on a new one).
+# exits; after RETIRE_SECONDS it exits whatever is still running. A connection accepted less
+# than IDLE_GRACE_SECONDS before, that has not sent a byte yet (its request not read), is left to
+# send it and is answered, not closed unanswered (a browser asks again on a reused connection
+# that closes, not always on a new one); a kept-alive one is closed as soon as it is idle, however
+# often it asks (a class member's page polls every 500 ms).
 RETIRE_SECONDS = 30
 IDLE_GRACE_SECONDS = 1.0
 
@@ -543,11 +544,12 @@ def serve_worker(app, sock, threads: int, supervisor_alive: int):
         deadline = time.monotonic() + RETIRE_SECONDS
 
         def close_idle():                    # in waitress's loop thread (the trigger runs it)
-            quiet_since = time.time() - IDLE_GRACE_SECONDS      # waitress's clock
+            young = time.time() - IDLE_GRACE_SECONDS            # waitress's clock
             for channel in list(server.active_channels.values()):
+                unread = (channel.last_activity == channel.creation_time
+                          and channel.creation_time > young)
                 if (not channel.requests and channel.request is None
-                        and not channel.total_outbufs_len
-                        and channel.last_activity < quiet_since):
+                        and not channel.total_outbufs_len and not unread):
                     channel.will_close = True
 
         def until_idle():
