@@ -271,8 +271,8 @@ def page(page, request):
     """Playwright's page whose goto() and reload() also load every section (as printing does),
     or, for a test marked @pytest.mark.sections("attention", ...), only the sections it reads.
     page.goto_first_screen() and page.reload_first_screen() are the plain goto and reload: only
-    what the first screen loads; page.load_every_section() loads the rest at any time (after a prompt change), and
-    page.load_sections(*ids) the sections named."""
+    what the first screen loads; page.load_every_section() loads the rest at any time (after a
+    prompt change), and page.load_sections(*ids) the sections named."""
     page.set_default_navigation_timeout(NAVIGATION_TIMEOUT_MS)
     marker = request.node.get_closest_marker("sections")
     if marker is not None:
