@@ -79,6 +79,11 @@ def roofline_figure(roofs, points, machine_points, stars_name="measured") -> str
     powers = range(int(np.floor(np.log10(min(ys)))), int(np.ceil(np.log10(max(ys)))) + 1)
     prefixes = {0: "", 3: "k", 6: "M", 9: "G", 12: "T", 15: "P", 18: "E"}
     ticktext = [f"{10 ** (e % 3)}{prefixes.get(e - e % 3, 'e%d' % (e - e % 3))}" for e in powers]
+    # the y range starts half a decade under the lowest label, so that label never sits in the
+    # corner on the x axis's first one (plotly's own range follows the lowest point, and a
+    # measured star a little above a power of ten put its label there)
+    top = float(np.log10(max(ys)))
+    y_range = [powers[0] - 0.5, top + 0.05 * (top - powers[0] + 0.5)]
     band = 8 + ROW_PX * n_rows
     return figure_json(data, base_layout(
         height=330 + band, margin=dict(l=10, r=10, t=band, b=10),
@@ -86,7 +91,8 @@ def roofline_figure(roofs, points, machine_points, stars_name="measured") -> str
         xaxis=dict(title=dict(text="intensity (FLOP per byte moved)"), type="log",
                    exponentformat="SI", range=[lo, hi]),
         yaxis=dict(title=dict(text="FLOP per second"), type="log",
-                   tickmode="array", tickvals=[10.0 ** e for e in powers], ticktext=ticktext),
+                   tickmode="array", tickvals=[10.0 ** e for e in powers], ticktext=ticktext,
+                   range=y_range),
         # under the plot, below the axis title, however many lines it takes: the band above
         # the plot is the phases'
         legend=dict(orientation="h", x=0, xref="container", y=0, yref="container",
