@@ -21,13 +21,21 @@ from classroom_support import NO_REDIS, free_port
 from pipeline import load_model
 from web_support import has_default_model
 
+# A test that reads SmolLM2 through these fixtures runs in the "smollm2" group, beside the
+# browser modules serving it: one worker loads SmolLM2 and computes its measurements and
+# per-model caches (some 30 s of CPU cold), not both.
+SMOLLM2_FIXTURES = {"smollm2", "smol_app", "smollm2_served"}
+
 
 def xdist_group(item) -> str:
-    """The pytest-xdist group of a test: the one its module or parameter names, else its file's
-    name (tests/browser/conftest.py names the modules serving SmolLM2 "smollm2")."""
+    """The pytest-xdist group of a test: the one its module or parameter names, "smollm2" for a
+    test that reads SmolLM2 (SMOLLM2_FIXTURES), else its file's name (tests/browser/conftest.py
+    names the modules serving SmolLM2 "smollm2")."""
     marker = item.get_closest_marker("xdist_group")
     if marker is None:
-        marker = pytest.mark.xdist_group(item.path.name)
+        uses = set(getattr(item, "fixturenames", ()))
+        marker = pytest.mark.xdist_group("smollm2" if uses & SMOLLM2_FIXTURES
+                                         else item.path.name)
         item.add_marker(marker)
     return marker.args[0] if marker.args else marker.kwargs.get("name", "default")
 
