@@ -81,10 +81,11 @@ def poll(what, until, proc=None, seconds=START_SECONDS):
             last = what()
         except ConnectionRefusedError:        # not listening yet: the process is starting
             last = None
-        except http.client.RemoteDisconnected:
+        except (http.client.RemoteDisconnected, ConnectionResetError):
             # closed unanswered by a worker of the generation being retired as a model became
-            # ready (it closes its idle connections as it stops): asked again, as a browser
-            # asks again when a kept-alive connection closes under a GET
+            # ready (it closes its idle connections as it stops; one whose request arrives as it
+            # closes it is reset): asked again, as a browser asks again when a kept-alive
+            # connection closes under a GET
             last = None
         if last is not None and until(last):
             return last

@@ -516,6 +516,17 @@ RETIRE_SECONDS = 30
 IDLE_GRACE_SECONDS = 1.0
 
 
+def bytes_waiting(sock) -> bool:
+    """Whether a request's bytes have reached the socket and are not read yet: closing it then
+    would reset the connection under a request already sent."""
+    try:
+        return bool(sock.recv(1, socket.MSG_PEEK | socket.MSG_DONTWAIT))
+    except (BlockingIOError, InterruptedError):
+        return False
+    except OSError:
+        return False
+
+
 def serve_worker(app, sock, threads: int, supervisor_alive: int):
     """A worker's life: waitress on `sock` until SIGTERM (at once), SIGUSR1 (retire gracefully)
     or the end of the supervisor (read end of a pipe whose write end only the supervisor holds:
@@ -549,7 +560,8 @@ def serve_worker(app, sock, threads: int, supervisor_alive: int):
                 unread = (channel.last_activity == channel.creation_time
                           and channel.creation_time > young)
                 if (not channel.requests and channel.request is None
-                        and not channel.total_outbufs_len and not unread):
+                        and not channel.total_outbufs_len and not unread
+                        and not bytes_waiting(channel.socket)):
                     channel.will_close = True
 
         def until_idle():
