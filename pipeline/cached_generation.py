@@ -47,7 +47,7 @@ class Check:
         return [s.next_token for s in self.steps]
 
 
-def cache_vs_recompute(model, prompt_ids, n_new: int, capacity: int = 64, start=None,
+def cache_vs_recompute(model, prompt_ids, n_new: int, capacity: int = 64,
                        steps: "CachedSteps" = None) -> Check:
     """Greedy generation of n_new tokens after the prompt with the KV cache (prefill, then one
     decode step per token; the cache starts with room for `capacity` tokens and doubles when
@@ -57,12 +57,11 @@ def cache_vs_recompute(model, prompt_ids, n_new: int, capacity: int = 64, start=
     row t is what a forward pass over the first t + 1 tokens gives. Nothing here is timed (a
     step's time both ways is a prefill and a decode of that length: web.model_state.measured times
     them).
-    start: (KV cache, logits [V]) of the prompt already run (Model.kv_from_recording), used
-    as the prefill's result. steps: the cached steps kept for this prompt and capacity
-    (CachedSteps), made longer if needed, instead of running them here (start is then unused):
-    a step does not depend on how many follow, so the check is the same."""
+    steps: the cached steps kept for this prompt and capacity (CachedSteps), made longer if
+    needed, instead of running them here: a step does not depend on how many follow, so the
+    check is the same."""
     n_new = min(n_new, model.config.n_ctx - len(prompt_ids))
-    steps = steps if steps is not None else CachedSteps(model, prompt_ids, capacity, start)
+    steps = steps if steps is not None else CachedSteps(model, prompt_ids, capacity)
     seq, cached, rows = steps.first(n_new)
     full = model.forward(seq)                                                   # [T, V]
     out = tuple(CheckStep(**vars(r), max_abs_diff=float(np.max(np.abs(c - full[r.n_tokens - 1]))),

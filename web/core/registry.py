@@ -16,7 +16,6 @@ parameters names them: `reads=` (the Sampling section's SAMPLER, say); with
 `/section/<id>`, the header nav, the tour and the validation of its parameters all come from
 `sections()`, read when a request comes; nothing else needs to change.
 """
-import functools
 import importlib
 import sys
 
@@ -51,16 +50,11 @@ def sections() -> tuple:
     """The registered sections, in page order: each module's SECTION, for the names MODULES
     holds when asked (so that a test can register one more by adding its name to MODULES).
     A request asks some 40 times: the modules already imported are read from sys.modules."""
-    names = _module_names(MODULES)
-    loaded = tuple(sys.modules.get(name) for name in names)
+    names = [f"web.sections.{name}" for name in MODULES]
+    loaded = [sys.modules.get(name) for name in names]
     if None in loaded:
-        loaded = tuple(importlib.import_module(name) for name in names)
+        loaded = [importlib.import_module(name) for name in names]
     return tuple(module.SECTION for module in loaded)
-
-
-@functools.lru_cache(maxsize=4)
-def _module_names(modules: tuple) -> tuple:
-    return tuple(f"web.sections.{name}" for name in modules)
 
 
 SECTIONS = sections()       # as the app starts (the tests parametrize over it)

@@ -521,9 +521,7 @@ def bytes_waiting(sock) -> bool:
     would reset the connection under a request already sent."""
     try:
         return bool(sock.recv(1, socket.MSG_PEEK | socket.MSG_DONTWAIT))
-    except (BlockingIOError, InterruptedError):
-        return False
-    except OSError:
+    except OSError:                     # nothing waiting (BlockingIOError), or closed
         return False
 
 
