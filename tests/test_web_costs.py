@@ -25,7 +25,13 @@ COST = re.compile(r'<span class="cost"[^>]*data-what="([^"]+)" data-at="(\d+)" '
                   r'data-ms="([^"]+)">(.*?)</span>', re.S)
 
 
-@pytest.fixture(scope="module", params=["austen", "smollm2"])
+# SmolLM2's half runs in the "smollm2" group (tests/conftest.py): on the worker that has loaded
+# it and measured its cost table already
+IN_SMOLLM2_GROUP = pytest.mark.xdist_group("smollm2")
+
+
+@pytest.fixture(scope="module",
+                params=["austen", pytest.param("smollm2", marks=IN_SMOLLM2_GROUP)])
 def loaded(request):
     """(test client, LoadedModel, the query naming it) for each model the page offers: the
     session's apps (tests/conftest.py), SmolLM2 loaded once for every test that reads it."""
