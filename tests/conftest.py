@@ -8,9 +8,11 @@ A module that imports a fixture from another file makes a fixture of its own (se
 that module), so modules take these by name only. tests/browser/conftest.py serves its own app,
 warmed as the real server warms it, and overrides `model` for the browser tests. Plain helpers
 (url, text_of, table_rows, ...) live in tests/web_support.py."""
+import atexit
 import os
 import shutil
 import subprocess
+import tempfile
 import threading
 import time
 
@@ -20,6 +22,14 @@ from waitress.server import create_server
 from classroom_support import NO_REDIS, free_port
 from pipeline import load_model
 from web_support import has_default_model
+
+# The apps and servers the tests start keep their classes and their startup cache (timings, a
+# GGUF model's float32 weights) in a folder of this process's own, removed at its end: never in
+# the project's data/classroom, where a second run would read what the first computed.
+# create_app and app.py read LLM_EXPLAINER_DATA_DIR; a test that sets its own keeps it.
+DATA_DIR = tempfile.mkdtemp(prefix="llm-explainer-tests-")
+os.environ["LLM_EXPLAINER_DATA_DIR"] = DATA_DIR
+atexit.register(shutil.rmtree, DATA_DIR, ignore_errors=True)
 
 # A test that reads SmolLM2 through these fixtures runs in the "smollm2" group, beside the
 # browser modules serving it: one worker loads SmolLM2 and computes its measurements and
@@ -38,6 +48,12 @@ def xdist_group(item) -> str:
                                          else item.path.name)
         item.add_marker(marker)
     return marker.args[0] if marker.args else marker.kwargs.get("name", "default")
+
+
+# Modules whose few tests start the app in processes of their own (`python app.py`: a load and
+# a warm each) and wait for them: the longest of the engine and web groups for their number of
+# tests, handed out first among them, so that none is the last group of a worker's run.
+OWN_SERVERS = {"test_serving_startup.py", "test_web_app.py"}
 
 
 @pytest.hookimpl(tryfirst=True)
@@ -63,7 +79,7 @@ def pytest_collection_modifyitems(config, items):
     def rank(pair):
         item, group = pair
         part = 0 if group == "smollm2" else 1 if str(item.path).startswith(browser) else 2
-        return part, -counts[group], group
+        return part, group not in OWN_SERVERS, -counts[group], group
     items[:] = [item for item, _ in sorted(zip(items, groups, strict=True), key=rank)]
 
 
