@@ -485,6 +485,19 @@ def vs_transformers(r) -> list:
     return lines
 
 
+def test_suite(r) -> list:
+    """bench/bench_test_suite.py: `make test` on a fresh clone."""
+    lines = [f"**The test suite** ({provenance(r)}): the README's `make test` in a fresh clone of "
+             f"the commit, new .venv included; budget {r['target_s']} s of tests.", "",
+             "| run | make test, installs included | pytest | passed | skipped | "
+             "load average before |", "|---|---|---|---|---|---|"]
+    for i, x in enumerate(r["runs"], 1):
+        c = x["counts"]
+        lines.append(f"| {i} | {x['make_test_s']:.0f} s | {x['pytest_s']:.0f} s | "
+                     f"{c.get('passed', 0):,} | {c.get('skipped', 0)} | {x['load_before']} |")
+    return lines + [""]
+
+
 def render() -> str:
     out = []
     r = load("bench_engine")
@@ -523,7 +536,7 @@ def render() -> str:
         out += classroom(r)
     for name, part in (("bench_classroom_join", join_rush), ("bench_startup", startup),
                        ("bench_classroom_redis_faults", redis_faults),
-                       ("bench_classroom_proxy", proxy)):
+                       ("bench_classroom_proxy", proxy), ("bench_test_suite", test_suite)):
         r = load(name)
         if r:
             out += part(r)
