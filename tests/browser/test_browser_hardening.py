@@ -219,13 +219,19 @@ LONG_PROMPT = open(os.path.join(ROOT, "data", "heldout_pride_and_prejudice_ch10.
                    encoding="utf-8").read()[:700]          # ~170 tokens: the lists scroll
 
 
-@pytest.mark.parametrize("query", ["", "?prompt=" + urllib.parse.quote(HOSTILE[0] + " Emma"),
-                                   "?merges=banana", "?prompt=" + urllib.parse.quote(LONG_PROMPT)],
-                         ids=["default", "hostile", "bad-value", "long"])
+# three pages: the default one; a hostile prompt with a bad value (its message beside its
+# control) on one page; a long prompt
+@pytest.mark.parametrize("query", ["", "?prompt=" + urllib.parse.quote(HOSTILE[0] + " Emma")
+                                   + "&merges=banana",
+                                   "?prompt=" + urllib.parse.quote(LONG_PROMPT)],
+                         ids=["default", "hostile-and-bad-value", "long"])
 def test_axe_finds_no_wcag_violations_in_any_section(page, query):
     if not os.path.exists(AXE_JS):
         pytest.fail("node_modules/axe-core is missing: run `npm ci` (make test does)")
     page.goto("/" + query)
     expect_all_sections(page)
+    if "merges=banana" in query:             # both on show: the message and the prompt
+        expect(page.locator("#error-merges")).to_contain_text("not 'banana'")
+        expect(page.get_by_label("Prompt", exact=True)).to_have_value(HOSTILE[0] + " Emma")
     violations = run_axe(page)
     assert violations == {}, "\n".join(f"{s}: {v}" for s, vs in violations.items() for v in vs)
