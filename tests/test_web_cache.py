@@ -138,8 +138,8 @@ def counted(model, monkeypatch):
     count(speculative, "measure_speed")
     fresh = create_app({"MODEL": model, "TESTING": True, "WARM_CACHES": False,
                         "PROBE_ENCODINGS": False})
-    measured_module.forget_machine()      # the process's roof, measured again for this app
-    with fresh.app_context():
+    # the process's roof measured again for this app, the earlier one back after the test
+    with measured_module.machine_measured_again(), fresh.app_context():
         yield fresh, counts
 
 

@@ -9,6 +9,7 @@ prompt's length, a prompt's point is interpolated between the table's lengths, a
 Measurements run one at a time, so two of them never share the cores and disturb
 each other.
 """
+import contextlib
 import threading
 import time
 
@@ -20,15 +21,17 @@ _measuring = threading.RLock()     # one measurement at a time (a measurement ma
 _NOTHING = object()
 
 
-def measured(key: tuple, measure):
-    """measure() the first time `key` is asked for, the remembered result afterwards."""
-    known = _results.peek(key, _NOTHING)
+def measured(key: tuple, measure, results=None):
+    """measure() the first time `key` is asked for, the remembered result afterwards. Remembered
+    in `results` (default: the app's measurements; the machine's roof: the process's)."""
+    results = _results if results is None else results
+    known = results.peek(key, _NOTHING)
     if known is not _NOTHING:
         return known
     # kept on disk between starts when the app has a web.model_state.disk_cache
     with _measuring:
-        return _results.get(key, lambda: kept("measurements", (machine_identity(), key),
-                                               measure))
+        return results.get(key, lambda: kept("measurements", (machine_identity(), key),
+                                              measure))
 
 
 def measurements() -> int:
@@ -59,23 +62,29 @@ def stamp(epoch_seconds: float) -> str:
 # first (a worker inherits the supervisor's, measured by its warm before the fork). The apps of
 # one process (the tests make dozens) share it.
 _machine = Memo("machine", 1)
+MACHINE_KEY = ("machine",)
 
 
 def machine_measurement() -> tuple:
     """(this server's roof: pipeline.roofline.Machine, when it was measured): measured once per
     process (under a second), or read back from the asking app's disk cache."""
     from pipeline.roofline import measure_machine
-
-    def measure():
-        with _measuring:
-            return kept("measurements", (machine_identity(), ("machine",)),
-                        lambda: (measure_machine(), time.time()))
-    return _machine.get("machine", measure)
+    return measured(MACHINE_KEY, lambda: (measure_machine(), time.time()), results=_machine)
 
 
-def forget_machine():
-    """Measure the roof again at the next ask (a test that counts measurements)."""
+@contextlib.contextmanager
+def machine_measured_again():
+    """Within the block the roof is measured again at its next ask (a test that counts one
+    app's measurements); after it, the process's earlier one is back, so that what the other
+    apps rendered with it still agrees with it."""
+    before = _machine.peek(MACHINE_KEY, _NOTHING)
     _machine.clear()
+    try:
+        yield
+    finally:
+        _machine.clear()
+        if before is not _NOTHING:
+            _machine.get(MACHINE_KEY, lambda: before)
 
 
 def machine():
